@@ -1,0 +1,97 @@
+"""Feedback people leave on traces (DESIGN §3): comments, ratings, reviewed comparisons, outcomes."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Literal
+
+from stash_pipeline.core.traces import STASH_NAMESPACE
+
+FeedbackKind = Literal["comment", "rating", "comparison", "outcome"]
+REVIEW_STATUSES = ("pending", "approved", "rejected")
+
+
+def feedback_id(kind: str, *parts: object) -> str:
+    """A stable id, so importing the same feedback twice stores it once."""
+    return str(uuid.uuid5(STASH_NAMESPACE, "|".join([kind, *map(str, parts)])))
+
+
+@dataclass(frozen=True)
+class Comment:
+    """A comment on an action (action_id set) or on a whole trace."""
+
+    id: str
+    trace_id: str
+    text: str
+    action_id: str | None = None
+    author: str | None = None
+
+
+@dataclass(frozen=True)
+class Rating:
+    """An API rating: on an action it is a step rating, else a trace rating. Higher is better."""
+
+    id: str
+    trace_id: str
+    value: float
+    action_id: str | None = None
+    author: str | None = None
+
+    @property
+    def is_step_rating(self) -> bool:
+        return self.action_id is not None
+
+
+@dataclass(frozen=True)
+class ReviewedComparison:
+    """A reviewed A-vs-B judgment: chosen beats rejected. Sides are traces or actions."""
+
+    id: str
+    chosen_trace_id: str
+    rejected_trace_id: str
+    chosen_action_id: str | None = None
+    rejected_action_id: str | None = None
+    reviewer: str | None = None
+    status: str = "approved"
+    rationale: str | None = None
+
+    @property
+    def is_action_comparison(self) -> bool:
+        return self.chosen_action_id is not None and self.rejected_action_id is not None
+
+    @property
+    def usable(self) -> bool:
+        return self.status == "approved"
+
+
+@dataclass(frozen=True)
+class VerifiedOutcome:
+    """A trace's checked task result (e.g. tau-bench's reward: 1.0 success, 0.0 failure)."""
+
+    id: str
+    trace_id: str
+    reward: float
+    source: str | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.reward >= 1.0
+
+
+Feedback = Comment | Rating | ReviewedComparison | VerifiedOutcome
+
+
+def feedback_trace_ids(item: Feedback) -> tuple[str, ...]:
+    if isinstance(item, ReviewedComparison):
+        return (item.chosen_trace_id, item.rejected_trace_id)
+    return (item.trace_id,)
+
+
+def count_by_kind(items: list[Feedback]) -> dict[str, int]:
+    counts = {"comments": 0, "ratings": 0, "comparisons": 0, "outcomes": 0}
+    names = {Comment: "comments", Rating: "ratings", ReviewedComparison: "comparisons",
+             VerifiedOutcome: "outcomes"}
+    for item in items:
+        counts[names[type(item)]] += 1
+    return counts
