@@ -1,0 +1,15 @@
+"""What an importer yields for each source record: one trace and the feedback that came with it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stash_pipeline.core.feedback import Feedback
+from stash_pipeline.core.traces import Trace
+
+
+@dataclass(frozen=True)
+class ImportedTrace:
+    trace: Trace
+    feedback: tuple[Feedback, ...] = ()
+    source: str = ""  # "<file>:<line or index>", for errors and progress
