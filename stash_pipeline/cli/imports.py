@@ -1,0 +1,60 @@
+"""`stash-pipeline import PATH...`: read traces and their feedback into the store."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+from pathlib import Path
+
+from stash_pipeline.cli.output import print_json, progress
+from stash_pipeline.core.traces import DEFAULT_OWNER
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    from stash_pipeline.importers import FORMATS
+
+    parser = commands.add_parser(
+        "import", help="import trace files or directories",
+        description="Import traces (and the feedback in them) from files or directories. "
+                    "The whole command is one transaction: on any error nothing is stored.",
+    )
+    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+                        help="a trace file, or a directory whose files are all imported")
+    parser.add_argument("--format", default="auto", choices=("auto", *FORMATS),
+                        help="source format (default: detected from each file's content)")
+    parser.add_argument("--owner", default=DEFAULT_OWNER,
+                        help=f"account that owns the traces (default: {DEFAULT_OWNER})")
+    parser.add_argument("--contribute", action="store_true",
+                        help="opt these traces in to the shared evaluator's training data")
+    parser.add_argument("--json", action="store_true", help="end with one JSON summary line")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from stash_pipeline.importers import read_path
+    from stash_pipeline.store import Store
+
+    store = Store.from_env()
+    store.migrate()
+    records = itertools.chain.from_iterable(
+        read_path(path, format=args.format, owner=args.owner, contribute=args.contribute)
+        for path in args.paths
+    )
+    summary = store.import_traces(progress(records, desc="importing", unit="trace"))
+    counts = summary.as_dict()
+    if args.json:
+        print_json(counts)
+    else:
+        print(format_summary(counts))
+    return 0
+
+
+def format_summary(counts: dict) -> str:
+    lines = [
+        f"Imported {counts['traces']} traces ({counts['imported']} new, {counts['updated']} updated): "
+        f"{counts['messages']} messages, {counts['actions']} actions, {counts['tool_calls']} tool calls.",
+    ]
+    feedback = {k: counts.get(k, 0) for k in ("comments", "ratings", "comparisons", "outcomes")}
+    if any(feedback.values()):
+        lines.append("Feedback: " + ", ".join(f"{v} {k}" for k, v in feedback.items()) + ".")
+    return "\n".join(lines)
