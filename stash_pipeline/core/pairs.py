@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from stash_pipeline.core.serialize import trace_from_dict, trace_to_dict
-from stash_pipeline.core.traces import STASH_NAMESPACE, Trace
+from stash_pipeline.core.traces import STASH_NAMESPACE, Message, ToolCall, Trace
 
 PairKind = Literal["action", "trace"]
 SourceKind = Literal[
@@ -85,3 +85,36 @@ class Pair:
 def pair_id(source_kind: str, source_id: str, chosen: str, rejected: str) -> str:
     """Stable: the same feedback always yields the same pair id."""
     return str(uuid.uuid5(STASH_NAMESPACE, f"pair|{source_kind}|{source_id}|{chosen}|{rejected}"))
+
+
+def pair_context(pair: Pair) -> tuple[Message, ...]:
+    """The messages both sides share: everything before the compared actions (or traces).
+
+    When both sides end in the same assistant message up to the compared tool call (the second call
+    of a message against an alternative), the shared part of that message belongs to the context too.
+    """
+    chosen, rejected = pair.chosen.trace.messages, pair.rejected.trace.messages
+    shared: list[Message] = []
+    for a, b in zip(chosen, rejected):
+        if a == b:
+            shared.append(a)
+            continue
+        if a.role == b.role == "assistant" and a.content == b.content:
+            calls = _common_prefix(a.tool_calls, b.tool_calls)
+            if a.content.strip() or calls:
+                shared.append(replace(a, tool_calls=calls))
+        break
+    if shared and len(shared) == min(len(chosen), len(rejected)):
+        # One side is a prefix of the other (two actions of one trace): the context stops before
+        # the earlier side's last action, as action_context does.
+        last = shared.pop()
+        if last.tool_calls and (last.content.strip() or len(last.tool_calls) > 1):
+            shared.append(replace(last, tool_calls=last.tool_calls[:-1]))
+    return tuple(shared)
+
+
+def _common_prefix(a: tuple[ToolCall, ...], b: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]
