@@ -1,0 +1,123 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stash_pipeline.core.errors import StashError
+from stash_pipeline.core.pairs import Pair, PairSide
+from stash_pipeline.core.split import NotEnoughPairsError, held_out_count, split_pairs
+from stash_pipeline.core.traces import Message, Trace
+
+
+def _trace(trace_id: str) -> Trace:
+    return Trace(trace_id, (Message("user", "q"), Message("assistant", "a")))
+
+
+def make_pair(index: int, chosen: str, rejected: str | None = None, *, tool: bool = False) -> Pair:
+    rejected = rejected or chosen
+    return Pair(
+        id=f"p{index:05d}", kind="action" if rejected == chosen else "trace",
+        chosen=PairSide(_trace(chosen)), rejected=PairSide(_trace(rejected)),
+        source_kind="step_rating", source_id=f"s{index}",
+        source_trace_ids=tuple(sorted({chosen, rejected})), is_tool_call=tool,
+    )
+
+
+@st.composite
+def pair_sets(draw):
+    trace_count = draw(st.integers(1, 40))
+    traces = [f"t{i}" for i in range(trace_count)]
+    specs = draw(st.lists(
+        st.tuples(st.sampled_from(traces), st.none() | st.sampled_from(traces), st.booleans()),
+        min_size=2, max_size=80))
+    return [make_pair(i, a, b, tool=tool) for i, (a, b, tool) in enumerate(specs)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(pair_sets())
+def test_no_trace_is_in_both_partitions_and_counts_add_up(pairs):
+    split = split_pairs(pairs)
+    assert not split.train_trace_ids & split.eval_trace_ids
+    for pair in split.train:
+        assert not set(pair.source_trace_ids) & split.eval_trace_ids
+    for pair in split.eval:
+        assert set(pair.source_trace_ids) <= split.eval_trace_ids
+    assert len(split.train) + len(split.eval) + split.excluded_cross_trace_pairs == len(pairs)
+
+
+@settings(max_examples=150, deadline=None)
+@given(pair_sets())
+def test_held_out_share_is_ten_percent_of_source_traces_at_least_one(pairs):
+    split = split_pairs(pairs)
+    traces = {t for p in pairs for t in p.source_trace_ids}
+    if split.eval_available:
+        assert len(split.eval_trace_ids) == max(1, len(traces) // 10)
+        assert split.train and split.eval
+    else:
+        assert split.eval == () and split.excluded_cross_trace_pairs == 0
+        assert sorted(p.id for p in split.train) == sorted(p.id for p in pairs)
+
+
+@settings(max_examples=100, deadline=None)
+@given(pair_sets(), st.randoms(use_true_random=False))
+def test_seed_zero_split_is_deterministic_whatever_the_order(pairs, rng):
+    shuffled = list(pairs)
+    rng.shuffle(shuffled)
+    assert split_pairs(pairs) == split_pairs(shuffled)
+
+
+@settings(max_examples=150, deadline=None)
+@given(pair_sets())
+def test_cross_partition_pairs_are_counted(pairs):
+    split = split_pairs(pairs)
+    if split.eval_available:
+        crossing = [p for p in pairs
+                    if len({t in split.eval_trace_ids for t in p.source_trace_ids}) == 2]
+        assert split.excluded_cross_trace_pairs == len(crossing)
+
+
+def test_held_out_count():
+    assert [held_out_count(n) for n in (0, 1, 2, 9, 10, 19, 20, 35, 100)] == [
+        0, 0, 1, 1, 1, 1, 2, 3, 10]
+
+
+def test_all_pairs_from_one_trace_train_and_evaluation_is_unavailable():
+    pairs = [make_pair(i, "only") for i in range(5)]
+    split = split_pairs(pairs)
+    assert len(split.train) == 5 and split.eval == () and not split.eval_available
+    assert split.counts()["eval_pairs"] == 0 and split.counts()["eval_available"] is False
+
+
+def test_two_pairs_on_two_traces_split_one_and_one():
+    split = split_pairs([make_pair(0, "a"), make_pair(1, "b", tool=True)])
+    assert len(split.train) == 1 and len(split.eval) == 1
+    assert split.counts()["num_pairs"] == 2
+
+
+def test_every_eval_pair_crossing_partitions_means_no_evaluation():
+    # Trace ratings on three traces: any held-out trace only has cross-trace pairs.
+    pairs = [make_pair(0, "a", "b"), make_pair(1, "b", "c"), make_pair(2, "a", "c")]
+    split = split_pairs(pairs)
+    assert not split.eval_available and len(split.train) == 3
+    assert split.excluded_cross_trace_pairs == 0
+
+
+def test_fewer_than_two_pairs_is_a_clear_stash_error():
+    for pairs in ([], [make_pair(0, "a")]):
+        with pytest.raises(NotEnoughPairsError, match="at least 2 usable pairs") as error:
+            split_pairs(pairs)
+        assert isinstance(error.value, StashError)
+
+
+def test_counts_report_action_and_tool_pairs_per_partition():
+    pairs = [make_pair(i, f"t{i % 20}", tool=i % 3 == 0) for i in range(60)]
+    pairs.append(make_pair(99, "t0", "t1"))
+    split = split_pairs(pairs)
+    counts = split.counts()
+    assert counts["train_pairs"] == len(split.train) and counts["eval_pairs"] == len(split.eval)
+    assert counts["action_eval_pairs"] == sum(p.kind == "action" for p in split.eval)
+    assert counts["tool_eval_pairs"] == sum(p.is_tool_call for p in split.eval)
+    assert counts["eval_traces"] == 2 and counts["eval_pairs"] == 6
+    assert counts["train_pairs"] + counts["eval_pairs"] + counts[
+        "excluded_cross_trace_pairs"] == 61
