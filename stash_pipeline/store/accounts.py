@@ -1,0 +1,51 @@
+"""Accounts: who owns traces and reward models."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from stash_pipeline.core.errors import NotFoundError
+from stash_pipeline.store import schema
+
+
+@dataclass(frozen=True)
+class Account:
+    id: str
+    api_key_hash: str | None
+    reward_models_enabled: bool
+    created_at: datetime
+
+
+def ensure_accounts(connection: sa.Connection, ids: Iterable[str]) -> None:
+    """Create the accounts that do not exist yet (new accounts get reward models)."""
+    wanted = set(ids)
+    a = schema.accounts
+    existing = set(connection.scalars(sa.select(a.c.id).where(a.c.id.in_(sorted(wanted)))))
+    missing = sorted(wanted - existing)
+    if missing:
+        connection.execute(a.insert(), [{"id": i, "reward_models_enabled": True} for i in missing])
+
+
+def create_account(connection: sa.Connection, account_id: str, *, api_key_hash: str | None = None,
+                   reward_models_enabled: bool = True) -> Account:
+    connection.execute(schema.accounts.insert().values(
+        id=account_id, api_key_hash=api_key_hash, reward_models_enabled=reward_models_enabled))
+    return get_account(connection, account_id)
+
+
+def get_account(connection: sa.Connection, account_id: str) -> Account:
+    a = schema.accounts
+    row = connection.execute(sa.select(a).where(a.c.id == account_id)).one_or_none()
+    if row is None:
+        raise NotFoundError(f"account {account_id} does not exist")
+    return Account(**row._asdict())
+
+
+def account_by_key_hash(connection: sa.Connection, api_key_hash: str) -> Account | None:
+    a = schema.accounts
+    row = connection.execute(sa.select(a).where(a.c.api_key_hash == api_key_hash)).one_or_none()
+    return None if row is None else Account(**row._asdict())

@@ -1,0 +1,204 @@
+"""Bulk trace import: one transaction a call, the records consumed in chunks (bounded memory)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+
+import sqlalchemy as sa
+
+from stash_pipeline.core.errors import InputError, OwnershipError
+from stash_pipeline.core.feedback import Feedback, count_by_kind
+from stash_pipeline.core.records import ImportedTrace
+from stash_pipeline.core.serialize import message_to_dict
+from stash_pipeline.core.traces import Action, Trace, summarize
+from stash_pipeline.core.validation import validate_trace
+from stash_pipeline.store import schema
+from stash_pipeline.store.accounts import ensure_accounts
+from stash_pipeline.store.feedback import missing_ids, references, write_feedback
+
+CHUNK_SIZE = 500
+MAX_ID_LENGTH = 64  # schema.ID
+
+
+@dataclass
+class ImportSummary:
+    traces: int = 0  # records read
+    imported: int = 0  # new traces
+    updated: int = 0  # traces already stored: version bumped, content replaced
+    messages: int = 0
+    actions: int = 0
+    tool_calls: int = 0
+    comments: int = 0
+    ratings: int = 0
+    comparisons: int = 0
+    outcomes: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class _PendingFeedback:
+    """Feedback naming a trace not stored yet: later records of the same call may bring it."""
+
+    item: Feedback
+    source: str
+    index: int
+
+
+def import_traces(connection: sa.Connection, records: Iterable[ImportedTrace], *,
+                  on_progress: Callable[[int], None] | None = None,
+                  chunk_size: int = CHUNK_SIZE) -> ImportSummary:
+    """Store every record inside the caller's transaction; any exception leaves it to roll back.
+
+    ``on_progress`` gets the number of traces each stored chunk added (a tqdm ``update``).
+    """
+    summary = ImportSummary()
+    waiting: list[_PendingFeedback] = []
+    batch: list[ImportedTrace] = []
+    batch_ids: set[str] = set()
+    for record in records:
+        # A trace repeated within one call is a reimport of the copy stored just before it.
+        if len(batch) >= chunk_size or record.trace.id in batch_ids:
+            _write_chunk(connection, batch, summary, waiting, on_progress)
+            batch, batch_ids = [], set()
+        _check_record(record)
+        batch.append(record)
+        batch_ids.add(record.trace.id)
+    if batch:
+        _write_chunk(connection, batch, summary, waiting, on_progress)
+    if waiting:
+        _write_waiting_feedback(connection, waiting)
+    return summary
+
+
+def _location(source: str) -> dict[str, str | None]:
+    file, _, record = source.rpartition(":")
+    return {"file": file or None, "record": record or None}
+
+
+def _check_record(record: ImportedTrace) -> None:
+    trace = record.trace
+    try:
+        if not isinstance(trace.id, str) or not trace.id or len(trace.id) > MAX_ID_LENGTH:
+            raise InputError(f"a trace id is 1 to {MAX_ID_LENGTH} characters", field="id")
+        if not trace.owner or len(trace.owner) > MAX_ID_LENGTH:
+            raise InputError(f"an owner is 1 to {MAX_ID_LENGTH} characters", field="owner")
+        validate_trace(trace)
+        for index, item in enumerate(record.feedback):
+            try:
+                references(item)
+            except InputError as error:
+                raise InputError(error.reason, field=f"feedback[{index}].{error.field}") from None
+    except InputError as error:
+        raise error.located(**_location(record.source)) from None
+
+
+def _write_chunk(connection: sa.Connection, batch: Sequence[ImportedTrace],
+                 summary: ImportSummary, waiting: list[_PendingFeedback],
+                 on_progress: Callable[[int], None] | None) -> None:
+    t = schema.traces
+    ids = [record.trace.id for record in batch]
+    stored = {row.id: row for row in connection.execute(
+        sa.select(t.c.id, t.c.owner, t.c.version, t.c.contribute).where(t.c.id.in_(ids)))}
+    for record in batch:
+        row = stored.get(record.trace.id)
+        if row is not None and row.owner != record.trace.owner:
+            raise OwnershipError(
+                f"trace {record.trace.id} ({record.source or 'no source'}) already belongs to "
+                "another owner; import it under that owner or give it a new id")
+    ensure_accounts(connection, {record.trace.owner for record in batch})
+
+    new = [_trace_row(r.trace, version=1, contribute=r.trace.contribute)
+           for r in batch if r.trace.id not in stored]
+    updated = [_trace_row(r.trace, version=stored[r.trace.id].version + 1,
+                          contribute=r.trace.contribute or stored[r.trace.id].contribute)
+               for r in batch if r.trace.id in stored]
+    if new:
+        connection.execute(t.insert(), new)
+    if updated:
+        _replace_traces(connection, updated)
+    action_rows = [_action_row(record.trace, action)
+                   for record in batch for action in record.trace.actions()]
+    if action_rows:
+        connection.execute(schema.actions.insert(), action_rows)
+    _write_record_feedback(connection, batch, waiting)
+
+    counts = summarize([record.trace for record in batch])
+    summary.traces += len(batch)
+    summary.imported += len(new)
+    summary.updated += len(updated)
+    summary.messages += counts["messages"]
+    summary.actions += counts["actions"]
+    summary.tool_calls += counts["tool_calls"]
+    for kind, n in count_by_kind([f for record in batch for f in record.feedback]).items():
+        setattr(summary, kind, getattr(summary, kind) + n)
+    if on_progress is not None:
+        on_progress(len(batch))
+
+
+def _trace_row(trace: Trace, *, version: int, contribute: bool) -> dict:
+    return {
+        "id": trace.id, "owner": trace.owner, "agent": trace.agent, "domain": trace.domain,
+        "task_id": trace.task_id, "metadata": trace.metadata, "tools": list(trace.tools),
+        "messages": [message_to_dict(m) for m in trace.messages],
+        "message_count": len(trace.messages), "action_count": len(trace.actions()),
+        "contribute": contribute, "version": version,
+    }
+
+
+def _action_row(trace: Trace, action: Action) -> dict:
+    call = trace.tool_call(action)
+    return {"id": action.id, "trace_id": trace.id, "message_index": action.message_index,
+            "call_index": action.call_index, "tool_name": call.name if call else None}
+
+
+def _replace_traces(connection: sa.Connection, rows: list[dict]) -> None:
+    """New content and version; old actions and scores go (the seed: reimporting clears them).
+
+    The trace's scoring mark now names an older version, so the shared evaluator sees it pending.
+    """
+    t = schema.traces
+    ids = [row["id"] for row in rows]
+    for table in (schema.action_scores, schema.scores, schema.actions):
+        connection.execute(table.delete().where(table.c.trace_id.in_(ids)))
+    columns = [c for c in rows[0] if c != "id"]
+    connection.execute(
+        t.update().where(t.c.id == sa.bindparam("trace_id"))
+        .values({c: sa.bindparam(c) for c in columns}, updated_at=schema.utcnow()),
+        [{**{c: row[c] for c in columns}, "trace_id": row["id"]} for row in rows],
+    )
+
+
+def _write_record_feedback(connection: sa.Connection, batch: Sequence[ImportedTrace],
+                           waiting: list[_PendingFeedback]) -> None:
+    pending = [_PendingFeedback(item, record.source, index)
+               for record in batch for index, item in enumerate(record.feedback)]
+    if not pending:
+        return
+    missing = missing_ids(connection, pending)
+    ready = []
+    for entry in pending:
+        named = references(entry.item)
+        if any(kind == "trace" and ref in missing for _, kind, ref in named):
+            waiting.append(entry)
+            continue
+        _raise_if_missing(entry, named, missing)
+        ready.append(entry.item)
+    write_feedback(connection, ready)
+
+
+def _write_waiting_feedback(connection: sa.Connection, waiting: list[_PendingFeedback]) -> None:
+    missing = missing_ids(connection, waiting)
+    for entry in waiting:
+        _raise_if_missing(entry, references(entry.item), missing)
+    write_feedback(connection, [entry.item for entry in waiting])
+
+
+def _raise_if_missing(entry: _PendingFeedback, named: list[tuple[str, str, str]],
+                      missing: set[str]) -> None:
+    for field, kind, ref in named:
+        if ref in missing:
+            raise InputError(f"{kind} {ref!r} does not exist",
+                             field=f"feedback[{entry.index}].{field}", **_location(entry.source))

@@ -1,0 +1,43 @@
+"""Preference pairs with full provenance, kept per reward model or shared-evaluator candidate."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+
+from stash_pipeline.core.pairs import Pair
+from stash_pipeline.store import schema
+
+p = schema.pairs
+# core.pairs.Pair.to_dict's keys are the table's columns, except the sides, stored as JSON.
+_COLUMNS = ("id", "kind", "chosen", "rejected", "source_kind", "source_id", "source_trace_ids",
+            "is_tool_call", "tool_name", "evidence_quote", "rationale", "slices", "generated")
+
+
+def _owner_clause(reward_model_id: str | None, candidate: str | None) -> sa.ColumnElement[bool]:
+    if (reward_model_id is None) == (candidate is None):
+        raise ValueError("pairs belong to exactly one of reward_model_id or candidate")
+    if reward_model_id is not None:
+        return p.c.reward_model_id == reward_model_id
+    return p.c.candidate == candidate
+
+
+def save_pairs(connection: sa.Connection, pairs: Sequence[Pair], *,
+               reward_model_id: str | None = None, candidate: str | None = None) -> int:
+    """Replace the pairs of that model or candidate; their order is kept."""
+    connection.execute(p.delete().where(_owner_clause(reward_model_id, candidate)))
+    if pairs:
+        connection.execute(p.insert(), [
+            {**pair.to_dict(), "position": i, "reward_model_id": reward_model_id,
+             "candidate": candidate}
+            for i, pair in enumerate(pairs)
+        ])
+    return len(pairs)
+
+
+def load_pairs(connection: sa.Connection, *, reward_model_id: str | None = None,
+               candidate: str | None = None) -> list[Pair]:
+    query = (sa.select(*(p.c[name] for name in _COLUMNS))
+             .where(_owner_clause(reward_model_id, candidate)).order_by(p.c.position))
+    return [Pair.from_dict(row._asdict()) for row in connection.execute(query)]

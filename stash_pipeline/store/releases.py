@@ -1,0 +1,77 @@
+"""Shared-evaluator releases and the benchmark comparisons that gate them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from stash_pipeline.core.errors import NotFoundError
+from stash_pipeline.store import schema
+
+r, bc = schema.releases, schema.benchmark_comparisons
+
+
+@dataclass(frozen=True)
+class Release:
+    version: str  # also the evaluator tag of its scores
+    checkpoint_uri: str
+    benchmark_report: dict[str, Any]
+    data_snapshot: dict[str, Any]  # trace ids and versions it was trained on
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class BenchmarkComparison:
+    id: int
+    candidate: str
+    incumbent: str | None
+    passed: bool
+    report: dict[str, Any]
+    created_at: datetime
+
+
+def save_release(connection: sa.Connection, release: Release) -> Release:
+    connection.execute(r.insert().values(
+        version=release.version, checkpoint_uri=release.checkpoint_uri,
+        benchmark_report=release.benchmark_report, data_snapshot=release.data_snapshot))
+    return get_release(connection, release.version)
+
+
+def get_release(connection: sa.Connection, version: str) -> Release:
+    row = connection.execute(sa.select(r).where(r.c.version == version)).one_or_none()
+    if row is None:
+        raise NotFoundError(f"no release {version}")
+    return Release(**row._asdict())
+
+
+def latest_release(connection: sa.Connection) -> Release | None:
+    """The incumbent shared evaluator; None until the first release (traces wait for it)."""
+    row = connection.execute(
+        sa.select(r).order_by(r.c.created_at.desc(), r.c.version.desc()).limit(1)).one_or_none()
+    return None if row is None else Release(**row._asdict())
+
+
+def list_releases(connection: sa.Connection) -> list[Release]:
+    rows = connection.execute(sa.select(r).order_by(r.c.created_at, r.c.version))
+    return [Release(**row._asdict()) for row in rows]
+
+
+def save_benchmark_comparison(connection: sa.Connection, *, candidate: str,
+                              incumbent: str | None, passed: bool,
+                              report: dict[str, Any]) -> BenchmarkComparison:
+    comparison_id = connection.execute(
+        bc.insert().values(candidate=candidate, incumbent=incumbent, passed=passed, report=report)
+        .returning(bc.c.id)).scalar_one()
+    row = connection.execute(sa.select(bc).where(bc.c.id == comparison_id)).one()
+    return BenchmarkComparison(**row._asdict())
+
+
+def list_benchmark_comparisons(connection: sa.Connection,
+                               candidate: str | None = None) -> list[BenchmarkComparison]:
+    query = sa.select(bc).order_by(bc.c.id)
+    if candidate is not None:
+        query = query.where(bc.c.candidate == candidate)
+    return [BenchmarkComparison(**row._asdict()) for row in connection.execute(query)]

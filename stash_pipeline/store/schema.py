@@ -1,0 +1,211 @@
+"""The SQL schema (DESIGN §3) as SQLAlchemy Core tables, shared by SQLite and PostgreSQL.
+
+Portable types only (JSON, not JSONB): PostgreSQL's JSON keeps the text as written, so key order of
+tool arguments (which the renderer sees) survives a round trip on both databases. The migrations
+under ``migrations/versions`` create exactly these tables; a test compares the two.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData(naming_convention={
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+})
+
+ID = sa.String(64)  # trace UUIDs, feedback uuid5s, model ids
+ACTION_ID = sa.String(160)  # "<trace id>/m<i>.call<k>"
+NOW = sa.func.current_timestamp()
+
+
+def utcnow() -> datetime:
+    """Client-side timestamps: microseconds on SQLite too, so 'newest' orders within a second."""
+    return datetime.now(timezone.utc)
+
+
+def _created() -> sa.Column:
+    return sa.Column("created_at", sa.DateTime(timezone=True), nullable=False, default=utcnow,
+                     server_default=NOW)
+
+
+accounts = sa.Table(
+    "accounts", metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("api_key_hash", sa.String(128), nullable=True, unique=True),
+    _created(),
+    # False for accounts that existed before the reward-model rollout: their RM routes answer 404.
+    sa.Column("reward_models_enabled", sa.Boolean, nullable=False, server_default=sa.true()),
+)
+
+traces = sa.Table(
+    "traces", metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("owner", ID, sa.ForeignKey("accounts.id"), nullable=False, index=True),
+    sa.Column("agent", sa.String(256)),
+    sa.Column("domain", sa.String(256)),
+    sa.Column("task_id", sa.String(256), index=True),
+    sa.Column("metadata", sa.JSON, nullable=False),
+    sa.Column("tools", sa.JSON, nullable=False),
+    # One JSON document per trace (core.serialize's message form): a trace is always read whole,
+    # and one row per trace keeps imports to a few statements per chunk.
+    sa.Column("messages", sa.JSON, nullable=False),
+    sa.Column("message_count", sa.Integer, nullable=False),
+    sa.Column("action_count", sa.Integer, nullable=False),
+    sa.Column("contribute", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("version", sa.Integer, nullable=False),
+    _created(),
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False, default=utcnow,
+              server_default=NOW),
+)
+
+actions = sa.Table(
+    "actions", metadata,
+    sa.Column("id", ACTION_ID, primary_key=True),
+    sa.Column("trace_id", ID, sa.ForeignKey("traces.id"), nullable=False, index=True),
+    sa.Column("message_index", sa.Integer, nullable=False),
+    sa.Column("call_index", sa.Integer),
+    sa.Column("tool_name", sa.String(256)),
+)
+
+# Which trace version each evaluator has scored: a trace whose current version has no row here for
+# the shared evaluator is pending (the database is the queue the scoring sensor reads).
+scoring_marks = sa.Table(
+    "scoring_marks", metadata,
+    sa.Column("trace_id", ID, sa.ForeignKey("traces.id"), primary_key=True),
+    sa.Column("evaluator", sa.String(128), primary_key=True),
+    sa.Column("trace_version", sa.Integer, nullable=False),
+    sa.Column("scored_at", sa.DateTime(timezone=True), nullable=False, default=utcnow,
+              server_default=NOW),
+)
+
+comments = sa.Table(
+    "comments", metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("trace_id", ID, sa.ForeignKey("traces.id"), nullable=False, index=True),
+    sa.Column("action_id", ACTION_ID),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("author", sa.String(256)),
+    _created(),
+)
+
+ratings = sa.Table(
+    "ratings", metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("trace_id", ID, sa.ForeignKey("traces.id"), nullable=False, index=True),
+    sa.Column("action_id", ACTION_ID),  # set: a step rating; null: a trace rating
+    sa.Column("value", sa.Float, nullable=False),
+    sa.Column("author", sa.String(256)),
+    _created(),
+)
+
+reviewed_comparisons = sa.Table(
+    "reviewed_comparisons", metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("chosen_trace_id", ID, sa.ForeignKey("traces.id"), nullable=False, index=True),
+    sa.Column("rejected_trace_id", ID, sa.ForeignKey("traces.id"), nullable=False, index=True),
+    sa.Column("chosen_action_id", ACTION_ID),
+    sa.Column("rejected_action_id", ACTION_ID),
+    sa.Column("reviewer", sa.String(256)),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("rationale", sa.Text),
+    _created(),
+)
+
+verified_outcomes = sa.Table(
+    "verified_outcomes", metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("trace_id", ID, sa.ForeignKey("traces.id"), nullable=False, index=True),
+    sa.Column("reward", sa.Float, nullable=False),
+    sa.Column("source", sa.String(256)),
+    _created(),
+)
+
+reward_models = sa.Table(
+    "reward_models", metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("owner", ID, sa.ForeignKey("accounts.id"), nullable=False, index=True),
+    sa.Column("name", sa.String(256), nullable=False),
+    sa.Column("trace_ids", sa.JSON, nullable=False),
+    sa.Column("base_model", sa.String(512), nullable=False),
+    sa.Column("epochs", sa.Integer, nullable=False),
+    sa.Column("max_pairs", sa.Integer, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False, index=True),
+    sa.Column("error", sa.Text),
+    sa.Column("metrics", sa.JSON),
+    sa.Column("checkpoint_uri", sa.String(1024)),
+    _created(),
+    sa.Column("started_at", sa.DateTime(timezone=True)),
+    sa.Column("finished_at", sa.DateTime(timezone=True)),
+)
+
+# Every pair a model trained on, with its provenance. A pair belongs to exactly one user: a
+# personal reward model or a shared-evaluator candidate; the same pair id may recur across users.
+pairs = sa.Table(
+    "pairs", metadata,
+    sa.Column("row_id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("id", ID, nullable=False),
+    sa.Column("reward_model_id", ID, sa.ForeignKey("reward_models.id"), index=True),
+    sa.Column("candidate", sa.String(128), index=True),
+    sa.Column("position", sa.Integer, nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("source_kind", sa.String(32), nullable=False),
+    sa.Column("source_id", sa.String(256), nullable=False),
+    sa.Column("source_trace_ids", sa.JSON, nullable=False),
+    sa.Column("is_tool_call", sa.Boolean, nullable=False),
+    sa.Column("tool_name", sa.String(256)),
+    sa.Column("evidence_quote", sa.Text),
+    sa.Column("rationale", sa.Text),
+    sa.Column("slices", sa.JSON, nullable=False),
+    sa.Column("generated", sa.Boolean, nullable=False),
+    sa.Column("chosen", sa.JSON, nullable=False),
+    sa.Column("rejected", sa.JSON, nullable=False),
+    _created(),
+    sa.CheckConstraint("(reward_model_id IS NULL) <> (candidate IS NULL)", name="one_user"),
+)
+
+scores = sa.Table(
+    "scores", metadata,
+    sa.Column("trace_id", ID, sa.ForeignKey("traces.id"), primary_key=True),
+    sa.Column("evaluator", sa.String(128), primary_key=True),
+    sa.Column("trace_version", sa.Integer, nullable=False),
+    sa.Column("raw", sa.Float, nullable=False),
+    sa.Column("calibrated", sa.Float),
+    _created(),
+)
+
+action_scores = sa.Table(
+    "action_scores", metadata,
+    sa.Column("action_id", ACTION_ID, primary_key=True),
+    sa.Column("evaluator", sa.String(128), primary_key=True),
+    sa.Column("trace_id", ID, sa.ForeignKey("traces.id"), nullable=False, index=True),
+    sa.Column("trace_version", sa.Integer, nullable=False),
+    sa.Column("raw", sa.Float, nullable=False),
+    sa.Column("credit", sa.Float),
+    _created(),
+)
+
+releases = sa.Table(
+    "releases", metadata,
+    sa.Column("version", sa.String(128), primary_key=True),
+    sa.Column("checkpoint_uri", sa.String(1024), nullable=False),
+    sa.Column("benchmark_report", sa.JSON, nullable=False),
+    sa.Column("data_snapshot", sa.JSON, nullable=False),  # trace ids and versions trained on
+    _created(),
+)
+
+# A candidate evaluated against the incumbent on the separate benchmark: the release gate's record.
+benchmark_comparisons = sa.Table(
+    "benchmark_comparisons", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("candidate", sa.String(128), nullable=False, index=True),
+    sa.Column("incumbent", sa.String(128)),
+    sa.Column("passed", sa.Boolean, nullable=False),
+    sa.Column("report", sa.JSON, nullable=False),
+    _created(),
+)

@@ -1,0 +1,193 @@
+"""The Store: one object over the SQL database; each call is one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+
+from stash_pipeline.core.feedback import Feedback
+from stash_pipeline.core.pairs import Pair
+from stash_pipeline.core.records import ImportedTrace
+from stash_pipeline.core.traces import Trace
+from stash_pipeline.store import accounts, engine, feedback, imports, models, pairs, releases
+from stash_pipeline.store import scores, traces
+from stash_pipeline.store.imports import ImportSummary
+from stash_pipeline.store.models import RewardModelRecord
+from stash_pipeline.store.releases import BenchmarkComparison, Release
+from stash_pipeline.store.scores import ActionScore, TraceScore
+from stash_pipeline.store.traces import TraceSummary
+
+
+class Store:
+    def __init__(self, url: str):
+        self.url = engine.normalize_url(url)
+        self.engine = engine.create_engine(self.url)
+
+    @classmethod
+    def from_env(cls) -> Store:
+        """``DATABASE_URL``, else SQLite at ``$STASH_HOME/stash.db`` (default ``./.stash``)."""
+        return cls(engine.database_url_from_env())
+
+    def migrate(self) -> None:
+        """Upgrade the schema to the newest migration; safe to call every start."""
+        engine.migrate(self.engine)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sa.Connection]:
+        """For callers that compose several store functions into one transaction."""
+        with self.engine.begin() as connection:
+            yield connection
+
+    # Traces
+    def import_traces(self, records: Iterable[ImportedTrace], *,
+                      on_progress: Callable[[int], None] | None = None) -> ImportSummary:
+        """All or nothing: any error (bad record, ownership) rolls back the whole call."""
+        with self.transaction() as c:
+            return imports.import_traces(c, records, on_progress=on_progress)
+
+    def get_trace(self, trace_id: str) -> Trace:
+        return self.get_traces([trace_id])[0]
+
+    def get_traces(self, ids: Sequence[str]) -> list[Trace]:
+        with self.transaction() as c:
+            return traces.get_traces(c, ids)
+
+    def list_traces(self, owner: str | None = None,
+                    action_evaluator: str | None = None) -> list[TraceSummary]:
+        with self.transaction() as c:
+            return traces.list_traces(c, owner, action_evaluator)
+
+    def trace_ids(self, owner: str | None = None, contribute: bool | None = None) -> list[str]:
+        with self.transaction() as c:
+            return traces.trace_ids(c, owner, contribute)
+
+    def set_contribute(self, trace_id: str, flag: bool, owner: str) -> None:
+        with self.transaction() as c:
+            traces.set_contribute(c, trace_id, flag, owner)
+
+    def traces_pending_scoring(self, evaluator: str,
+                               limit: int | None = None) -> list[tuple[str, int]]:
+        with self.transaction() as c:
+            return traces.traces_pending_scoring(c, evaluator, limit)
+
+    # Feedback
+    def feedback_for(self, trace_ids: Sequence[str]) -> list[Feedback]:
+        with self.transaction() as c:
+            return feedback.feedback_for(c, trace_ids)
+
+    def add_feedback(self, items: Sequence[Feedback]) -> dict[str, int]:
+        with self.transaction() as c:
+            return feedback.add_feedback(c, list(items))
+
+    # Accounts
+    def create_account(self, account_id: str, *, api_key_hash: str | None = None,
+                       reward_models_enabled: bool = True) -> accounts.Account:
+        with self.transaction() as c:
+            return accounts.create_account(c, account_id, api_key_hash=api_key_hash,
+                                           reward_models_enabled=reward_models_enabled)
+
+    def get_account(self, account_id: str) -> accounts.Account:
+        with self.transaction() as c:
+            return accounts.get_account(c, account_id)
+
+    def account_by_key_hash(self, api_key_hash: str) -> accounts.Account | None:
+        with self.transaction() as c:
+            return accounts.account_by_key_hash(c, api_key_hash)
+
+    # Reward models
+    def create_reward_model(self, **fields: Any) -> RewardModelRecord:
+        """Fields: owner, name, trace_ids, base_model, epochs, max_pairs, model_id."""
+        with self.transaction() as c:
+            return models.create_reward_model(c, **fields)
+
+    def get_reward_model(self, model_id: str, owner: str | None = None) -> RewardModelRecord:
+        with self.transaction() as c:
+            return models.get_reward_model(c, model_id, owner)
+
+    def list_reward_models(self, owner: str | None = None,
+                           status: str | None = None) -> list[RewardModelRecord]:
+        with self.transaction() as c:
+            return models.list_reward_models(c, owner, status)
+
+    def mark_running(self, model_id: str) -> None:
+        with self.transaction() as c:
+            models.mark_running(c, model_id)
+
+    def mark_succeeded(self, model_id: str, *, metrics: dict[str, Any], checkpoint_uri: str,
+                       scored: Mapping[str, int] | None = None,
+                       scores: Sequence[TraceScore] = (),
+                       action_scores: Sequence[ActionScore] = ()) -> None:
+        with self.transaction() as c:
+            models.mark_succeeded(c, model_id, metrics=metrics, checkpoint_uri=checkpoint_uri,
+                                  scored=dict(scored or {}), scores=scores,
+                                  action_scores=action_scores)
+
+    def mark_failed(self, model_id: str, error: str) -> None:
+        with self.transaction() as c:
+            models.mark_failed(c, model_id, error)
+
+    # Pairs
+    def save_pairs(self, items: Sequence[Pair], *, reward_model_id: str | None = None,
+                   candidate: str | None = None) -> int:
+        with self.transaction() as c:
+            return pairs.save_pairs(c, items, reward_model_id=reward_model_id,
+                                    candidate=candidate)
+
+    def load_pairs(self, *, reward_model_id: str | None = None,
+                   candidate: str | None = None) -> list[Pair]:
+        with self.transaction() as c:
+            return pairs.load_pairs(c, reward_model_id=reward_model_id, candidate=candidate)
+
+    # Scores
+    def save_scores(self, items: Sequence[TraceScore]) -> int:
+        with self.transaction() as c:
+            return scores.save_scores(c, items)
+
+    def save_action_scores(self, evaluator: str, scored: Mapping[str, int],
+                           items: Sequence[ActionScore]) -> int:
+        with self.transaction() as c:
+            return scores.save_action_scores(c, evaluator, scored, items)
+
+    def scores_for(self, trace_id: str) -> list[TraceScore]:
+        with self.transaction() as c:
+            return scores.scores_for(c, trace_id)
+
+    def action_scores_for(self, trace_id: str,
+                          evaluator: str | None = None) -> list[ActionScore]:
+        with self.transaction() as c:
+            return scores.action_scores_for(c, trace_id, evaluator)
+
+    # Releases and the benchmark
+    def save_release(self, release: Release) -> Release:
+        with self.transaction() as c:
+            return releases.save_release(c, release)
+
+    def get_release(self, version: str) -> Release:
+        with self.transaction() as c:
+            return releases.get_release(c, version)
+
+    def latest_release(self) -> Release | None:
+        with self.transaction() as c:
+            return releases.latest_release(c)
+
+    def list_releases(self) -> list[Release]:
+        with self.transaction() as c:
+            return releases.list_releases(c)
+
+    def save_benchmark_comparison(self, *, candidate: str, incumbent: str | None,
+                                  passed: bool, report: dict[str, Any]) -> BenchmarkComparison:
+        with self.transaction() as c:
+            return releases.save_benchmark_comparison(c, candidate=candidate,
+                                                      incumbent=incumbent, passed=passed,
+                                                      report=report)
+
+    def list_benchmark_comparisons(self,
+                                   candidate: str | None = None) -> list[BenchmarkComparison]:
+        with self.transaction() as c:
+            return releases.list_benchmark_comparisons(c, candidate)
