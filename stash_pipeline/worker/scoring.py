@@ -1,0 +1,146 @@
+"""Scoring with a reward model: raw rewards of texts, whole traces, and every action of a trace.
+
+An action's reward is defined as the reward of its own rendering (its context plus the action, left
+truncated to the training window) scored alone. ``score_trace_actions`` gives exactly that number
+without one forward per action: the project's template is prefix-stable, so where an action's own
+rendering fits the window and its tokens are the first tokens of the whole trace's rendering, the
+action is read inside one forward over the trace. Every other action gets its own window.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+from stash_pipeline.core.calibration import action_credit, calibrated_score
+from stash_pipeline.core.errors import NotFoundError
+from stash_pipeline.core.traces import Trace
+from stash_pipeline.worker.batching import DEFAULT_BATCH_TOKENS, Row, pools_last_token, read_rows
+from stash_pipeline.worker.checkpoint_loading import (
+    ACTION_REWARD_STATS_FILE, REWARD_STATS_FILE, checkpoint_directory, read_stats as _read_stats,
+    saved_audience as _saved_audience,
+)
+from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, tokenize
+from stash_pipeline.worker.render import Audience, action_end_offsets, render_trace
+
+
+def score_texts(model: Any, tokenizer: Any, texts: Sequence[str], *,
+                batch_tokens: int = DEFAULT_BATCH_TOKENS) -> list[float]:
+    """Raw rewards of rendered texts, each left-truncated to the training window, in input order."""
+    rows = [Row(tuple(ids), ((len(ids) - 1, i),)) for i, ids in enumerate(tokenize(tokenizer, list(texts)))]
+    rewards = read_rows(model, rows, pad_id=tokenizer.pad_token_id, batch_tokens=batch_tokens)
+    return [rewards[i] for i in range(len(rows))]
+
+
+def plan_action_rows(tokenizer: Any, trace: Trace, audience: Audience, *,
+                     one_pass: bool = True) -> tuple[list[Row], list[Row]]:
+    """The forwards that score a trace's actions: (the one-pass row, if any; the window rows).
+
+    Read keys are action ids. An action is read in the one-pass row only when the read is exact:
+    its own rendering is at most ``tokenizer.model_max_length`` tokens (so nothing of it is cut),
+    and tokenising that rendering alone gives the same tokens as the start of the whole trace's
+    tokens (byte-pair merges across the cut could differ). Otherwise it gets a window: its own
+    tokens, cut from the left to the training window, read at the end.
+    """
+    max_length = tokenizer.model_max_length
+    full, ends = action_end_offsets(tokenizer, trace, audience)
+    action_ids = list(ends)
+    if not action_ids:
+        return [], []
+    encoded = _token_ids(tokenizer, [full] + [full[: ends[a]] for a in action_ids])
+    full_ids, prefix_ids = encoded[0], encoded[1:]
+    head_reads: list[tuple[int, Hashable]] = []
+    windows: list[Row] = []
+    for action_id, ids in zip(action_ids, prefix_ids):
+        if not ids:
+            raise ValueError(f"trace {trace.id}: action {action_id} renders to no tokens")
+        if one_pass and len(ids) <= max_length and full_ids[: len(ids)] == ids:
+            head_reads.append((len(ids) - 1, action_id))
+        else:
+            # The same tokens modeling.tokenize gives this text: left truncation keeps the end.
+            window = ids[-max_length:]
+            windows.append(Row(tuple(window), ((len(window) - 1, action_id),)))
+    heads = []
+    if head_reads:
+        # Tokens after the last read action change no read: the causal model never looks ahead.
+        last = max(position for position, _ in head_reads)
+        heads.append(Row(tuple(full_ids[: last + 1]), tuple(head_reads)))
+    return heads, windows
+
+
+def score_trace_actions(model: Any, tokenizer: Any, traces: Sequence[Trace], audience: Audience, *,
+                        batch_tokens: int = DEFAULT_BATCH_TOKENS) -> dict[str, float]:
+    """Raw reward of every assistant action and tool call, each from its preceding context only.
+
+    Equal (to float rounding) to scoring each action's own rendering alone; see ``plan_action_rows``.
+    All traces' forwards are batched together by length.
+    """
+    one_pass = pools_last_token(model)
+    rows: list[Row] = []
+    for trace in traces:
+        heads, windows = plan_action_rows(tokenizer, trace, audience, one_pass=one_pass)
+        rows.extend(heads)
+        rows.extend(windows)
+    rewards = read_rows(model, rows, pad_id=tokenizer.pad_token_id, batch_tokens=batch_tokens)
+    return {str(key): value for key, value in rewards.items()}
+
+
+def _token_ids(tokenizer: Any, texts: list[str]) -> list[list[int]]:
+    """Untruncated token ids, tokenised exactly as ``modeling.tokenize`` does before it truncates."""
+    encoded = tokenizer(texts, add_special_tokens=False, truncation=False)
+    return [list(ids) for ids in encoded["input_ids"]]
+
+
+class RewardModel:
+    """A downloaded checkpoint, loaded for scoring exactly as it was trained.
+
+    ``path`` is the ``reward-model/`` directory or the ``reward-model.tar.gz`` archive. The tokenizer
+    keeps the checkpoint's left truncation to 1024 tokens and its saved ``chat_template.jinja``;
+    ``credit`` and ``calibrated`` use the checkpoint's own reward statistics (scores are comparable
+    only within one model).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, audience: Audience | None = None,
+                 device: str | None = None, dtype: Any = None,
+                 batch_tokens: int = DEFAULT_BATCH_TOKENS):
+        import torch
+
+        with checkpoint_directory(path) as directory:
+            self.tokenizer = load_tokenizer(str(directory))
+            self.model = load_reward_model(str(directory), dtype=dtype or torch.float32,
+                                           device=device, tokenizer=self.tokenizer)
+            self.reward_stats = _read_stats(directory / REWARD_STATS_FILE, required=True)
+            self.action_reward_stats = _read_stats(directory / ACTION_REWARD_STATS_FILE,
+                                                   required=False)
+            self.audience: Audience = audience or _saved_audience(directory)
+        self.batch_tokens = batch_tokens
+
+    def score(self, rendered: Sequence[str]) -> list[float]:
+        """Raw rewards of rendered texts (render them with ``render``)."""
+        return score_texts(self.model, self.tokenizer, rendered, batch_tokens=self.batch_tokens)
+
+    def render(self, trace: Trace, audience: Audience | None = None) -> str:
+        return render_trace(self.tokenizer, trace, audience or self.audience)
+
+    def score_traces(self, traces: Sequence[Trace]) -> list[float]:
+        """Whole-trace raw rewards, in input order."""
+        return self.score([self.render(trace) for trace in traces])
+
+    def score_actions(self, traces: Sequence[Trace]) -> dict[str, float]:
+        """Raw reward of every action of these traces, by action id, each from its context only."""
+        return score_trace_actions(self.model, self.tokenizer, traces, self.audience,
+                                   batch_tokens=self.batch_tokens)
+
+    def credit(self, raw: float) -> float:
+        """Action credit in -1..+1 against the checkpoint's action training statistics."""
+        if self.action_reward_stats is None:
+            raise NotFoundError(
+                f"this checkpoint has no {ACTION_REWARD_STATS_FILE}: it was not trained on action "
+                "comparisons, so it gives no action credit; train a new model with action comparisons"
+            )
+        return action_credit(raw, self.action_reward_stats)
+
+    def calibrated(self, raw: float) -> float:
+        """The (0, 1) score with 0.5 at the calibration mean of ``reward_stats.json``."""
+        return calibrated_score(raw, self.reward_stats)
