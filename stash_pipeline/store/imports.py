@@ -163,11 +163,13 @@ def _replace_traces(connection: sa.Connection, rows: list[dict]) -> None:
     ids = [row["id"] for row in rows]
     for table in (schema.action_scores, schema.scores, schema.actions):
         connection.execute(table.delete().where(table.c.trace_id.in_(ids)))
-    columns = [c for c in rows[0] if c != "id"]
+    now = schema.utcnow()
+    columns = [c for c in rows[0] if c != "id"] + ["updated_at"]
+    # Bind names differ from column names: SQLAlchemy reserves those for SET.
     connection.execute(
-        t.update().where(t.c.id == sa.bindparam("trace_id"))
-        .values({c: sa.bindparam(c) for c in columns}, updated_at=schema.utcnow()),
-        [{**{c: row[c] for c in columns}, "trace_id": row["id"]} for row in rows],
+        t.update().where(t.c.id == sa.bindparam("b_id"))
+        .values({c: sa.bindparam(f"b_{c}") for c in columns}),
+        [{f"b_{k}": v for k, v in {**row, "updated_at": now}.items()} for row in rows],
     )
 
 
@@ -177,7 +179,7 @@ def _write_record_feedback(connection: sa.Connection, batch: Sequence[ImportedTr
                for record in batch for index, item in enumerate(record.feedback)]
     if not pending:
         return
-    missing = missing_ids(connection, pending)
+    missing = missing_ids(connection, [entry.item for entry in pending])
     ready = []
     for entry in pending:
         named = references(entry.item)
@@ -190,7 +192,7 @@ def _write_record_feedback(connection: sa.Connection, batch: Sequence[ImportedTr
 
 
 def _write_waiting_feedback(connection: sa.Connection, waiting: list[_PendingFeedback]) -> None:
-    missing = missing_ids(connection, waiting)
+    missing = missing_ids(connection, [entry.item for entry in waiting])
     for entry in waiting:
         _raise_if_missing(entry, references(entry.item), missing)
     write_feedback(connection, [entry.item for entry in waiting])

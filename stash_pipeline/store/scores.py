@@ -37,7 +37,8 @@ def current_versions(connection: sa.Connection, trace_ids: Iterable[str]) -> dic
     t = schema.traces
     versions: dict[str, int] = {}
     for ids in chunks(sorted(set(trace_ids))):
-        versions.update(connection.execute(sa.select(t.c.id, t.c.version).where(t.c.id.in_(ids))))
+        rows = connection.execute(sa.select(t.c.id, t.c.version).where(t.c.id.in_(ids)))
+        versions.update((row.id, row.version) for row in rows)
     return versions
 
 
