@@ -1,0 +1,51 @@
+"""The seed's metrics table, every field with its exact meaning, in one function."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from stash_pipeline.core.pairs import Pair
+
+# Version of the action-scoring method a model was trained for; the seed's action_scoring_version.
+ACTION_SCORING_VERSION = 1
+
+
+def pairwise_accuracy(rewards: Sequence[tuple[float, float]]) -> float | None:
+    """Fraction of pairs with r(chosen) > r(rejected), strictly (a tie is a miss); None for none."""
+    if not rewards:
+        return None
+    return sum(1 for chosen, rejected in rewards if chosen > rejected) / len(rewards)
+
+
+def training_metrics(*, train_pairs: Sequence[Pair], eval_pairs: Sequence[Pair],
+                     eval_rewards: Sequence[tuple[float, float]], excluded_cross_trace_pairs: int,
+                     final_loss: float | None, epochs: int, device: str, seconds: float) -> dict[str, Any]:
+    """metrics.json of a training job. ``eval_rewards`` are (r(chosen), r(rejected)) per eval pair.
+
+    ``seconds`` is the worker's time including scoring and the checkpoint archive (and its upload
+    when the worker does that itself).
+    """
+    if len(eval_rewards) != len(eval_pairs):
+        raise ValueError(f"{len(eval_rewards)} eval rewards for {len(eval_pairs)} eval pairs")
+    scored = list(zip(eval_pairs, eval_rewards))
+    action_eval = [r for p, r in scored if p.kind == "action"]
+    tool_eval = [r for p, r in scored if p.kind == "action" and p.is_tool_call]
+    action_train_pairs = sum(1 for p in train_pairs if p.kind == "action")
+    return {
+        "train_pairs": len(train_pairs),
+        "eval_pairs": len(eval_pairs),
+        # No independent split -> no eval pairs -> null, never a number made up from training pairs.
+        "eval_accuracy": pairwise_accuracy(eval_rewards),
+        "action_scoring_version": ACTION_SCORING_VERSION if action_train_pairs else None,
+        "action_train_pairs": action_train_pairs,
+        "action_eval_pairs": len(action_eval),
+        "action_eval_accuracy": pairwise_accuracy(action_eval),
+        "tool_eval_pairs": len(tool_eval),
+        "tool_eval_accuracy": pairwise_accuracy(tool_eval),
+        "excluded_cross_trace_pairs": excluded_cross_trace_pairs,
+        "final_loss": final_loss,
+        "epochs": epochs,
+        "device": device,
+        "seconds": seconds,
+    }

@@ -1,0 +1,89 @@
+"""Per-step training progress: Dagster Pipes log events under Dagster, a tqdm bar on a terminal.
+
+Every reporter also writes each step to the ``stash_pipeline.worker`` logger, which the job sends to
+``worker.log``, so a failed job's log shows how far training got.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any, Protocol
+
+from dagster_pipes import DAGSTER_PIPES_CONTEXT_ENV_VAR
+
+logger = logging.getLogger("stash_pipeline.worker")
+
+
+class Progress(Protocol):
+    def info(self, message: str) -> None: ...
+
+    def step(self, step: int, total: int, loss: float, pairs_per_second: float) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def step_line(step: int, total: int, loss: float, pairs_per_second: float) -> str:
+    return f"step {step}/{total} loss {loss:.4f} pairs/s {pairs_per_second:.2f}"
+
+
+class LogProgress:
+    """Only the log: for runs that are neither under Dagster nor on a terminal."""
+
+    def info(self, message: str) -> None:
+        logger.info(message)
+
+    def step(self, step: int, total: int, loss: float, pairs_per_second: float) -> None:
+        logger.info(step_line(step, total, loss, pairs_per_second))
+
+    def close(self) -> None:
+        pass
+
+
+class PipesProgress(LogProgress):
+    """Log events in the Dagster run, through the Pipes context the launcher opened."""
+
+    def __init__(self, pipes: Any):
+        self.pipes = pipes
+
+    def info(self, message: str) -> None:
+        super().info(message)
+        self.pipes.log.info(message)
+
+    def step(self, step: int, total: int, loss: float, pairs_per_second: float) -> None:
+        super().step(step, total, loss, pairs_per_second)
+        self.pipes.log.info(step_line(step, total, loss, pairs_per_second))
+
+
+class TqdmProgress(LogProgress):
+    """A progress bar on the terminal, with loss and pairs/s as postfix."""
+
+    def __init__(self) -> None:
+        self.bar: Any = None
+
+    def step(self, step: int, total: int, loss: float, pairs_per_second: float) -> None:
+        super().step(step, total, loss, pairs_per_second)
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="step", desc="training")
+        self.bar.update(step - self.bar.n)
+        self.bar.set_postfix(loss=f"{loss:.4f}", pairs_s=f"{pairs_per_second:.2f}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def under_dagster_pipes() -> bool:
+    """True when a Pipes launcher (PipesSubprocessClient, Modal) started this process."""
+    return DAGSTER_PIPES_CONTEXT_ENV_VAR in os.environ
+
+
+def default_progress(pipes: Any = None) -> Progress:
+    if pipes is not None:
+        return PipesProgress(pipes)
+    if sys.stderr.isatty():
+        return TqdmProgress()
+    return LogProgress()
