@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from stash_pipeline.core.errors import InputError, NotFoundError
+from stash_pipeline.core.feedback import Comment, Rating, feedback_id
+from stash_pipeline.store import Store
+from store_samples import comparison, feedback_on, make_record, make_trace
+
+
+@pytest.fixture
+def two_traces(store: Store):
+    a, b = make_trace("a"), make_trace("b", owner="bo")
+    store.import_traces([make_record(a), make_record(b)])
+    return a, b
+
+
+def test_feedback_round_trip(store: Store, two_traces) -> None:
+    a, b = two_traces
+    items = [*feedback_on(a), comparison(a, b)]
+    assert store.add_feedback(items) == {"comments": 1, "ratings": 2, "comparisons": 1,
+                                         "outcomes": 1}
+    assert set(store.feedback_for(["a"])) == set(items)
+    assert store.feedback_for(["b"]) == [comparison(a, b)]
+    assert store.feedback_for([]) == []
+
+
+def test_same_feedback_id_updates_in_place(store: Store, two_traces) -> None:
+    a, _ = two_traces
+    rating = Rating(feedback_id("rating", "a"), "a", 1.0)
+    store.add_feedback([rating])
+    store.add_feedback([replace(rating, value=-1.0)])
+    assert store.feedback_for(["a"]) == [replace(rating, value=-1.0)]
+
+
+def test_feedback_on_unknown_trace_or_action_writes_nothing(store: Store, two_traces) -> None:
+    a, _ = two_traces
+    good = Comment(feedback_id("comment", "a", "ok"), "a", "fine")
+    with pytest.raises(NotFoundError, match="trace ghost"):
+        store.add_feedback([good, Comment(feedback_id("comment", "ghost"), "ghost", "?")])
+    with pytest.raises(NotFoundError, match="action a/m77"):
+        store.add_feedback([good, Rating(feedback_id("rating", "x"), "a", 1.0,
+                                         action_id="a/m77")])
+    assert store.feedback_for(["a"]) == []
+
+
+def test_an_action_of_another_trace_is_rejected(store: Store, two_traces) -> None:
+    _, b = two_traces
+    stray = Rating(feedback_id("rating", "y"), "a", 1.0, action_id=b.actions()[0].id)
+    with pytest.raises(InputError) as caught:
+        store.add_feedback([stray])
+    assert caught.value.field == "action_id"
+
+
+def test_observations_are_not_actions(store: Store, two_traces) -> None:
+    # message 1 is the user's: no action id exists for it, so feedback on it is refused.
+    with pytest.raises(NotFoundError, match="a/m1"):
+        store.add_feedback([Rating(feedback_id("rating", "z"), "a", 1.0, action_id="a/m1")])

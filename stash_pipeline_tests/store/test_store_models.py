@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+import pytest
+
+from stash_pipeline.core.errors import NotFoundError
+from stash_pipeline.core.pairs import Pair, PairSide, pair_id
+from stash_pipeline.core.traces import action_messages
+from stash_pipeline.store import ActionScore, Store, StatusError, TraceScore
+from stash_pipeline.store.models import ERROR_TAIL
+from store_samples import make_record, make_trace
+
+
+@pytest.fixture
+def owned(store: Store) -> list[str]:
+    store.import_traces([make_record(make_trace(f"t{i}", owner="ana")) for i in range(2)])
+    return ["t0", "t1"]
+
+
+def test_create_defaults_and_ownership(store: Store, owned) -> None:
+    model = store.create_reward_model(owner="ana", name="refund-policy-v2", trace_ids=owned)
+    assert (model.status, model.base_model, model.epochs, model.max_pairs) == \
+        ("queued", "Qwen/Qwen3-0.6B", 1, 4000)
+    assert model.trace_ids == ("t0", "t1") and model.started_at is None
+    assert store.get_reward_model(model.id, owner="ana") == model
+    with pytest.raises(NotFoundError):
+        store.get_reward_model(model.id, owner="bo")
+    with pytest.raises(NotFoundError):
+        store.get_reward_model("missing")
+    assert [m.id for m in store.list_reward_models(owner="ana", status="queued")] == [model.id]
+    assert store.list_reward_models(owner="bo") == []
+
+
+def test_success_stores_metrics_checkpoint_and_scores_together(store: Store, owned) -> None:
+    model = store.create_reward_model(owner="ana", name="m", trace_ids=owned, epochs=2)
+    store.mark_running(model.id)
+    assert store.get_reward_model(model.id).started_at is not None
+    action = make_trace("t0").actions()[0]
+    store.mark_succeeded(
+        model.id, metrics={"train_pairs": 8, "eval_accuracy": None, "device": "cpu"},
+        checkpoint_uri="s3://bucket/rm/m.tar.gz",
+        scores=[TraceScore("t0", 1, model.id, 1.5, 0.7), TraceScore("t1", 1, model.id, -0.5)],
+        scored={"t0": 1}, action_scores=[ActionScore(action.id, "t0", 1, model.id, 0.3, 0.2)])
+    done = store.get_reward_model(model.id)
+    assert (done.status, done.metrics, done.checkpoint_uri, done.error) == \
+        ("succeeded", {"train_pairs": 8, "eval_accuracy": None, "device": "cpu"},
+         "s3://bucket/rm/m.tar.gz", None)
+    assert done.finished_at is not None
+    assert store.scores_for("t0") == [TraceScore("t0", 1, model.id, 1.5, 0.7)]
+    assert store.action_scores_for("t0", model.id) == [
+        ActionScore(action.id, "t0", 1, model.id, 0.3, 0.2)]
+    assert {s.id: s.latest_score for s in store.list_traces("ana")} == {"t0": 1.5, "t1": -0.5}
+
+
+def test_failure_keeps_the_log_tail_and_status_is_final(store: Store, owned) -> None:
+    model = store.create_reward_model(owner="ana", name="m", trace_ids=owned)
+    store.mark_running(model.id)
+    log = "start\n" + "x" * 3000 + "\nRuntimeError: fewer than 2 usable pairs"
+    store.mark_failed(model.id, log)
+    failed = store.get_reward_model(model.id)
+    assert failed.status == "failed" and failed.error == log[-ERROR_TAIL:]
+    assert failed.error.endswith("fewer than 2 usable pairs")
+    with pytest.raises(StatusError):
+        store.mark_running(model.id)
+    with pytest.raises(StatusError):
+        store.mark_succeeded(model.id, metrics={}, checkpoint_uri="s3://x")
+    assert store.get_reward_model(model.id).status == "failed"
+
+
+def test_a_queued_model_may_fail_but_not_succeed(store: Store, owned) -> None:
+    model = store.create_reward_model(owner="ana", name="m", trace_ids=owned)
+    with pytest.raises(StatusError):
+        store.mark_succeeded(model.id, metrics={}, checkpoint_uri="s3://x",
+                             scores=[TraceScore("t0", 1, model.id, 1.0)])
+    assert store.scores_for("t0") == []  # nothing of the refused step landed
+    store.mark_failed(model.id, "invalid extraction of comment c1")
+    assert store.get_reward_model(model.id).status == "failed"
+
+
+def _pairs() -> list[Pair]:
+    trace = make_trace("t0", owner="ana")
+    action, other = trace.actions()[1], trace.actions()[2]
+    cut = trace.with_messages(action_messages(trace, action))
+    return [
+        Pair(pair_id("step_rating", "r1", action.id, other.id), "action",
+             PairSide(cut, action.id),
+             PairSide(trace.with_messages(action_messages(trace, other)), other.id),
+             "step_rating", "r1", ("t0",), is_tool_call=True, tool_name="get_reservation",
+             slices={"tool": "get_reservation", "domain": "airline", "agent": "gpt-4.1"}),
+        Pair(pair_id("comment", "c1", action.id, "alt"), "action", PairSide(cut, action.id),
+             PairSide(cut, action.id), "comment", "c1", ("t0",), evidence_quote="ask first",
+             rationale="the comment asks", generated=True, slices={"tool": None}),
+        Pair(pair_id("verified_outcome", "o", "t0", "t1"), "trace", PairSide(trace),
+             PairSide(make_trace("t1", owner="ana")), "verified_outcome", "o", ("t0", "t1")),
+    ]
+
+
+def test_pairs_round_trip_exactly(store: Store, owned) -> None:
+    model = store.create_reward_model(owner="ana", name="m", trace_ids=owned)
+    pairs = _pairs()
+    assert store.save_pairs(pairs, reward_model_id=model.id) == 3
+    assert store.load_pairs(reward_model_id=model.id) == pairs
+    store.save_pairs(pairs[::-1], candidate="shared-7")
+    assert store.load_pairs(candidate="shared-7") == pairs[::-1]
+    store.save_pairs(pairs[:1], reward_model_id=model.id)  # replaces, not appends
+    assert store.load_pairs(reward_model_id=model.id) == pairs[:1]
+    assert store.load_pairs(candidate="shared-7") == pairs[::-1]
+    with pytest.raises(ValueError):
+        store.load_pairs()
+    with pytest.raises(ValueError):
+        store.save_pairs(pairs, reward_model_id=model.id, candidate="both")
