@@ -104,7 +104,7 @@ def pair_context(pair: Pair) -> tuple[Message, ...]:
             if a.content.strip() or calls:
                 shared.append(replace(a, tool_calls=calls))
         break
-    if shared and len(shared) == min(len(chosen), len(rejected)):
+    if shared and tuple(shared) in (chosen, rejected):
         # One side is a prefix of the other (two actions of one trace): the context stops before
         # the earlier side's last action, as action_context does.
         last = shared.pop()
