@@ -1,0 +1,79 @@
+"""Importers: trace files in several formats, streamed into the one trace model.
+
+``read_path`` is the entry point; docs/importing.md describes the formats and their field mapping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from stash_pipeline.core.errors import InputError
+from stash_pipeline.core.records import ImportedTrace
+from stash_pipeline.core.traces import DEFAULT_OWNER
+from stash_pipeline.importers import (
+    agentprocessbench,
+    anthropic_messages,
+    openai_chat,
+    otel_genai,
+    tau2,
+)
+from stash_pipeline.importers.common import ImportOptions
+from stash_pipeline.importers.detect import detect_format
+from stash_pipeline.importers.jsonio import DEFAULT_MAX_RECORD_BYTES
+
+Reader = Callable[[Path, ImportOptions], Iterator[ImportedTrace]]
+
+READERS: dict[str, Reader] = {
+    openai_chat.FORMAT: openai_chat.read,
+    anthropic_messages.FORMAT: anthropic_messages.read,
+    otel_genai.FORMAT: otel_genai.read,
+    tau2.FORMAT: tau2.read,
+    agentprocessbench.FORMAT: agentprocessbench.read,
+}
+FORMATS: tuple[str, ...] = tuple(READERS)
+# Files a directory import reads; anything else in the directory (READMEs, hidden files) is not a trace.
+TRACE_FILE_SUFFIXES = (".json", ".jsonl", ".ndjson")
+
+__all__ = ["DEFAULT_MAX_RECORD_BYTES", "FORMATS", "ImportOptions", "detect_format", "read_path",
+           "trace_files"]
+
+
+def read_path(path: str | Path, *, format: str = "auto", owner: str = DEFAULT_OWNER,
+              contribute: bool = False,
+              max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator[ImportedTrace]:
+    """Every trace in a file, or in each trace file of a directory (sorted by name), lazily.
+
+    ``format`` is ``auto`` (detected per file from its content) or one of ``FORMATS``. Errors are
+    InputErrors naming the file, the record (line or index) and the field.
+    """
+    if format != "auto" and format not in READERS:
+        raise InputError(f"unknown format {format!r}; expected auto or one of {', '.join(FORMATS)}",
+                         field="format")
+    if max_record_bytes <= 0:
+        raise InputError("max_record_bytes must be positive", field="max_record_bytes")
+    options = ImportOptions(owner=owner, contribute=contribute, max_record_bytes=max_record_bytes)
+    return _read_files(trace_files(Path(path)), format, options)
+
+
+def _read_files(files: list[Path], format: str, options: ImportOptions) -> Iterator[ImportedTrace]:
+    for file in files:
+        name = detect_format(file, options.max_record_bytes) if format == "auto" else format
+        yield from READERS[name](file, options)
+
+
+def trace_files(path: Path) -> list[Path]:
+    """The file itself, or a directory's trace files (by suffix, not hidden), sorted by name."""
+    if path.is_dir():
+        files = sorted(
+            p for p in path.iterdir()
+            if p.is_file() and not p.name.startswith(".")
+            and p.name.lower().endswith(TRACE_FILE_SUFFIXES)
+        )
+        if not files:
+            raise InputError(f"no trace files ({', '.join(TRACE_FILE_SUFFIXES)}) in the directory",
+                             file=str(path))
+        return files
+    if not path.exists():
+        raise InputError("no such file or directory", file=str(path))
+    return [path]

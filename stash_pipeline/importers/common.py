@@ -1,0 +1,132 @@
+"""What every importer shares: options, the trace-object wrapper, and the final validation step."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stash_pipeline.core.errors import InputError
+from stash_pipeline.core.feedback import Feedback, Rating, feedback_id
+from stash_pipeline.core.records import ImportedTrace
+from stash_pipeline.core.traces import DEFAULT_OWNER, Message, Trace, content_trace_id
+from stash_pipeline.core.validation import validate_trace
+from stash_pipeline.importers.fields import expect_list, expect_object, optional_object, optional_str
+from stash_pipeline.importers.jsonio import DEFAULT_MAX_RECORD_BYTES, RawRecord, iter_records
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    owner: str = DEFAULT_OWNER
+    contribute: bool = False
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+
+
+@contextmanager
+def locating(file: str, record: str) -> Iterator[None]:
+    """Fill in the file and record of any InputError raised inside."""
+    try:
+        yield
+    except InputError as error:
+        raise error.located(file=file, record=record) from None
+
+
+def finish(trace: Trace, feedback: tuple[Feedback, ...], *, file: str, record: str,
+           number: int) -> ImportedTrace:
+    """Validate the trace and name the file and record in any error."""
+    with locating(file, record):
+        validate_trace(trace)
+    return ImportedTrace(trace, feedback, source=f"{file}:{number}")
+
+
+TraceObjectConverter = Callable[[dict[str, Any], ImportOptions], tuple[Trace, tuple[Feedback, ...]]]
+
+
+def read_trace_objects(path: Path, options: ImportOptions,
+                       convert: TraceObjectConverter) -> Iterator[ImportedTrace]:
+    """Each record of a JSON, JSON-array or JSONL file of trace objects, converted and validated."""
+    file = str(path)
+    for record in iter_records(path, options.max_record_bytes):
+        with locating(file, record.label):
+            trace, feedback = convert(trace_object(record), options)
+        yield finish(trace, feedback, file=file, record=record.label, number=record.number)
+
+
+def trace_object(record: RawRecord) -> dict[str, Any]:
+    data = expect_object(record.data, "record")
+    if data.get("messages") is None:
+        hint = " (this looks like a single message: wrap a conversation as {\"messages\": [...]})" \
+            if "role" in data else ""
+        raise InputError(f"a trace object needs 'messages'{hint}", field="messages")
+    return data
+
+
+def wrapper_trace(record: dict[str, Any], messages: tuple[Message, ...],
+                  tools: tuple[dict[str, Any], ...], *, source_format: str,
+                  options: ImportOptions) -> Trace:
+    """The trace object both chat formats share: ``{id?, agent?, domain?, metadata?, tools?, ...}``.
+
+    Without an id the trace id is derived from the record's content (its feedback aside, so adding
+    feedback later still maps to the same trace): reimporting the same record updates one trace.
+    """
+    trace_id = optional_str(record, "id", "id")
+    if trace_id is None:
+        trace_id = content_trace_id(source_format, {k: v for k, v in record.items() if k != "feedback"})
+    agent = optional_str(record, "agent", "agent") or optional_str(record, "model", "model")
+    return Trace(
+        id=trace_id,
+        messages=messages,
+        owner=options.owner,
+        agent=agent,
+        domain=optional_str(record, "domain", "domain"),
+        metadata=optional_object(record, "metadata", "metadata"),
+        tools=tools,
+        contribute=options.contribute,
+    )
+
+
+def openai_tools(value: Any, field: str) -> tuple[dict[str, Any], ...]:
+    """Tool schemas in the OpenAI form ``{"type": "function", "function": {name, ...}}``.
+
+    A bare ``{name, description?, parameters?}`` is wrapped into that form.
+    """
+    if value is None:
+        return ()
+    tools = []
+    for i, tool in enumerate(expect_list(value, field)):
+        tool = expect_object(tool, f"{field}[{i}]")
+        if "function" in tool:
+            function = expect_object(tool["function"], f"{field}[{i}].function")
+            if not isinstance(function.get("name"), str) or not function["name"]:
+                raise InputError("a tool needs a name", field=f"{field}[{i}].function.name")
+            tools.append({**tool, "type": tool.get("type", "function")})
+        else:
+            if not isinstance(tool.get("name"), str) or not tool["name"]:
+                raise InputError("a tool needs a name", field=f"{field}[{i}].name")
+            function = {k: v for k, v in tool.items() if k != "type"}
+            tools.append({"type": "function", "function": function})
+    return tuple(tools)
+
+
+def message_action_ids(trace: Trace, message_index: int, field: str) -> list[str]:
+    """The full ids of the actions of one assistant message (its text, then its tool calls)."""
+    if not 0 <= message_index < len(trace.messages):
+        raise InputError(f"message index {message_index} is out of range: the trace has "
+                         f"{len(trace.messages)} messages", field=field)
+    actions = [a.id for a in trace.actions() if a.message_index == message_index]
+    if not actions:
+        role = trace.messages[message_index].role
+        raise InputError(f"message {message_index} ({role}) has no action to rate: only assistant "
+                         "text and tool calls are actions", field=field)
+    return actions
+
+
+def step_ratings(trace: Trace, message_index: int, value: float, *, field: str,
+                 origin: str) -> list[Rating]:
+    """A step rating on a whole assistant message: one rating on each of its actions."""
+    return [
+        Rating(feedback_id("rating", trace.id, origin, action), trace.id, value, action_id=action)
+        for action in message_action_ids(trace, message_index, field)
+    ]

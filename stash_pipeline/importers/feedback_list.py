@@ -1,0 +1,95 @@
+"""The ``feedback`` list of a trace object (OpenAI and Anthropic wrappers); see docs/importing.md.
+
+Each item: ``{"type": "comment", "text": ...}``, ``{"type": "rating", "value": <number>}`` or
+``{"type": "outcome", "reward": <number>}``, with at most one target for comments and ratings:
+``action_id`` (local, "m3" or "m3.call0"), ``message_index`` (an assistant message) or
+``tool_call_id``. No target: the whole trace. Optional ``author`` (comments, ratings), ``source``
+(outcomes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stash_pipeline.core.errors import InputError
+from stash_pipeline.core.feedback import Comment, Feedback, Rating, VerifiedOutcome, feedback_id
+from stash_pipeline.core.traces import Trace
+from stash_pipeline.importers.common import message_action_ids
+from stash_pipeline.importers.fields import expect_list, expect_object, number, optional_str
+
+FEEDBACK_TYPES = ("comment", "rating", "outcome")
+_TARGET_KEYS = ("action_id", "message_index", "tool_call_id")
+
+
+def parse_feedback(value: Any, trace: Trace, field: str = "feedback",
+                   message_indexes: dict[int, int] | None = None) -> tuple[Feedback, ...]:
+    """Feedback items on this trace. ``message_indexes`` maps source message indexes to trace
+    message indexes, for formats whose messages do not map one to one (Anthropic)."""
+    if value is None:
+        return ()
+    items: list[Feedback] = []
+    for i, raw in enumerate(expect_list(value, field)):
+        where = f"{field}[{i}]"
+        item = expect_object(raw, where)
+        kind = item.get("type")
+        targets = _targets(item, trace, where, message_indexes)
+        author = optional_str(item, "author", f"{where}.author")
+        if kind == "comment":
+            text = item.get("text")
+            if not isinstance(text, str) or not text.strip():
+                raise InputError("a comment needs non-empty text", field=f"{where}.text")
+            # A comment on a message belongs to its first action; the extractor reads the whole
+            # message around it anyway.
+            target = targets[0] if targets else None
+            items.append(Comment(feedback_id("comment", trace.id, i, target or "trace"), trace.id,
+                                 text, action_id=target, author=author))
+        elif kind == "rating":
+            value_ = number(item.get("value"), f"{where}.value")
+            for target in targets or [None]:
+                items.append(Rating(feedback_id("rating", trace.id, i, target or "trace"),
+                                    trace.id, value_, action_id=target, author=author))
+        elif kind == "outcome":
+            if targets:
+                raise InputError("an outcome is a whole trace's result: it takes no target",
+                                 field=where)
+            reward = number(item.get("reward"), f"{where}.reward")
+            items.append(VerifiedOutcome(feedback_id("outcome", trace.id, i), trace.id, reward,
+                                         source=optional_str(item, "source", f"{where}.source")))
+        else:
+            raise InputError(f"unknown feedback type {kind!r}; expected one of "
+                             f"{', '.join(FEEDBACK_TYPES)}", field=f"{where}.type")
+    return tuple(items)
+
+
+def _targets(item: dict[str, Any], trace: Trace, where: str,
+             message_indexes: dict[int, int] | None) -> list[str]:
+    """The full action ids a feedback item is about; empty for the whole trace."""
+    given = [key for key in _TARGET_KEYS if item.get(key) is not None]
+    if len(given) > 1:
+        raise InputError(f"give at most one of {', '.join(_TARGET_KEYS)}", field=f"{where}.{given[1]}")
+    if not given:
+        return []
+    key = given[0]
+    value = item[key]
+    field = f"{where}.{key}"
+    if key == "action_id":
+        if not isinstance(value, str):
+            raise InputError("expected an action id such as 'm3' or 'm3.call0'", field=field)
+        try:
+            return [trace.action(value).id]
+        except KeyError:
+            raise InputError(f"no action {value!r} in this trace (it has {len(trace.actions())} "
+                             "actions, with ids like 'm3' and 'm3.call0')", field=field) from None
+    if key == "message_index":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InputError("expected a message index (an integer)", field=field)
+        if message_indexes is not None:
+            if value not in message_indexes:
+                raise InputError(f"message {value} is not an assistant message", field=field)
+            value = message_indexes[value]
+        return message_action_ids(trace, value, field)
+    for action in trace.actions():
+        call = trace.tool_call(action)
+        if call is not None and call.id == value:
+            return [action.id]
+    raise InputError(f"no tool call with id {value!r} in this trace", field=field)

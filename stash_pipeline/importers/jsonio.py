@@ -1,0 +1,222 @@
+"""Streaming reads of JSON, JSON-array and JSONL files: one record at a time, each under a size limit.
+
+Memory stays bounded by the largest record, not the file: JSONL is read line by line, arrays and
+nested arrays (tau2's ``simulations``, OTLP spans) item by item with ijson.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO, Literal
+
+import ijson
+
+from stash_pipeline.core.errors import InputError
+
+DEFAULT_MAX_RECORD_BYTES = 64 * 1024 * 1024
+_BOM = b"\xef\xbb\xbf"
+_WHITESPACE = b" \t\r\n"
+_MAX_BUFFER = 64 * 1024
+
+Layout = Literal["jsonl", "array", "object"]
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    """One source record: the parsed JSON and where it came from."""
+
+    data: Any
+    number: int  # JSONL: 1-based line; array: 0-based index; a single document: 0
+    label: str  # "line 12", "index 3" or "document": the record an error names
+
+
+def too_large(label: str, limit: int) -> InputError:
+    return InputError(
+        f"record is larger than the limit of {limit} bytes (raise max_record_bytes to accept it)",
+        record=label,
+    )
+
+
+def sniff_layout(path: Path, max_record_bytes: int) -> Layout:
+    """JSON array, JSON Lines, or a single (possibly pretty-printed) JSON document."""
+    with open(path, "rb") as handle:
+        first = _first_byte(handle)
+        if first is None:
+            raise InputError("the file is empty", file=str(path))
+        if first == b"[":
+            return "array"
+        if first != b"{":
+            return "jsonl"  # not JSON at all: the line reader reports line 1 as malformed
+        handle.seek(0)
+        line = _first_line(handle, max_record_bytes)
+    try:
+        json.loads(line)
+    except ValueError:
+        return "object"  # the first line is not a whole record: one multi-line document
+    return "jsonl"
+
+
+def iter_records(path: Path, max_record_bytes: int) -> Iterator[RawRecord]:
+    """Every top-level record: each JSONL line, each array item, or the one document."""
+    layout = sniff_layout(path, max_record_bytes)
+    if layout == "jsonl":
+        records = _jsonl_records(path, max_record_bytes)
+    elif layout == "array":
+        records = iter_items(path, "item", max_record_bytes)
+    else:
+        records = iter((read_document(path, max_record_bytes),))
+    empty = True
+    for record in records:
+        empty = False
+        yield record
+    if empty:
+        raise InputError("the file holds no records", file=str(path))
+
+
+def read_document(path: Path, max_record_bytes: int) -> RawRecord:
+    """The whole file as one record (it must fit the record limit)."""
+    if os.path.getsize(path) > max_record_bytes:
+        raise too_large("document", max_record_bytes).located(file=str(path))
+    raw = Path(path).read_bytes()
+    return RawRecord(_loads(raw.removeprefix(_BOM), path, line_offset=0), 0, "document")
+
+
+def iter_items(path: Path, prefix: str, max_record_bytes: int,
+               label: Callable[[int], str] = lambda i: f"index {i}") -> Iterator[RawRecord]:
+    """Items of the array at an ijson prefix (``item``, ``simulations.item``), one at a time."""
+    with open(path, "rb") as handle:
+        reader = _GuardedReader(handle, max_record_bytes)
+        index = 0
+        try:
+            for item in ijson.items(reader, prefix, use_float=True, buf_size=reader.buffer_size):
+                yield RawRecord(item, index, label(index))
+                index += 1
+                reader.mark()
+        except _RecordTooLarge:
+            raise too_large(label(index), max_record_bytes).located(file=str(path)) from None
+        except ijson.JSONError as error:
+            raise _syntax_error(path, error, reader, max_record_bytes) from None
+
+
+def first_value(path: Path, prefix: str, max_record_bytes: int) -> Any:
+    """The first value at an ijson prefix (e.g. tau2's ``info``), or None when there is none."""
+    for record in iter_items(path, prefix, max_record_bytes, label=lambda _: prefix):
+        return record.data
+    return None
+
+
+def top_level_keys(path: Path, wanted: set[str]) -> set[str]:
+    """Keys of a top-level JSON object, stopping at the first key in ``wanted``: cheap to peek."""
+    keys: set[str] = set()
+    with open(path, "rb") as handle:
+        reader = _GuardedReader(handle, None)
+        try:
+            for prefix, event, value in ijson.parse(reader, buf_size=reader.buffer_size):
+                if prefix == "" and event == "map_key":
+                    keys.add(value)
+                    if value in wanted:
+                        break
+        except ijson.JSONError as error:
+            raise _syntax_error(path, error, reader, None) from None
+    return keys
+
+
+def _jsonl_records(path: Path, max_record_bytes: int) -> Iterator[RawRecord]:
+    with open(path, "rb") as handle:
+        number = 0
+        while True:
+            line = handle.readline(max_record_bytes + 1)
+            if not line:
+                return
+            number += 1
+            if len(line) > max_record_bytes and not line.endswith(b"\n"):
+                raise too_large(f"line {number}", max_record_bytes).located(file=str(path))
+            if number == 1:
+                line = line.removeprefix(_BOM)
+            if not line.strip():
+                continue
+            yield RawRecord(_loads(line, path, line_offset=number - 1), number, f"line {number}")
+
+
+def _loads(raw: bytes, path: Path, *, line_offset: int) -> Any:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = line_offset + raw[: error.start].count(b"\n") + 1
+        raise InputError(f"not UTF-8 text (byte {error.start})", file=str(path),
+                         record=f"line {line}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(f"malformed JSON: {error.msg} at column {error.colno}", file=str(path),
+                         record=f"line {line_offset + error.lineno}") from None
+
+
+def _syntax_error(path: Path, error: Exception, reader: _GuardedReader,
+                  max_record_bytes: int | None) -> InputError:
+    """Name the exact line when the file is small enough to re-parse, else the nearest line read."""
+    limit = max_record_bytes if max_record_bytes is not None else DEFAULT_MAX_RECORD_BYTES
+    if os.path.getsize(path) <= limit:
+        try:
+            _loads(Path(path).read_bytes().removeprefix(_BOM), path, line_offset=0)
+        except InputError as exact:
+            return exact
+    reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return InputError(f"malformed JSON ({reason}) at or before line {reader.lines_read + 1}",
+                      file=str(path), record=f"line {reader.lines_read + 1}")
+
+
+class _RecordTooLarge(Exception):
+    pass
+
+
+class _GuardedReader:
+    """A file reader that counts lines and fails once one record has read past the size limit."""
+
+    def __init__(self, handle: BinaryIO, max_record_bytes: int | None):
+        self._handle = handle
+        self._limit = max_record_bytes
+        self._since_mark = 0
+        self._started = False
+        self.lines_read = 0
+        # A record is measured to within one buffer: keep that slack small against small limits.
+        self.buffer_size = _MAX_BUFFER if max_record_bytes is None else \
+            max(1024, min(_MAX_BUFFER, max_record_bytes // 4))
+
+    def mark(self) -> None:
+        self._since_mark = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._handle.read(size)
+        if not self._started:
+            self._started = True
+            data = data.removeprefix(_BOM)
+        self._since_mark += len(data)
+        self.lines_read += data.count(b"\n")
+        if self._limit is not None and self._since_mark > self._limit + self.buffer_size:
+            raise _RecordTooLarge
+        return data
+
+
+def _first_byte(handle: BinaryIO) -> bytes | None:
+    start = handle.read(3)
+    rest = start.removeprefix(_BOM)
+    while True:
+        for i in range(len(rest)):
+            if rest[i:i + 1] not in (b" ", b"\t", b"\r", b"\n"):
+                return rest[i:i + 1]
+        rest = handle.read(_MAX_BUFFER)
+        if not rest:
+            return None
+
+
+def _first_line(handle: BinaryIO, max_record_bytes: int) -> bytes:
+    """The first non-blank line, at most one record long."""
+    while True:
+        line = handle.readline(max_record_bytes + 1)
+        if not line or line.strip(_WHITESPACE).removeprefix(_BOM).strip(_WHITESPACE):
+            return line.removeprefix(_BOM)
