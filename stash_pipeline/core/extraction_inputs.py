@@ -11,6 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from stash_pipeline.core.feedback import Comment
+from stash_pipeline.core.pair_builders import AUDIENCE_SOURCES, Audience, audience_traces
+from stash_pipeline.core.pairs import EXTRACTED_SOURCES
 from stash_pipeline.core.traces import Action, Trace
 
 ASSESSMENT_SOURCE_ID = "assessment"
@@ -63,3 +65,13 @@ def extraction_input(trace: Trace, comments: Iterable[Comment],
     if not (own or corrections or assess):
         return None
     return ExtractionInput(trace, own, corrections, assess)
+
+
+def extraction_inputs(traces: Sequence[Trace], comments: Iterable[Comment],
+                      audience: Audience = "personal") -> list[ExtractionInput]:
+    """The traces that need an extraction request for this audience, in trace id order."""
+    sources = [s for s in EXTRACTED_SOURCES if s in AUDIENCE_SOURCES[audience]]
+    comments = list(comments)
+    items = (extraction_input(t, comments, sources)
+             for t in sorted(audience_traces(traces, audience), key=lambda t: t.id))
+    return [item for item in items if item is not None]

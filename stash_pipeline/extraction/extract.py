@@ -6,10 +6,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from stash_pipeline.core.extraction_inputs import ExtractionInput, extraction_input
+from stash_pipeline.core.extraction_inputs import ExtractionInput, extraction_inputs
 from stash_pipeline.core.feedback import Comment
-from stash_pipeline.core.pair_builders import AUDIENCE_SOURCES, Audience, audience_traces
-from stash_pipeline.core.pairs import EXTRACTED_SOURCES, Pair
+from stash_pipeline.core.pair_builders import Audience
+from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.extraction.alternatives import preference_pair
 from stash_pipeline.extraction.config import ExtractionConfig
@@ -35,16 +35,6 @@ class ExtractionResult:
 class _Collected:
     pairs: list[Pair] = field(default_factory=list)
     skipped: list[tuple[str, Skip]] = field(default_factory=list)
-
-
-def extraction_inputs(traces: Sequence[Trace], comments: Iterable[Comment],
-                      audience: Audience = "personal") -> list[ExtractionInput]:
-    """The traces that need a request, with what each request covers, in trace id order."""
-    sources = [s for s in EXTRACTED_SOURCES if s in AUDIENCE_SOURCES[audience]]
-    comments = list(comments)
-    items = (extraction_input(t, comments, sources)
-             for t in sorted(audience_traces(traces, audience), key=lambda t: t.id))
-    return [item for item in items if item is not None]
 
 
 def extract_pairs(items: Sequence[ExtractionInput], extractor: Extractor) -> ExtractionResult:

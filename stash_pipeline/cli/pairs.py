@@ -1,0 +1,70 @@
+"""`stash-pipeline pairs preview`: what a model would train on, without training or calling a model."""
+
+from __future__ import annotations
+
+import argparse
+
+from stash_pipeline.cli.output import print_json
+from stash_pipeline.core.sampling import DEFAULT_MAX_PAIRS
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("pairs", help="inspect the preference pairs training would use")
+    sub = parser.add_subparsers(dest="pairs_command", required=True, metavar="SUBCOMMAND")
+    preview = sub.add_parser(
+        "preview", help="counts of the pairs a model would train on (no training, no model call)")
+    selection = preview.add_mutually_exclusive_group(required=True)
+    selection.add_argument("--trace-ids", nargs="+", metavar="ID", help="these traces only")
+    selection.add_argument("--all-traces", action="store_true", help="every stored trace")
+    preview.add_argument("--max-pairs", type=_positive_int, default=DEFAULT_MAX_PAIRS,
+                         help=f"cap on rating and feedback pairs together (default "
+                              f"{DEFAULT_MAX_PAIRS})")
+    preview.add_argument("--shared", action="store_true",
+                         help="the shared evaluator's view: opted-in traces only")
+    preview.add_argument("--json", action="store_true", help="print one JSON object last")
+    preview.set_defaults(handler=run_preview)
+
+
+def run_preview(args: argparse.Namespace) -> int:
+    from stash_pipeline.core.pair_report import preview_pairs
+    from stash_pipeline.store import Store
+
+    store = Store.from_env()
+    store.migrate()
+    trace_ids = store.trace_ids() if args.all_traces else list(dict.fromkeys(args.trace_ids))
+    traces = store.get_traces(trace_ids)
+    feedback = store.feedback_for([t.id for t in traces])
+    report = preview_pairs(traces, feedback, audience="shared" if args.shared else "personal",
+                           max_pairs=args.max_pairs)
+    if args.json:
+        print_json(report)
+    else:
+        print_report(report)
+    return 0
+
+
+def print_report(report: dict) -> None:
+    print(f"{report['audience']} audience: {report['traces']} trace(s), {report['pairs']} pair(s) "
+          f"built, {report['dropped_by_max_pairs']} dropped by max_pairs={report['max_pairs']}")
+    for kind, count in report["by_source"].items():
+        print(f"  {kind:20} {count}")
+    print(f"train {report['train_pairs']} (action {report['action_train_pairs']}, tool "
+          f"{report['tool_train_pairs']}), eval {report['eval_pairs']} (action "
+          f"{report['action_eval_pairs']}, tool {report['tool_eval_pairs']}), excluded cross-trace "
+          f"{report['excluded_cross_trace_pairs']}")
+    if report["pairs"] and not report["eval_available"]:
+        print("evaluation unavailable: no independent trace-level split")
+    pending = report["pending_extraction"]
+    if pending["traces"]:
+        print(f"pending extraction (not run by preview): {pending['traces']} trace(s), "
+              f"{pending['comment']} comment(s), {pending['correction']} later user message(s), "
+              f"{pending['assessment']} action(s) to assess")
+    if report["error"]:
+        print(f"not trainable yet: {report['error']}")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be a positive integer")
+    return value
