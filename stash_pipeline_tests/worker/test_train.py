@@ -7,8 +7,7 @@ import random
 import pytest
 import torch
 
-from stash_pipeline.core.pairs import Pair, PairSide
-from stash_pipeline.core.traces import Message, ToolCall, Trace, action_messages
+from stash_pipeline.core.pairs import Pair
 from stash_pipeline.worker.metrics import pairwise_accuracy
 from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, tokenize
 from stash_pipeline.worker.render import render_side
@@ -16,39 +15,6 @@ from stash_pipeline.worker.train import (
     EncodedPair, bradley_terry_loss, length_grouped_batches, pair_rewards, score_pairs, shares_prefix,
     train,
 )
-
-CITIES = ["Paris", "Berlin", "Tokyo", "Lima", "Oslo", "Cairo", "Quito", "Dakar", "Hanoi", "Perth",
-          "Seoul", "Rome", "Delhi", "Dublin", "Madrid", "Vienna", "Prague", "Athens", "Sofia", "Riga"]
-
-
-def synthetic_trace(i: int) -> Trace:
-    """A good action (look the flight up) and a bad one (refuse) in one trace."""
-    city = CITIES[i % len(CITIES)]
-    return Trace(id=f"s{i}", messages=(
-        Message("user", f"Please book flight {i} to {city} for me."),
-        Message("assistant", "", tool_calls=(ToolCall(f"c{i}", "search_direct_flight", {"destination": city}),)),
-        Message("tool", f'{{"flight": "HAT{i:03d}", "seats": {i % 7 + 1}}}', tool_call_id=f"c{i}"),
-        Message("assistant", "I cannot help with that, goodbye."),
-    ))
-
-
-def synthetic_pairs(start: int, count: int) -> list[Pair]:
-    """Half step-rating pairs (one trace, shared prefix), half generated-alternative pairs."""
-    pairs = []
-    for i in range(start, start + count):
-        trace = synthetic_trace(i)
-        good, bad = trace.action(f"s{i}/m1.call0"), trace.action(f"s{i}/m3")
-        chosen = PairSide(trace.with_messages(action_messages(trace, good)), good.id)
-        if i % 2:
-            rejected = PairSide(trace.with_messages(action_messages(trace, bad)), bad.id)
-        else:
-            refusal = Message("assistant", "I cannot help with that, goodbye.")
-            rejected = PairSide(trace.with_messages(trace.messages[:1] + (refusal,)), good.id)
-        pairs.append(Pair(id=f"p{i}", kind="action", chosen=chosen, rejected=rejected,
-                          source_kind="step_rating", source_id=f"r{i}", source_trace_ids=(trace.id,),
-                          is_tool_call=True, tool_name="search_direct_flight"))
-    return pairs
-
 
 def encode(tokenizer, pairs: list[Pair]) -> list[EncodedPair]:
     chosen = tokenize(tokenizer, [render_side(tokenizer, p.chosen, "personal") for p in pairs])
@@ -66,14 +32,14 @@ def fresh_model(tiny_base_model, tokenizer):
     return load_reward_model(str(tiny_base_model), device="cpu", tokenizer=tokenizer)
 
 
-def test_step_rating_pairs_share_a_prefix_and_alternatives_do_not(tokenizer):
+def test_step_rating_pairs_share_a_prefix_and_alternatives_do_not(tokenizer, synthetic_pairs):
     encoded = encode(tokenizer, synthetic_pairs(0, 2))
     assert not shares_prefix(encoded[0].chosen_ids, encoded[0].rejected_ids)
     assert shares_prefix(encoded[1].chosen_ids, encoded[1].rejected_ids)
     assert encoded[1].cost == max(len(encoded[1].chosen_ids), len(encoded[1].rejected_ids))
 
 
-def test_one_forward_for_a_shared_prefix_reads_the_same_rewards_as_two(tiny_base_model, tokenizer):
+def test_one_forward_for_a_shared_prefix_reads_the_same_rewards_as_two(tiny_base_model, tokenizer, synthetic_pairs):
     model = fresh_model(tiny_base_model, tokenizer)
     encoded = encode(tokenizer, synthetic_pairs(0, 6))
     with torch.no_grad():
@@ -104,7 +70,7 @@ def test_bradley_terry_loss_is_minus_log_sigmoid_of_the_gap():
     assert bradley_terry_loss(chosen, rejected).item() == pytest.approx(expected.item(), rel=1e-6)
 
 
-def test_bradley_terry_loss_equals_trl_reward_trainer_loss(tiny_base_model, tokenizer, tmp_path):
+def test_bradley_terry_loss_equals_trl_reward_trainer_loss(tiny_base_model, tokenizer, synthetic_pairs, tmp_path):
     from datasets import Dataset
     from trl import RewardConfig, RewardTrainer
 
@@ -123,7 +89,7 @@ def test_bradley_terry_loss_equals_trl_reward_trainer_loss(tiny_base_model, toke
     assert bradley_terry_loss(chosen, rejected).item() == pytest.approx(trl_loss, abs=1e-5)
 
 
-def test_training_learns_a_synthetic_preference_that_holds_out(tiny_base_model, tokenizer):
+def test_training_learns_a_synthetic_preference_that_holds_out(tiny_base_model, tokenizer, synthetic_pairs):
     model = fresh_model(tiny_base_model, tokenizer)
     train_pairs, eval_pairs = encode(tokenizer, synthetic_pairs(0, 96)), encode(tokenizer, synthetic_pairs(500, 24))
     before = pairwise_accuracy(score_pairs(model, eval_pairs, "cpu", pad_id=tokenizer.pad_token_id))
@@ -136,7 +102,7 @@ def test_training_learns_a_synthetic_preference_that_holds_out(tiny_base_model, 
     assert result.final_loss < sum(result.epoch_losses[0]) / 24
 
 
-def test_training_needs_two_pairs(tiny_base_model, tokenizer):
+def test_training_needs_two_pairs(tiny_base_model, tokenizer, synthetic_pairs):
     model = fresh_model(tiny_base_model, tokenizer)
     with pytest.raises(ValueError, match="at least 2 pairs"):
         train(model, encode(tokenizer, synthetic_pairs(0, 1)), epochs=1, device="cpu",

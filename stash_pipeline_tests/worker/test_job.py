@@ -1,0 +1,122 @@
+"""The job directory contract end to end on the tiny model: train, score, checkpoint, failures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from stash_pipeline.core.errors import InputError
+from stash_pipeline.worker.job import (
+    JobSettings, failure_reason, read_jsonl, read_settings, write_job,
+)
+from stash_pipeline.worker.runner import main
+
+REPO = Path(__file__).resolve().parents[2]
+METRIC_FIELDS = {
+    "train_pairs", "eval_pairs", "eval_accuracy", "action_scoring_version", "action_train_pairs",
+    "action_eval_pairs", "action_eval_accuracy", "tool_eval_pairs", "tool_eval_accuracy",
+    "excluded_cross_trace_pairs", "final_loss", "epochs", "device", "seconds",
+}
+
+
+@pytest.fixture(scope="module")
+def trained_job(tmp_path_factory, tiny_base_model, synthetic_pairs, tau2_sample):
+    job_dir = tmp_path_factory.mktemp("job")
+    settings = JobSettings(evaluator="model-1", base_model=str(tiny_base_model), epochs=2,
+                           excluded_cross_trace_pairs=3)
+    score_traces = [p.chosen.trace for p in synthetic_pairs(900, 2)] + tau2_sample[:1]
+    write_job(job_dir, settings, train_pairs=synthetic_pairs(0, 10), eval_pairs=synthetic_pairs(100, 4),
+              score_traces=score_traces)
+    assert main(str(job_dir)) == 0, failure_reason(job_dir)
+    return job_dir, score_traces
+
+
+def test_training_job_writes_every_output(trained_job):
+    job_dir, score_traces = trained_job
+    metrics = json.loads((job_dir / "metrics.json").read_text())
+    assert set(metrics) == METRIC_FIELDS
+    assert metrics["train_pairs"] == 10 and metrics["eval_pairs"] == 4
+    assert metrics["action_scoring_version"] == 1 and metrics["action_train_pairs"] == 10
+    assert metrics["action_eval_pairs"] == 4 and metrics["tool_eval_pairs"] == 4
+    assert 0 <= metrics["eval_accuracy"] <= 1
+    assert metrics["excluded_cross_trace_pairs"] == 3 and metrics["epochs"] == 2
+    assert metrics["device"] in ("cpu", "cuda", "mps") and metrics["seconds"] > 0
+    assert metrics["final_loss"] > 0
+
+    scores = read_jsonl(job_dir / "scores.jsonl")
+    assert [s["trace_id"] for s in scores] == [t.id for t in score_traces]
+    assert {s["evaluator"] for s in scores} == {"model-1"}
+    action_scores = read_jsonl(job_dir / "action_scores.jsonl")
+    assert [a["action_id"] for a in action_scores] == [a.id for t in score_traces for a in t.actions()]
+    assert all(-1 < a["credit"] < 1 for a in action_scores)
+
+    assert sorted(p.name for p in (job_dir / "reward-model").iterdir()) == sorted([
+        "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+        "chat_template.jinja", "reward_stats.json", "action_reward_stats.json"])
+    with tarfile.open(job_dir / "reward-model.tar.gz") as tar:
+        assert {Path(n).parts[0] for n in tar.getnames()} == {"reward-model"}
+    log = (job_dir / "worker.log").read_text()
+    assert "step 6/6 loss" in log and "metrics:" in log
+
+
+def test_scoring_job_from_the_archive_gives_identical_scores(trained_job, tmp_path):
+    job_dir, score_traces = trained_job
+    settings = JobSettings(evaluator="model-1", checkpoint=str(job_dir / "reward-model.tar.gz"),
+                           outputs=("scores", "action_scores"))
+    write_job(tmp_path, settings, score_traces=score_traces)
+    assert main(str(tmp_path)) == 0, failure_reason(tmp_path)
+    for name, key in (("scores.jsonl", "score"), ("action_scores.jsonl", "raw_reward")):
+        trained = [row[key] for row in read_jsonl(job_dir / name)]
+        reloaded = [row[key] for row in read_jsonl(tmp_path / name)]
+        assert reloaded == pytest.approx(trained, abs=1e-6)
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["scored_traces"] == 3 and metrics["scored_actions"] == len(read_jsonl(tmp_path / "action_scores.jsonl"))
+
+
+def test_a_bad_pair_fails_the_job_with_the_record_and_field_last_in_the_log(tmp_path, tiny_base_model,
+                                                                          synthetic_pairs):
+    write_job(tmp_path, JobSettings(evaluator="m", base_model=str(tiny_base_model)),
+              train_pairs=synthetic_pairs(0, 3))
+    lines = (tmp_path / "train_pairs.jsonl").read_text().splitlines()
+    broken = json.loads(lines[1])
+    del broken["chosen"]["trace"]["messages"]
+    (tmp_path / "train_pairs.jsonl").write_text("\n".join([lines[0], json.dumps(broken), lines[2]]) + "\n")
+    assert main(str(tmp_path)) == 1
+    last = (tmp_path / "worker.log").read_text().rstrip().splitlines()[-1]
+    assert "InputError" in last and "record 1" in last and "train_pairs" in last
+    assert not (tmp_path / "metrics.json").exists()
+
+
+def test_the_module_entry_point_exits_non_zero_with_the_reason(tmp_path):
+    (tmp_path / "settings.json").write_text(json.dumps({"evaluator": "m", "base_model": "x", "epochs": 0}))
+    done = subprocess.run([sys.executable, "-m", "stash_pipeline.worker", str(tmp_path)], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    assert failure_reason(tmp_path).rstrip().endswith(
+        "InputError: file settings.json, field 'epochs': expected an integer of at least 1, got 0")
+
+
+@pytest.mark.parametrize("data, field", [
+    ({"base_model": "b"}, "evaluator"),
+    ({"evaluator": "m"}, "base_model"),
+    ({"evaluator": "m", "base_model": "b", "checkpoint": "c"}, "base_model"),
+    ({"evaluator": "m", "base_model": "b", "audience": "public"}, "audience"),
+    ({"evaluator": "m", "base_model": "b", "compute": "modal"}, "compute"),
+    ({"evaluator": "m", "checkpoint": "c", "outputs": ["checkpoint"]}, "outputs"),
+    ({"evaluator": "m", "base_model": "b", "epochs": True}, "epochs"),
+])
+def test_settings_errors_name_the_field(data, field):
+    with pytest.raises(InputError) as raised:
+        JobSettings.from_dict(data)
+    assert raised.value.field == field and raised.value.file == "settings.json"
+
+
+def test_settings_round_trip(tmp_path):
+    settings = JobSettings(evaluator="release-3", audience="shared", base_model="Qwen/Qwen3-0.6B", epochs=2)
+    write_job(tmp_path, settings)
+    assert read_settings(tmp_path) == settings
