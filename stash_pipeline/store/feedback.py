@@ -12,7 +12,7 @@ from stash_pipeline.core.feedback import (
     Comment, Feedback, Rating, ReviewedComparison, VerifiedOutcome, count_by_kind
 )
 from stash_pipeline.store import schema
-from stash_pipeline.store.batching import chunks
+from stash_pipeline.store.batching import chunks, insert_rows
 
 TABLES: dict[type, sa.Table] = {
     Comment: schema.comments,
@@ -62,7 +62,7 @@ def write_feedback(connection: sa.Connection, items: Sequence[Feedback]) -> None
         unique = list({row["id"]: row for row in rows}.values())
         for ids in chunks([row["id"] for row in unique]):
             connection.execute(table.delete().where(table.c.id.in_(ids)))
-        connection.execute(table.insert(), unique)
+        insert_rows(connection, table, unique)
 
 
 def missing_ids(connection: sa.Connection, items: Sequence[Feedback]) -> set[str]:

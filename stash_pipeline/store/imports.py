@@ -11,10 +11,11 @@ from stash_pipeline.core.errors import InputError, OwnershipError
 from stash_pipeline.core.feedback import Feedback, count_by_kind
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.core.serialize import message_to_dict
-from stash_pipeline.core.traces import Action, Trace, summarize
+from stash_pipeline.core.traces import Action, Trace
 from stash_pipeline.core.validation import validate_trace
 from stash_pipeline.store import schema
 from stash_pipeline.store.accounts import ensure_accounts
+from stash_pipeline.store.batching import insert_rows
 from stash_pipeline.store.feedback import missing_ids, references, write_feedback
 
 CHUNK_SIZE = 500
@@ -110,40 +111,39 @@ def _write_chunk(connection: sa.Connection, batch: Sequence[ImportedTrace],
                 "another owner; import it under that owner or give it a new id")
     ensure_accounts(connection, {record.trace.owner for record in batch})
 
-    new = [_trace_row(r.trace, version=1, contribute=r.trace.contribute)
+    # Each trace's actions are derived once: they feed the trace row, action rows and counts.
+    actions = {record.trace.id: record.trace.actions() for record in batch}
+    new = [_trace_row(r.trace, actions[r.trace.id], version=1, contribute=r.trace.contribute)
            for r in batch if r.trace.id not in stored]
-    updated = [_trace_row(r.trace, version=stored[r.trace.id].version + 1,
+    updated = [_trace_row(r.trace, actions[r.trace.id],
+                          version=stored[r.trace.id].version + 1,
                           contribute=r.trace.contribute or stored[r.trace.id].contribute)
                for r in batch if r.trace.id in stored]
-    if new:
-        connection.execute(t.insert(), new)
+    insert_rows(connection, t, new)
     if updated:
         _replace_traces(connection, updated)
-    action_rows = [_action_row(record.trace, action)
-                   for record in batch for action in record.trace.actions()]
-    if action_rows:
-        connection.execute(schema.actions.insert(), action_rows)
+    insert_rows(connection, schema.actions,
+                [_action_row(r.trace, a) for r in batch for a in actions[r.trace.id]])
     _write_record_feedback(connection, batch, waiting)
 
-    counts = summarize([record.trace for record in batch])
     summary.traces += len(batch)
     summary.imported += len(new)
     summary.updated += len(updated)
-    summary.messages += counts["messages"]
-    summary.actions += counts["actions"]
-    summary.tool_calls += counts["tool_calls"]
+    summary.messages += sum(len(r.trace.messages) for r in batch)
+    summary.actions += sum(len(a) for a in actions.values())
+    summary.tool_calls += sum(len(m.tool_calls) for r in batch for m in r.trace.messages)
     for kind, n in count_by_kind([f for record in batch for f in record.feedback]).items():
         setattr(summary, kind, getattr(summary, kind) + n)
     if on_progress is not None:
         on_progress(len(batch))
 
 
-def _trace_row(trace: Trace, *, version: int, contribute: bool) -> dict:
+def _trace_row(trace: Trace, actions: list[Action], *, version: int, contribute: bool) -> dict:
     return {
         "id": trace.id, "owner": trace.owner, "agent": trace.agent, "domain": trace.domain,
         "task_id": trace.task_id, "metadata": trace.metadata, "tools": list(trace.tools),
         "messages": [message_to_dict(m) for m in trace.messages],
-        "message_count": len(trace.messages), "action_count": len(trace.actions()),
+        "message_count": len(trace.messages), "action_count": len(actions),
         "contribute": contribute, "version": version,
     }
 

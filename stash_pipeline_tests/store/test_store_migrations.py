@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -38,3 +39,15 @@ def test_a_fresh_sqlite_file_migrates(tmp_path) -> None:
         store.trace_ids()  # no schema before migrate
     store.migrate()
     assert store.trace_ids() == []
+
+
+@pytest.mark.postgres
+def test_large_json_is_lz4_compressed_on_postgresql(postgres_store: Store) -> None:
+    with postgres_store.transaction() as connection:
+        has_lz4 = connection.scalar(sa.text(
+            "SELECT 'lz4' = ANY(enumvals) FROM pg_settings "
+            "WHERE name = 'default_toast_compression'"))
+        methods = dict(connection.execute(sa.text(
+            "SELECT attname, attcompression FROM pg_attribute "
+            "WHERE attrelid = 'traces'::regclass AND attname IN ('messages', 'tools')")).all())
+    assert methods == ({"messages": "l", "tools": ""} if has_lz4 else {"messages": "", "tools": ""})
