@@ -1,0 +1,55 @@
+"""The pre-download path of a training job: build, extract, cap, split, in that order."""
+
+from __future__ import annotations
+
+import pytest
+
+from stash_pipeline.core.feedback import Comment, Rating
+from stash_pipeline.core.split import NotEnoughPairsError
+from stash_pipeline.core.traces import Message, Trace
+from stash_pipeline.extraction import ExtractionConfig, MissingApiKeyError
+from stash_pipeline.extraction.training_pairs import training_pairs
+
+
+def trace(trace_id: str) -> Trace:
+    return Trace(trace_id, (Message("user", "What is 2+2?"), Message("assistant", "5"),
+                            Message("user", "Wrong, it is 4."), Message("assistant", "4")))
+
+
+TRACES = [trace(f"t{i}") for i in range(12)]
+RATINGS = [Rating(f"r{i}{k}", f"t{i}", v, f"m{m}")
+           for i in range(12) for k, (m, v) in enumerate([(1, 0), (3, 1)])]
+
+
+def answer_for(trace_id: str) -> dict:
+    return {"preferences": [{
+        "action_id": "m1", "source_id": "m2", "preferred": "alternative",
+        "alternative": {"type": "text", "text": "4"}, "evidence_quote": "it is 4",
+        "rationale": "2+2 is 4."}], "skipped": []}
+
+
+def test_extracted_and_rated_pairs_are_capped_together_then_split(fake_anthropic,
+                                                                   extraction_config):
+    for t in TRACES:
+        fake_anthropic.reply_tool(answer_for(t.id))
+    result = training_pairs(TRACES, RATINGS, max_pairs=20, config=extraction_config)
+    report = result.report
+    assert report["extraction_requests"] == 12
+    assert report["pairs"] == 20 and report["dropped_by_max_pairs"] == 4  # 12 rated + 12 extracted
+    assert report["by_source"]["step_rating"] + report["by_source"]["correction"] == 20
+    assert report["train_pairs"] + report["eval_pairs"] == 20  # one-trace pairs never cross
+    assert report["eval_traces"] == 1 and report["generated_pairs"] == sum(
+        p.generated for p in result.pairs)
+
+
+def test_missing_key_fails_before_any_split_when_extraction_is_needed():
+    with pytest.raises(MissingApiKeyError):
+        training_pairs(TRACES, RATINGS, config=ExtractionConfig(api_key=None))
+
+
+def test_too_few_pairs_is_the_clear_error(fake_anthropic, extraction_config):
+    fake_anthropic.reply_tool({"preferences": [], "skipped": [
+        {"source_id": "k", "reason": "not actionable"}]})
+    plain = Trace("t", (Message("user", "hi"), Message("assistant", "hello")))
+    with pytest.raises(NotEnoughPairsError, match="found 0"):
+        training_pairs([plain], [Comment("k", "t", "nice")], config=extraction_config)
