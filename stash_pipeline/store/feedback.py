@@ -65,8 +65,12 @@ def write_feedback(connection: sa.Connection, items: Sequence[Feedback]) -> None
         insert_rows(connection, table, unique)
 
 
-def missing_ids(connection: sa.Connection, items: Sequence[Feedback]) -> set[str]:
-    """The trace and action ids these items name that the database does not hold."""
+def missing_ids(connection: sa.Connection, items: Sequence[Feedback],
+                owner: str | None = None) -> set[str]:
+    """The trace and action ids these items name that the database does not hold.
+
+    With ``owner``, a trace of anyone else counts as missing (not found, as the API answers).
+    """
     wanted: dict[str, set[str]] = {"trace": set(), "action": set()}
     for item in items:
         for _, kind, ref in references(item):
@@ -75,20 +79,25 @@ def missing_ids(connection: sa.Connection, items: Sequence[Feedback]) -> set[str
     for kind, column in (("trace", schema.traces.c.id), ("action", schema.actions.c.id)):
         found: set[str] = set()
         for ids in chunks(sorted(wanted[kind])):
-            found.update(connection.scalars(sa.select(column).where(column.in_(ids))))
+            query = sa.select(column).where(column.in_(ids))
+            if owner is not None and kind == "trace":
+                query = query.where(schema.traces.c.owner == owner)
+            found.update(connection.scalars(query))
         missing |= wanted[kind] - found
     return missing
 
 
-def add_feedback(connection: sa.Connection, items: Sequence[Feedback]) -> dict[str, int]:
-    """Feedback from outside an import: every trace and action it names must exist."""
+def add_feedback(connection: sa.Connection, items: Sequence[Feedback],
+                 owner: str | None = None) -> dict[str, int]:
+    """Feedback from outside an import: every trace and action it names must exist (and belong
+    to ``owner`` when given); otherwise nothing is written."""
     for index, item in enumerate(items):
         try:
             references(item)
         except InputError as error:
             raise InputError(error.reason, record=f"{index} ({item.id})",
                              field=error.field) from None
-    missing = missing_ids(connection, items)
+    missing = missing_ids(connection, items, owner)
     for item in items:
         for _, kind, ref in references(item):
             if ref in missing:

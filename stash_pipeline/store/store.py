@@ -81,9 +81,11 @@ class Store:
         with self.transaction() as c:
             return feedback.feedback_for(c, trace_ids)
 
-    def add_feedback(self, items: Sequence[Feedback]) -> dict[str, int]:
+    def add_feedback(self, items: Sequence[Feedback],
+                     owner: str | None = None) -> dict[str, int]:
+        """One transaction; NotFoundError (nothing written) for an unknown or unowned id."""
         with self.transaction() as c:
-            return feedback.add_feedback(c, list(items))
+            return feedback.add_feedback(c, list(items), owner)
 
     # Accounts
     def create_account(self, account_id: str, *, api_key_hash: str | None = None,

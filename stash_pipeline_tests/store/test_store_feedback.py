@@ -58,3 +58,11 @@ def test_observations_are_not_actions(store: Store, two_traces) -> None:
     # message 1 is the user's: no action id exists for it, so feedback on it is refused.
     with pytest.raises(NotFoundError, match="a/m1"):
         store.add_feedback([Rating(feedback_id("rating", "z"), "a", 1.0, action_id="a/m1")])
+
+
+def test_feedback_on_another_owners_trace_is_not_found(store: Store, two_traces) -> None:
+    a, b = two_traces  # a belongs to "local", b to "bo"
+    assert store.add_feedback(feedback_on(b)[:1], owner="bo")["comments"] == 1
+    with pytest.raises(NotFoundError, match="trace a"):
+        store.add_feedback([comparison(b, a)], owner="bo")
+    assert comparison(b, a) not in store.feedback_for(["b"])
