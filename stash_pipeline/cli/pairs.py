@@ -1,4 +1,4 @@
-"""`stash-pipeline pairs preview`: what a model would train on, without training or calling a model."""
+"""`stash-pipeline pairs preview`: what a model would train on, without training or model calls."""
 
 from __future__ import annotations
 
@@ -60,7 +60,9 @@ def print_report(report: dict) -> None:
               f"{pending['comment']} comment(s), {pending['correction']} later user message(s), "
               f"{pending['assessment']} action(s) to assess")
     if report["error"]:
-        print(f"not trainable yet: {report['error']}")
+        # Extraction may still add pairs in a real job; the preview never runs it.
+        scope = " from deterministic feedback alone" if pending["traces"] else ""
+        print(f"not trainable{scope}: {report['error']}")
 
 
 def _positive_int(text: str) -> int:

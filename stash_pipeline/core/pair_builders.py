@@ -33,7 +33,7 @@ FEEDBACK_TYPES = (Comment, Rating, ReviewedComparison, VerifiedOutcome)
 
 
 def audience_traces(traces: Iterable[Trace], audience: Audience) -> list[Trace]:
-    """The traces an audience may learn from: all selected ones, or only opted-in ones for shared."""
+    """The traces an audience learns from: all selected ones; for shared, only opted-in ones."""
     if audience not in AUDIENCES:
         raise ValueError(f"unknown audience {audience!r}; expected one of {', '.join(AUDIENCES)}")
     return [t for t in traces if audience == "personal" or t.contribute]

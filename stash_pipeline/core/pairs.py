@@ -91,7 +91,7 @@ def pair_context(pair: Pair) -> tuple[Message, ...]:
     """The messages both sides share: everything before the compared actions (or traces).
 
     When both sides end in the same assistant message up to the compared tool call (the second call
-    of a message against an alternative), the shared part of that message belongs to the context too.
+    of a message against an alternative), the shared part of that message is context too.
     """
     chosen, rejected = pair.chosen.trace.messages, pair.rejected.trace.messages
     shared: list[Message] = []

@@ -20,7 +20,7 @@ class CappedPairs:
 
 def cap_pairs(pairs: Sequence[Pair], max_pairs: int = DEFAULT_MAX_PAIRS,
               seed: int = SAMPLE_SEED) -> CappedPairs:
-    """At most ``max_pairs`` pairs, sorted by id; the same input (in any order) keeps the same ones."""
+    """At most ``max_pairs`` pairs, sorted by id; the same input in any order keeps the same."""
     if isinstance(max_pairs, bool) or not isinstance(max_pairs, int) or max_pairs < 1:
         raise ValueError(f"max_pairs must be a positive integer, got {max_pairs!r}")
     # Sorting first makes the sample independent of the order the store or builders returned.

@@ -1,4 +1,4 @@
-"""The one train/eval split (seed "Training settings" and "Metrics"), for personal and shared models.
+"""The one train/eval split (seed "Training settings", "Metrics"), for personal and shared models.
 
 Split by source trace: 10% of the source traces held out (at least 1 when possible), seed 0.
 Pairs whose source traces fall on both sides are excluded and counted. When no independent split

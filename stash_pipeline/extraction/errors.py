@@ -1,4 +1,4 @@
-"""Extraction failures: each names the trace, the action (when one is involved) and what was wrong."""
+"""Extraction failures: each names the trace, the action (when there is one) and what was wrong."""
 
 from __future__ import annotations
 

@@ -11,7 +11,8 @@ from stash_pipeline.extraction.schema import RECORD_PREFERENCES_TOOL, TOOL_NAME
 # Long tool results would crowd out the rest; quotes stay verbatim because we only cut, never edit.
 MAX_MESSAGE_CHARS = 4000
 
-SYSTEM_PROMPT = """You turn feedback on an AI agent's trace into preference pairs for a reward model.
+SYSTEM_PROMPT = """\
+You turn feedback on an AI agent's trace into preference pairs for a reward model.
 
 For each actionable piece of feedback, name the assistant action it is about (its id, e.g. m3 or
 m3.call0), write the alternative action the agent should have taken (a reply text, or a tool call

@@ -23,7 +23,8 @@ _ALTERNATIVE = {
 _PREFERENCE = {
     "type": "object",
     "properties": {
-        "action_id": {"type": "string", "description": "An assistant action id, e.g. m3 or m3.call0."},
+        "action_id": {"type": "string",
+                      "description": "An assistant action id, e.g. m3 or m3.call0."},
         "source_id": {
             "type": "string",
             "description": "The comment id, the later user message id (e.g. m7), or 'assessment'.",
