@@ -25,7 +25,7 @@ from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.store import Store, schema
 from stash_pipeline.store.accounts import ensure_accounts
 from stash_pipeline.store.feedback import TABLES
-from stash_pipeline.store.imports import _action_row, _trace_row
+from stash_pipeline.store.imports import action_row, trace_row
 
 RUNS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tau2-bench" / "runs"
 
@@ -70,10 +70,10 @@ def naive_import(store: Store, records: list[ImportedTrace]) -> None:
             ensure_accounts(connection, [trace.owner])
             connection.execute(sa.select(t.c.id).where(t.c.id == trace.id)).first()
             actions = trace.actions()
-            connection.execute(t.insert(), _trace_row(trace, actions, version=1,
+            connection.execute(t.insert(), trace_row(trace, actions, version=1,
                                                       contribute=trace.contribute))
             for action in actions:
-                connection.execute(schema.actions.insert(), _action_row(trace, action))
+                connection.execute(schema.actions.insert(), action_row(trace, action))
             for item in record.feedback:
                 connection.execute(TABLES[type(item)].insert(), vars(item))
 

@@ -113,9 +113,9 @@ def _write_chunk(connection: sa.Connection, batch: Sequence[ImportedTrace],
 
     # Each trace's actions are derived once: they feed the trace row, action rows and counts.
     actions = {record.trace.id: record.trace.actions() for record in batch}
-    new = [_trace_row(r.trace, actions[r.trace.id], version=1, contribute=r.trace.contribute)
+    new = [trace_row(r.trace, actions[r.trace.id], version=1, contribute=r.trace.contribute)
            for r in batch if r.trace.id not in stored]
-    updated = [_trace_row(r.trace, actions[r.trace.id],
+    updated = [trace_row(r.trace, actions[r.trace.id],
                           version=stored[r.trace.id].version + 1,
                           contribute=r.trace.contribute or stored[r.trace.id].contribute)
                for r in batch if r.trace.id in stored]
@@ -123,7 +123,7 @@ def _write_chunk(connection: sa.Connection, batch: Sequence[ImportedTrace],
     if updated:
         _replace_traces(connection, updated)
     insert_rows(connection, schema.actions,
-                [_action_row(r.trace, a) for r in batch for a in actions[r.trace.id]])
+                [action_row(r.trace, a) for r in batch for a in actions[r.trace.id]])
     _write_record_feedback(connection, batch, waiting)
 
     summary.traces += len(batch)
@@ -138,7 +138,8 @@ def _write_chunk(connection: sa.Connection, batch: Sequence[ImportedTrace],
         on_progress(len(batch))
 
 
-def _trace_row(trace: Trace, actions: list[Action], *, version: int, contribute: bool) -> dict:
+def trace_row(trace: Trace, actions: list[Action], *, version: int, contribute: bool) -> dict:
+    """The traces row of a trace (messages in core.serialize's form)."""
     return {
         "id": trace.id, "owner": trace.owner, "agent": trace.agent, "domain": trace.domain,
         "task_id": trace.task_id, "metadata": trace.metadata, "tools": list(trace.tools),
@@ -148,7 +149,8 @@ def _trace_row(trace: Trace, actions: list[Action], *, version: int, contribute:
     }
 
 
-def _action_row(trace: Trace, action: Action) -> dict:
+def action_row(trace: Trace, action: Action) -> dict:
+    """The actions row of one action, with its tool's name for the slices."""
     call = trace.tool_call(action)
     return {"id": action.id, "trace_id": trace.id, "message_index": action.message_index,
             "call_index": action.call_index, "tool_name": call.name if call else None}
