@@ -22,23 +22,13 @@ import sqlalchemy as sa
 
 from stash_pipeline.core.feedback import Feedback, feedback_trace_ids
 from stash_pipeline.core.records import ImportedTrace
+from stash_pipeline.importers import read_path
 from stash_pipeline.store import Store, schema
 from stash_pipeline.store.accounts import ensure_accounts
 from stash_pipeline.store.feedback import TABLES
 from stash_pipeline.store.imports import action_row, trace_row
 
 RUNS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tau2-bench" / "runs"
-
-
-def read_tau2(path: Path) -> list[ImportedTrace]:
-    try:
-        from stash_pipeline.importers import read_path
-    except ImportError:  # until the importers package exports read_path
-        from stash_pipeline.importers.common import ImportOptions
-        from stash_pipeline.importers.tau2 import read
-
-        return list(read(path, ImportOptions()))
-    return list(read_path(path, format="tau2"))
 
 
 def with_fresh_ids(record: ImportedTrace, tag: str) -> ImportedTrace:
@@ -84,7 +74,7 @@ def main() -> None:
     parser.add_argument("--server", default="postgresql+psycopg://postgres@127.0.0.1:5432")
     args = parser.parse_args()
 
-    records = [r for path in sorted(RUNS.glob("*.json")) for r in read_tau2(path)]
+    records = list(read_path(RUNS, format="tau2"))
     actions = sum(len(r.trace.actions()) for r in records)
     print(f"records: {len(records)} traces, {actions} actions from {RUNS}")
 
