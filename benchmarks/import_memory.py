@@ -1,0 +1,113 @@
+"""Peak memory of importing a large trace file: it must stay bounded, not grow with the file.
+
+Writes a file of valid OpenAI-format traces (default 200 MB, as JSONL and as one JSON array),
+imports each in a fresh process through ``read_path`` (consuming every record, as the store does)
+and reports that process's peak RSS, against ``json.load`` of the same array as the naive baseline.
+
+    .venv/bin/python benchmarks/import_memory.py [--mb 200] [--repeats 3]
+
+The last line is ``peak_rss_mb: N``: the median peak of the worse of the two layouts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+IMPORT_CHILD = """
+import json, resource, sys, time
+from stash_pipeline.importers import read_path
+start = time.perf_counter()
+traces = actions = 0
+for record in read_path(sys.argv[1]):
+    traces += 1
+    actions += len(record.trace.actions())
+seconds = time.perf_counter() - start
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"traces": traces, "actions": actions, "seconds": seconds, "peak_rss_mb": peak}))
+"""
+
+NAIVE_CHILD = """
+import json, resource, sys, time
+start = time.perf_counter()
+with open(sys.argv[1]) as handle:
+    traces = len(json.load(handle))
+seconds = time.perf_counter() - start
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"traces": traces, "seconds": seconds, "peak_rss_mb": peak}))
+"""
+
+
+def sample_trace(i: int) -> dict:
+    """A realistic support trace: system, user, a tool call and its result, an answer (~2.5 KB)."""
+    return {
+        "id": f"bench-{i}",
+        "agent": "bench-agent",
+        "domain": "retail",
+        "metadata": {"task_id": str(i % 500)},
+        "messages": [
+            {"role": "system", "content": "You are a retail support agent. " * 20},
+            {"role": "user", "content": f"Where is my order #{i}? It was due last week. " * 5},
+            {"role": "assistant", "content": "Let me look that up.", "tool_calls": [
+                {"id": f"call_{i}", "type": "function",
+                 "function": {"name": "get_order", "arguments": json.dumps({"order_id": i})}}]},
+            {"role": "tool", "tool_call_id": f"call_{i}",
+             "content": json.dumps({"order_id": i, "status": "in transit", "items": ["x"] * 40})},
+            {"role": "assistant", "content": f"Your order #{i} is in transit and arrives soon. " * 8},
+        ],
+    }
+
+
+def write_files(directory: Path, megabytes: int) -> tuple[Path, Path]:
+    jsonl, array = directory / "traces.jsonl", directory / "traces.json"
+    target = megabytes * 1024 * 1024
+    written = i = 0
+    with open(jsonl, "w") as lines, open(array, "w") as items:
+        items.write("[\n")
+        while written < target:
+            line = json.dumps(sample_trace(i))
+            lines.write(line + "\n")
+            items.write(("," if i else "") + line + "\n")
+            written += len(line) + 1
+            i += 1
+        items.write("]\n")
+    return jsonl, array
+
+
+def run_child(code: str, path: Path) -> dict:
+    result = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                            text=True, check=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=int, default=200, help="size of each generated file")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="stash-import-memory-") as tmp:
+        jsonl, array = write_files(Path(tmp), args.mb)
+        print(f"file_mb: {jsonl.stat().st_size / 2**20:.0f} (jsonl), "
+              f"{array.stat().st_size / 2**20:.0f} (array)")
+        medians = {}
+        for name, path in (("jsonl", jsonl), ("array", array)):
+            runs = [run_child(IMPORT_CHILD, path) for _ in range(args.repeats)]
+            peak = statistics.median(r["peak_rss_mb"] for r in runs)
+            seconds = statistics.median(r["seconds"] for r in runs)
+            medians[name] = peak
+            print(f"{name}: traces {runs[0]['traces']}, actions {runs[0]['actions']}, "
+                  f"median {seconds:.1f} s ({runs[0]['traces'] / seconds:.0f} traces/s), "
+                  f"median peak_rss_mb {peak:.0f} over {args.repeats} runs")
+        naive = run_child(NAIVE_CHILD, array)
+        print(f"baseline json.load of the array: peak_rss_mb {naive['peak_rss_mb']:.0f}, "
+              f"{naive['seconds']:.1f} s (one run)")
+        print(f"peak_rss_mb: {max(medians.values()):.0f}")
+
+
+if __name__ == "__main__":
+    main()
