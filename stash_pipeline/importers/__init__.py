@@ -32,7 +32,7 @@ READERS: dict[str, Reader] = {
     agentprocessbench.FORMAT: agentprocessbench.read,
 }
 FORMATS: tuple[str, ...] = tuple(READERS)
-# Files a directory import reads; anything else in the directory (READMEs, hidden files) is not a trace.
+# The files a directory import reads; anything else there (READMEs, hidden files) is no trace.
 TRACE_FILE_SUFFIXES = (".json", ".jsonl", ".ndjson")
 
 __all__ = ["DEFAULT_MAX_RECORD_BYTES", "FORMATS", "ImportOptions", "detect_format", "read_path",

@@ -13,7 +13,12 @@ from stash_pipeline.core.feedback import Feedback, Rating, feedback_id
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.core.traces import DEFAULT_OWNER, Message, Trace, content_trace_id
 from stash_pipeline.core.validation import validate_trace
-from stash_pipeline.importers.fields import expect_list, expect_object, optional_object, optional_str
+from stash_pipeline.importers.fields import (
+    expect_list,
+    expect_object,
+    optional_object,
+    optional_str,
+)
 from stash_pipeline.importers.jsonio import DEFAULT_MAX_RECORD_BYTES, RawRecord, iter_records
 
 
@@ -72,8 +77,9 @@ def wrapper_trace(record: dict[str, Any], messages: tuple[Message, ...],
     feedback later still maps to the same trace): reimporting the same record updates one trace.
     """
     trace_id = optional_str(record, "id", "id")
-    if trace_id is None:
-        trace_id = content_trace_id(source_format, {k: v for k, v in record.items() if k != "feedback"})
+    if not trace_id:
+        content = {k: v for k, v in record.items() if k != "feedback"}
+        trace_id = content_trace_id(source_format, content)
     agent = optional_str(record, "agent", "agent") or optional_str(record, "model", "model")
     return Trace(
         id=trace_id,

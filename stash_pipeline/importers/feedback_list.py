@@ -66,7 +66,8 @@ def _targets(item: dict[str, Any], trace: Trace, where: str,
     """The full action ids a feedback item is about; empty for the whole trace."""
     given = [key for key in _TARGET_KEYS if item.get(key) is not None]
     if len(given) > 1:
-        raise InputError(f"give at most one of {', '.join(_TARGET_KEYS)}", field=f"{where}.{given[1]}")
+        raise InputError(f"give at most one of {', '.join(_TARGET_KEYS)}",
+                         field=f"{where}.{given[1]}")
     if not given:
         return []
     key = given[0]

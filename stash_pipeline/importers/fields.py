@@ -7,8 +7,8 @@ from typing import Any
 
 from stash_pipeline.core.errors import InputError
 
-# Text parts of one message (OpenAI content parts, Anthropic text blocks, OTel text parts) are joined
-# with a newline: they are consecutive pieces of one turn.
+# Text parts of one message (OpenAI content parts, Anthropic text blocks, OTel text parts) are
+# joined with a newline: they are consecutive pieces of one turn.
 TEXT_PART_SEPARATOR = "\n"
 
 

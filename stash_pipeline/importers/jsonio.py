@@ -1,4 +1,4 @@
-"""Streaming reads of JSON, JSON-array and JSONL files: one record at a time, each under a size limit.
+"""Streaming reads of JSON, JSON-array and JSONL files: a record at a time, each under a size limit.
 
 Memory stays bounded by the largest record, not the file: JSONL is read line by line, arrays and
 nested arrays (tau2's ``simulations``, OTLP spans) item by item with ijson.

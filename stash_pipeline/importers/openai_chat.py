@@ -80,7 +80,8 @@ def convert_message(raw: Any, where: str, index: int, *,
         role=role,
         content=content_text(message.get("content"), f"{where}.content"),
         tool_calls=calls,
-        tool_call_id=optional_str(message, "tool_call_id", f"{where}.tool_call_id") if is_tool else None,
+        tool_call_id=optional_str(message, "tool_call_id", f"{where}.tool_call_id")
+        if is_tool else None,
         name=optional_str(message, "name", f"{where}.name") if is_tool else None,
         error=error,
     )

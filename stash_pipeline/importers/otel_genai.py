@@ -232,7 +232,8 @@ def convert_message(message: dict[str, Any], where: str) -> list[Message]:
                 out.append(Message(role, join_text(texts)))
                 texts = []
             call_id = part.get("id")
-            out.append(Message("tool", as_text(part.get("response"), f"{where}.parts[{k}].response"),
+            response = as_text(part.get("response"), f"{where}.parts[{k}].response")
+            out.append(Message("tool", response,
                                tool_call_id=None if call_id is None else str(call_id)))
         # reasoning, blob, file and uri parts have no place in the trace model
     if texts or calls or not out:

@@ -97,7 +97,8 @@ def convert_simulation(value: Any, run: RunInfo,
     metadata: dict[str, Any] = {}
     if simulation.get("task_id") is not None:
         metadata["task_id"] = optional_str(simulation, "task_id", "task_id")
-    metadata.update((k, simulation[k]) for k in SIMULATION_METADATA if simulation.get(k) is not None)
+    metadata.update(
+        (k, simulation[k]) for k in SIMULATION_METADATA if simulation.get(k) is not None)
     trace = Trace(id=trace_id, messages=tuple(messages), owner=options.owner, agent=run.agent,
                   domain=run.domain, metadata=metadata, tools=run.tools,
                   contribute=options.contribute)
