@@ -92,14 +92,19 @@ def step_rating_pairs(traces: Mapping[str, Trace], ratings: Iterable[Rating]) ->
 
 
 def trace_rating_pairs(traces: Mapping[str, Trace], ratings: Iterable[Rating]) -> list[Pair]:
-    """Within one owner, among traces of one metadata.task_id (else one agent), higher wins."""
+    """Within one owner, among traces of one task (else one agent), the higher-rated one wins.
+
+    A task is (domain, metadata.task_id): sources number their tasks per domain (tau2's airline
+    and retail both have a task "12"), so the id alone would pair unrelated traces.
+    """
     by_trace: dict[str, list[Rating]] = defaultdict(list)
     for rating in ratings:
         by_trace[rating.trace_id].append(rating)
     groups: dict[tuple, list[tuple[Trace, float, str]]] = defaultdict(list)
     for trace_id, group in sorted(by_trace.items()):
         trace = traces[trace_id]
-        key = ("task", trace.task_id) if trace.task_id is not None else ("agent", trace.agent)
+        key = (("task", trace.domain or "", trace.task_id) if trace.task_id is not None
+               else ("agent", trace.agent))
         source = ",".join(sorted(r.id for r in group))
         groups[(trace.owner, *key)].append((trace, fmean(r.value for r in group), source))
     return [

@@ -143,3 +143,17 @@ def test_pairs_round_trip_through_their_dict_form():
     pairs = build_feedback_pairs([tool_trace()], [Rating("r1", "t1", 1, "m2.call0"),
                                                   Rating("r2", "t1", 0, "m5")])
     assert [Pair.from_dict(p.to_dict()) for p in pairs] == pairs
+
+
+def test_trace_ratings_of_same_task_id_in_different_domains_are_not_paired():
+    from stash_pipeline.core.pair_builders import trace_rating_pairs
+    from stash_pipeline.core.traces import Trace
+
+    def trace(tid, domain):
+        return Trace(id=tid, messages=(Message("user", "q"), Message("assistant", "a")),
+                     domain=domain, metadata={"task_id": "12"})
+
+    traces = {t.id: t for t in (trace("a1", "airline"), trace("r1", "retail"), trace("a2", "airline"))}
+    ratings = [Rating(f"r-{tid}", tid, value) for tid, value in (("a1", 1), ("r1", 0), ("a2", 0))]
+    pairs = trace_rating_pairs(traces, ratings)
+    assert [(p.chosen.trace.id, p.rejected.trace.id) for p in pairs] == [("a1", "a2")]
