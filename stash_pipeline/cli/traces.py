@@ -7,6 +7,7 @@ import dataclasses
 
 from stash_pipeline.cli.output import print_json, print_table
 from stash_pipeline.core.serialize import trace_to_dict
+from stash_pipeline.core.traces import DEFAULT_OWNER
 
 LIST_COLUMNS = ["id", "owner", "agent", "domain", "task_id", "version", "messages", "actions",
                 "contribute", "latest_score", "mean_action_credit"]
@@ -23,6 +24,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     show.add_argument("trace_id", metavar="ID")
     show.add_argument("--json", action="store_true", help="print one JSON object")
     show.set_defaults(handler=run_show)
+    contribute = sub.add_parser(
+        "contribute", help="opt a trace in to (or, with --off, out of) shared-evaluator training",
+        description="Opting out excludes the trace's feedback from future shared candidates; it "
+                    "cannot remove what previously released weights have learned.",
+    )
+    contribute.add_argument("trace_id", metavar="ID")
+    contribute.add_argument("--off", action="store_true", help="opt out instead")
+    contribute.add_argument("--owner", default=DEFAULT_OWNER, help="the trace's owner")
+    contribute.set_defaults(handler=run_contribute)
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -65,4 +75,15 @@ def run_show(args: argparse.Namespace) -> int:
             print(f"    {'':9} {action_ids[(i, k)]:8} -> {call.name}({call.arguments})")
     for item in feedback:
         print(f"feedback: {type(item).__name__} {dataclasses.asdict(item)}")
+    return 0
+
+
+def run_contribute(args: argparse.Namespace) -> int:
+    from stash_pipeline.store import Store
+
+    store = Store.from_env()
+    store.migrate()
+    store.set_contribute(args.trace_id, not args.off, args.owner)
+    print(f"Trace {args.trace_id} {'no longer contributes' if args.off else 'contributes'} "
+          "to shared-evaluator training.")
     return 0

@@ -1,0 +1,107 @@
+"""`stash-pipeline feedback ...` and `traces contribute`: feedback intake outside trace files."""
+
+from __future__ import annotations
+
+import argparse
+
+from stash_pipeline.cli.output import print_json
+from stash_pipeline.core.errors import InputError
+from stash_pipeline.core.feedback import (
+    REVIEW_STATUSES, Comment, Feedback, Rating, ReviewedComparison, VerifiedOutcome, feedback_id,
+)
+from stash_pipeline.core.traces import DEFAULT_OWNER
+
+TARGET_HELP = "a trace id, or an action as <trace id>/<action> (e.g. <trace id>/m4.call0)"
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "feedback", help="add comments, ratings, reviewed comparisons or verified outcomes",
+        description="Add feedback to stored traces. Each call is one transaction; an unknown or "
+                    "another owner's trace or action is refused and nothing is written.",
+    )
+    sub = parser.add_subparsers(dest="feedback_command", required=True, metavar="KIND")
+
+    comment = sub.add_parser("comment", help="comment on a trace or an action")
+    comment.add_argument("target", help=TARGET_HELP)
+    comment.add_argument("text")
+    comment.set_defaults(handler=run, build=lambda a: comment_of(a))
+
+    rate = sub.add_parser("rate", help="rate a trace or an action (a step rating); higher is better")
+    rate.add_argument("target", help=TARGET_HELP)
+    rate.add_argument("value", type=float)
+    rate.set_defaults(handler=run, build=lambda a: rating_of(a))
+
+    compare = sub.add_parser("compare", help="a reviewed comparison: CHOSEN beats REJECTED")
+    compare.add_argument("chosen", help=TARGET_HELP)
+    compare.add_argument("rejected", help=TARGET_HELP)
+    compare.add_argument("--reviewer", required=True, help="who reviewed the comparison")
+    compare.add_argument("--status", default="approved", choices=REVIEW_STATUSES)
+    compare.add_argument("--rationale")
+    compare.set_defaults(handler=run, build=lambda a: comparison_of(a))
+
+    outcome = sub.add_parser("outcome", help="a verified task outcome (1 succeeded, 0 failed)")
+    outcome.add_argument("trace_id")
+    outcome.add_argument("reward", type=float)
+    outcome.add_argument("--source", help="what checked it (e.g. tau2-bench)")
+    outcome.set_defaults(handler=run, build=lambda a: outcome_of(a))
+
+    for kind in (comment, rate, compare, outcome):
+        kind.add_argument("--owner", default=DEFAULT_OWNER,
+                          help=f"the account giving feedback on its traces (default: {DEFAULT_OWNER})")
+        kind.add_argument("--author", help="who gave it (comments and ratings)")
+        kind.add_argument("--json", action="store_true", help="end with one JSON line")
+
+
+def split_target(target: str) -> tuple[str, str | None]:
+    """'<trace>' or '<trace>/<local action id>' -> (trace id, full action id or None)."""
+    trace_id, _, local = target.partition("/")
+    if not trace_id:
+        raise InputError(f"{target!r} names no trace", field="target")
+    return trace_id, (f"{trace_id}/{local}" if local else None)
+
+
+def comment_of(args: argparse.Namespace) -> Comment:
+    trace_id, action_id = split_target(args.target)
+    return Comment(feedback_id("comment", trace_id, action_id, args.text, args.author),
+                   trace_id, args.text, action_id=action_id, author=args.author)
+
+
+def rating_of(args: argparse.Namespace) -> Rating:
+    trace_id, action_id = split_target(args.target)
+    # One rating per author and target: rating again replaces the earlier value.
+    return Rating(feedback_id("rating", trace_id, action_id, args.author), trace_id, args.value,
+                  action_id=action_id, author=args.author)
+
+
+def comparison_of(args: argparse.Namespace) -> ReviewedComparison:
+    chosen_trace, chosen_action = split_target(args.chosen)
+    rejected_trace, rejected_action = split_target(args.rejected)
+    if (chosen_action is None) != (rejected_action is None):
+        raise InputError("compare two actions or two whole traces, not an action with a trace",
+                         field="rejected")
+    return ReviewedComparison(
+        feedback_id("comparison", args.chosen, args.rejected, args.reviewer),
+        chosen_trace, rejected_trace, chosen_action_id=chosen_action,
+        rejected_action_id=rejected_action, reviewer=args.reviewer, status=args.status,
+        rationale=args.rationale,
+    )
+
+
+def outcome_of(args: argparse.Namespace) -> VerifiedOutcome:
+    return VerifiedOutcome(feedback_id("outcome", args.trace_id, args.source), args.trace_id,
+                           args.reward, source=args.source)
+
+
+def run(args: argparse.Namespace) -> int:
+    from stash_pipeline.store import Store
+
+    item: Feedback = args.build(args)
+    store = Store.from_env()
+    store.migrate()
+    counts = store.add_feedback([item], owner=args.owner)
+    if args.json:
+        print_json({"id": item.id, "kind": type(item).__name__, **counts})
+    else:
+        print(f"Stored {type(item).__name__} {item.id}.")
+    return 0
