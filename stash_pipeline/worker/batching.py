@@ -84,7 +84,7 @@ def read_rows(model: Any, rows: Sequence[Row], *, pad_id: int,
                 mask[r, : len(row.ids)] = 1
             ids, mask = ids.to(device), mask.to(device)
             if inner_reads:
-                values = _read_hidden(model, ids, mask, chosen)
+                values = _read_hidden(model, ids, chosen)
             else:
                 values = model(input_ids=ids, attention_mask=mask).logits[:, 0].float().tolist()
             keys = [key for row in chosen for _, key in row.reads]
@@ -92,10 +92,12 @@ def read_rows(model: Any, rows: Sequence[Row], *, pad_id: int,
     return rewards
 
 
-def _read_hidden(model: Any, ids: torch.Tensor, mask: torch.Tensor, rows: Sequence[Row]) -> list[float]:
+def _read_hidden(model: Any, ids: torch.Tensor, rows: Sequence[Row]) -> list[float]:
     """The classifier's own pooling (score head on a token's final hidden state), at chosen tokens."""
     base = getattr(model, model.base_model_prefix)
-    hidden = base(input_ids=ids, attention_mask=mask).last_hidden_state
+    # No padding mask: rows are right-padded and attention is causal, so a real token never sees a
+    # pad; pads' own states are never read. A plain causal mask takes the fast attention kernel.
+    hidden = base(input_ids=ids).last_hidden_state
     row_index = torch.tensor([r for r, row in enumerate(rows) for _ in row.reads], device=ids.device)
     position = torch.tensor([p for row in rows for p, _ in row.reads], device=ids.device)
     return model.score(hidden[row_index, position])[:, 0].float().tolist()

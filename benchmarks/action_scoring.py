@@ -1,0 +1,172 @@
+"""Actions/s of our action scorer against the naive one-forward-per-action scorer (issue 3).
+
+Both start from traces and end with a raw reward per action, rendering and tokenising included, on
+the same tiny Qwen3 reward model (built from a config, with a BPE tokenizer trained here on the
+data), in one run, back to back, and must give the same scores (max abs difference printed,
+1e-4 enforced). Three sets, each a seed-0 sample:
+
+  (a) AgentProcessBench traces as they are,
+  (b) tau2-bench traces as they are (policy, tools, long conversations: mostly beyond the window),
+  (c) the same traces cut so that each fits the 1024-token window (messages dropped from the end).
+
+Usage: .venv/bin/python benchmarks/action_scoring.py [--traces N] [--repeats R]
+Prints per-set rates and medians, then ``fit_ratio: N`` (c), ``tau2_ratio: N`` (b) and last
+``ratio: N`` (a).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config
+
+from stash_pipeline.core.errors import InputError
+from stash_pipeline.core.traces import Trace, trace_actions
+from stash_pipeline.importers import agentprocessbench, tau2
+from stash_pipeline.importers.common import ImportOptions
+from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer
+from stash_pipeline.worker.render import AUDIENCES, Audience, cut_at_action, render_trace
+from stash_pipeline.worker.scoring import score_texts, score_trace_actions
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+APB = DATA / "agentprocessbench" / "hotpotqa.jsonl"
+TAU2_RUNS = DATA / "tau2-bench" / "runs"
+TOLERANCE = 1e-4
+
+
+# --- data, read by the project's importers -----------------------------------------------------
+
+def apb_traces() -> list[Trace]:
+    """Every record the importer accepts; a few real records hold malformed call arguments."""
+    traces, rejected = [], 0
+    for line in APB.read_text().splitlines():
+        try:
+            traces.append(agentprocessbench.convert_record(json.loads(line), ImportOptions())[0])
+        except InputError:
+            rejected += 1
+    print(f"AgentProcessBench: {len(traces)} traces imported, {rejected} rejected by the importer")
+    return traces
+
+
+def tau2_traces() -> list[Trace]:
+    return [record.trace for path in sorted(TAU2_RUNS.glob("*.json"))
+            for record in tau2.read(path, ImportOptions())]
+
+
+def cut_to_fit(tokenizer, trace: Trace, audience: Audience, max_length: int) -> Trace | None:
+    """The longest message prefix of the trace whose whole rendering fits, if it has an action."""
+    for end in range(len(trace.messages), 0, -1):
+        cut = trace.with_messages(trace.messages[:end])
+        if not trace_actions(cut):
+            return None
+        text = render_trace(tokenizer, cut, audience)
+        if len(tokenizer(text, add_special_tokens=False)["input_ids"]) <= max_length:
+            return cut
+    return None
+
+
+# --- the model: a tiny Qwen3 with a tokenizer trained on the data --------------------------------
+
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+ADDED_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
+
+
+def build_model(directory: Path, corpus: list[Trace], vocab_size: int) -> None:
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    texts = [m.content for t in corpus for m in t.messages]
+    texts += [json.dumps(c.arguments) for t in corpus for m in t.messages for c in m.tool_calls]
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in ADDED_TOKENS])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    fast.save_pretrained(directory)
+    config = Qwen3Config(vocab_size=len(fast), hidden_size=256, intermediate_size=768, num_hidden_layers=4,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+                         max_position_embeddings=2048, tie_word_embeddings=True)
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(directory)
+
+
+# --- the two scorers ------------------------------------------------------------------------------
+
+def naive_scores(model, tokenizer, traces: Sequence[Trace], audience: Audience) -> dict[str, float]:
+    """One forward per action, over that action's own rendering (the definition)."""
+    scores = {}
+    for trace in traces:
+        for action in trace.actions():
+            text = render_trace(tokenizer, cut_at_action(trace, action.id), audience, open_end=True)
+            scores[action.id] = score_texts(model, tokenizer, [text])[0]
+    return scores
+
+
+def our_scores(model, tokenizer, traces: Sequence[Trace], audience: Audience) -> dict[str, float]:
+    return score_trace_actions(model, tokenizer, traces, audience)
+
+
+def compare(name: str, model, tokenizer, traces: Sequence[Trace], audience: Audience,
+            repeats: int) -> float:
+    actions = sum(len(t.actions()) for t in traces)
+    timings: dict[str, list[float]] = {"naive": [], "ours": []}
+    results: dict[str, dict[str, float]] = {}
+    scorers: dict[str, Callable] = {"naive": naive_scores, "ours": our_scores}
+    for _ in range(repeats):
+        for label, scorer in scorers.items():  # back to back: this machine's speed drifts
+            start = time.perf_counter()
+            results[label] = scorer(model, tokenizer, traces, audience)
+            timings[label].append(time.perf_counter() - start)
+    difference = max(abs(results["ours"][k] - results["naive"][k]) for k in results["naive"])
+    if results["ours"].keys() != results["naive"].keys() or difference > TOLERANCE:
+        raise SystemExit(f"{name}: scores differ (max abs difference {difference:.2e})")
+    naive_s, ours_s = statistics.median(timings["naive"]), statistics.median(timings["ours"])
+    ratio = naive_s / ours_s
+    print(f"{name}: {len(traces)} traces, {actions} actions; naive {actions / naive_s:.1f} actions/s "
+          f"(median {naive_s:.2f} s), ours {actions / ours_s:.1f} actions/s (median {ours_s:.2f} s); "
+          f"x{ratio:.2f}; max abs score difference {difference:.1e}", flush=True)
+    return ratio
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--traces", type=int, default=40, help="traces sampled from each source")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--vocab", type=int, default=8192)
+    # Personal models read no system steps; the shared evaluator adds tau2's long policy, which
+    # alone exceeds the window, so no tau2 trace could be cut to fit for set (c).
+    parser.add_argument("--audience", choices=AUDIENCES, default="personal")
+    args = parser.parse_args()
+    audience = args.audience
+
+    rng = random.Random(0)
+    apb = rng.sample(apb_traces(), args.traces)
+    tau2 = rng.sample(tau2_traces(), args.traces)
+    with tempfile.TemporaryDirectory() as directory:
+        build_model(Path(directory), apb + tau2, args.vocab)
+        tokenizer = load_tokenizer(directory)
+        model = load_reward_model(directory, dtype=torch.float32, device="cpu", tokenizer=tokenizer)
+    max_length = tokenizer.model_max_length
+    fitted = [t for t in (cut_to_fit(tokenizer, trace, audience, max_length) for trace in apb + tau2) if t]
+    print(f"model: tiny Qwen3, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, "
+          f"vocab {len(tokenizer)}, window {max_length}, audience {audience}, "
+          f"torch threads {torch.get_num_threads()}; {len(fitted)} of {2 * args.traces} traces fit once cut")
+    fit_ratio = compare("(c) cut to fit", model, tokenizer, fitted, audience, args.repeats)
+    tau2_ratio = compare("(b) tau2-bench", model, tokenizer, tau2, audience, args.repeats)
+    ratio = compare("(a) AgentProcessBench", model, tokenizer, apb, audience, args.repeats)
+    print(f"fit_ratio: {fit_ratio:.2f}")
+    print(f"tau2_ratio: {tau2_ratio:.2f}")
+    print(f"ratio: {ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()
