@@ -13,6 +13,8 @@ import os
 from collections.abc import Hashable, Sequence
 from typing import Any
 
+import torch
+
 from stash_pipeline.core.calibration import action_credit, calibrated_score
 from stash_pipeline.core.errors import NotFoundError
 from stash_pipeline.core.traces import Trace
@@ -88,7 +90,8 @@ def score_trace_actions(model: Any, tokenizer: Any, traces: Sequence[Trace], aud
 
 def _token_ids(tokenizer: Any, texts: list[str]) -> list[list[int]]:
     """Untruncated token ids, tokenised exactly as ``modeling.tokenize`` does before it truncates."""
-    encoded = tokenizer(texts, add_special_tokens=False, truncation=False)
+    # verbose=False: the "longer than the maximum" warning is wrong here, we truncate ourselves.
+    encoded = tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False)
     return [list(ids) for ids in encoded["input_ids"]]
 
 
@@ -102,14 +105,14 @@ class RewardModel:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, audience: Audience | None = None,
-                 device: str | None = None, dtype: Any = None,
+                 device: str | None = None, dtype: torch.dtype = torch.float32,
                  batch_tokens: int = DEFAULT_BATCH_TOKENS):
-        import torch
-
+        """``audience`` overrides the one training recorded in reward_stats.json (default
+        "personal" when none is recorded); ``device`` defaults to cuda, mps or cpu."""
         with checkpoint_directory(path) as directory:
             self.tokenizer = load_tokenizer(str(directory))
-            self.model = load_reward_model(str(directory), dtype=dtype or torch.float32,
-                                           device=device, tokenizer=self.tokenizer)
+            self.model = load_reward_model(str(directory), dtype=dtype, device=device,
+                                           tokenizer=self.tokenizer)
             self.reward_stats = _read_stats(directory / REWARD_STATS_FILE, required=True)
             self.action_reward_stats = _read_stats(directory / ACTION_REWARD_STATS_FILE,
                                                    required=False)
