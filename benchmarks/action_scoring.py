@@ -6,11 +6,14 @@ data), in one run, back to back, and must give the same scores (max abs differen
 1e-4 enforced). Three sets, each a seed-0 sample:
 
   (a) AgentProcessBench traces as they are,
-  (b) tau2-bench traces as they are (policy, tools, long conversations: mostly beyond the window),
+  (b) tau2-bench traces as they are (long conversations: most actions lie beyond the window),
   (c) the same traces cut so that each fits the 1024-token window (messages dropped from the end).
 
-Usage: .venv/bin/python benchmarks/action_scoring.py [--traces N] [--repeats R]
-Prints per-set rates and medians, then ``fit_ratio: N`` (c), ``tau2_ratio: N`` (b) and last
+Beyond the window every action needs its own window (a different first token changes every
+state), so there the gain can only come from batching by length; within it, one forward per trace.
+
+Usage: .venv/bin/python benchmarks/action_scoring.py [--traces N] [--repeats R] [--audience A]
+Prints per-set rates and median times, then ``fit_ratio: N`` (c), ``tau2_ratio: N`` (b) and last
 ``ratio: N`` (a).
 """
 
@@ -29,10 +32,8 @@ import torch
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config
 
-from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.traces import Trace, trace_actions
-from stash_pipeline.importers import agentprocessbench, tau2
-from stash_pipeline.importers.common import ImportOptions
+from stash_pipeline.importers import read_path
 from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer
 from stash_pipeline.worker.render import AUDIENCES, Audience, cut_at_action, render_trace
 from stash_pipeline.worker.scoring import score_texts, score_trace_actions
@@ -46,20 +47,11 @@ TOLERANCE = 1e-4
 # --- data, read by the project's importers -----------------------------------------------------
 
 def apb_traces() -> list[Trace]:
-    """Every record the importer accepts; a few real records hold malformed call arguments."""
-    traces, rejected = [], 0
-    for line in APB.read_text().splitlines():
-        try:
-            traces.append(agentprocessbench.convert_record(json.loads(line), ImportOptions())[0])
-        except InputError:
-            rejected += 1
-    print(f"AgentProcessBench: {len(traces)} traces imported, {rejected} rejected by the importer")
-    return traces
+    return [record.trace for record in read_path(APB, format="agentprocessbench")]
 
 
 def tau2_traces() -> list[Trace]:
-    return [record.trace for path in sorted(TAU2_RUNS.glob("*.json"))
-            for record in tau2.read(path, ImportOptions())]
+    return [record.trace for record in read_path(TAU2_RUNS, format="tau2")]
 
 
 def cut_to_fit(tokenizer, trace: Trace, audience: Audience, max_length: int) -> Trace | None:
@@ -69,7 +61,7 @@ def cut_to_fit(tokenizer, trace: Trace, audience: Audience, max_length: int) -> 
         if not trace_actions(cut):
             return None
         text = render_trace(tokenizer, cut, audience)
-        if len(tokenizer(text, add_special_tokens=False)["input_ids"]) <= max_length:
+        if len(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]) <= max_length:
             return cut
     return None
 

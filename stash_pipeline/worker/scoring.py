@@ -18,7 +18,7 @@ import torch
 from stash_pipeline.core.calibration import action_credit, calibrated_score
 from stash_pipeline.core.errors import NotFoundError
 from stash_pipeline.core.traces import Trace
-from stash_pipeline.worker.batching import DEFAULT_BATCH_TOKENS, Row, pools_last_token, read_rows
+from stash_pipeline.worker.batching import Row, pools_last_token, read_rows
 from stash_pipeline.worker.checkpoint_loading import (
     ACTION_REWARD_STATS_FILE, REWARD_STATS_FILE, checkpoint_directory, read_stats as _read_stats,
     saved_audience as _saved_audience,
@@ -28,7 +28,7 @@ from stash_pipeline.worker.render import Audience, action_end_offsets, render_tr
 
 
 def score_texts(model: Any, tokenizer: Any, texts: Sequence[str], *,
-                batch_tokens: int = DEFAULT_BATCH_TOKENS) -> list[float]:
+                batch_tokens: int | None = None) -> list[float]:
     """Raw rewards of rendered texts, each left-truncated to the training window, in input order."""
     rows = [Row(tuple(ids), ((len(ids) - 1, i),)) for i, ids in enumerate(tokenize(tokenizer, list(texts)))]
     rewards = read_rows(model, rows, pad_id=tokenizer.pad_token_id, batch_tokens=batch_tokens)
@@ -72,7 +72,7 @@ def plan_action_rows(tokenizer: Any, trace: Trace, audience: Audience, *,
 
 
 def score_trace_actions(model: Any, tokenizer: Any, traces: Sequence[Trace], audience: Audience, *,
-                        batch_tokens: int = DEFAULT_BATCH_TOKENS) -> dict[str, float]:
+                        batch_tokens: int | None = None) -> dict[str, float]:
     """Raw reward of every assistant action and tool call, each from its preceding context only.
 
     Equal (to float rounding) to scoring each action's own rendering alone; see ``plan_action_rows``.
@@ -106,7 +106,7 @@ class RewardModel:
 
     def __init__(self, path: str | os.PathLike[str], *, audience: Audience | None = None,
                  device: str | None = None, dtype: torch.dtype = torch.float32,
-                 batch_tokens: int = DEFAULT_BATCH_TOKENS):
+                 batch_tokens: int | None = None):
         """``audience`` overrides the one training recorded in reward_stats.json (default
         "personal" when none is recorded); ``device`` defaults to cuda, mps or cpu."""
         with checkpoint_directory(path) as directory:
