@@ -30,7 +30,13 @@ from stash_pipeline.worker.render import Audience, action_end_offsets, render_tr
 def score_texts(model: Any, tokenizer: Any, texts: Sequence[str], *,
                 batch_tokens: int | None = None) -> list[float]:
     """Raw rewards of rendered texts, each left-truncated to the training window, in input order."""
-    rows = [Row(tuple(ids), ((len(ids) - 1, i),)) for i, ids in enumerate(tokenize(tokenizer, list(texts)))]
+    if not texts:
+        return []  # the tokenizer rejects an empty batch
+    rows = []
+    for index, ids in enumerate(tokenize(tokenizer, list(texts))):
+        if not ids:
+            raise ValueError(f"text {index} has no tokens: there is nothing to score")
+        rows.append(Row(tuple(ids), ((len(ids) - 1, index),)))
     rewards = read_rows(model, rows, pad_id=tokenizer.pad_token_id, batch_tokens=batch_tokens)
     return [rewards[i] for i in range(len(rows))]
 

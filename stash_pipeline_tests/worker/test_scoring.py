@@ -212,3 +212,12 @@ def test_models_that_do_not_pool_the_last_token_are_scored_window_by_window(toke
     assert max_difference(fast, per_action_scores(bert, tokenizer, [trace], "personal")) <= TOLERANCE
     with pytest.raises(ValueError, match="last token"):
         read_rows(bert, [Row((1, 2, 3), ((1, "inner"),))], pad_id=tokenizer.pad_token_id)
+
+
+def test_empty_inputs(model, tokenizer):
+    assert score_texts(model, tokenizer, []) == []
+    assert score_trace_actions(model, tokenizer, [], "personal") == {}
+    no_actions = Trace(id="quiet", messages=(Message("user", "hello"),))
+    assert score_trace_actions(model, tokenizer, [no_actions], "personal") == {}
+    with pytest.raises(ValueError, match="text 1 has no tokens"):
+        score_texts(model, tokenizer, ["<|im_start|>user\nhi", ""])
