@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import tempfile
@@ -36,7 +37,7 @@ from stash_pipeline.core.traces import Trace, trace_actions
 from stash_pipeline.importers import read_path
 from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer
 from stash_pipeline.worker.render import AUDIENCES, Audience, cut_at_action, render_trace
-from stash_pipeline.worker.scoring import score_texts, score_trace_actions
+from stash_pipeline.worker.scoring import plan_action_rows, score_texts, score_trace_actions
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 APB = DATA / "agentprocessbench" / "hotpotqa.jsonl"
@@ -82,7 +83,8 @@ def build_model(directory: Path, corpus: list[Trace], vocab_size: int) -> None:
     texts += [json.dumps(c.arguments) for t in corpus for m in t.messages for c in m.tool_calls]
     tokenizer.train_from_iterator(texts, trainer=trainer)
     tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in ADDED_TOKENS])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|im_end|>",
+                                   pad_token="<|endoftext|>")
     fast.save_pretrained(directory)
     config = Qwen3Config(vocab_size=len(fast), hidden_size=256, intermediate_size=768, num_hidden_layers=4,
                          num_attention_heads=4, num_key_value_heads=2, head_dim=64,
@@ -123,7 +125,8 @@ def compare(name: str, model, tokenizer, traces: Sequence[Trace], audience: Audi
         raise SystemExit(f"{name}: scores differ (max abs difference {difference:.2e})")
     naive_s, ours_s = statistics.median(timings["naive"]), statistics.median(timings["ours"])
     ratio = naive_s / ours_s
-    print(f"{name}: {len(traces)} traces, {actions} actions; naive {actions / naive_s:.1f} actions/s "
+    windows = sum(len(plan_action_rows(tokenizer, t, audience)[1]) for t in traces)
+    print(f"{name}: {len(traces)} traces, {actions} actions ({windows} need their own window); naive {actions / naive_s:.1f} actions/s "
           f"(median {naive_s:.2f} s), ours {actions / ours_s:.1f} actions/s (median {ours_s:.2f} s); "
           f"x{ratio:.2f}; max abs score difference {difference:.1e}", flush=True)
     return ratio
@@ -137,8 +140,11 @@ def main() -> None:
     # Personal models read no system steps; the shared evaluator adds tau2's long policy, which
     # alone exceeds the window, so no tau2 trace could be cut to fit for set (c).
     parser.add_argument("--audience", choices=AUDIENCES, default="personal")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     args = parser.parse_args()
     audience = args.audience
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     rng = random.Random(0)
     apb = rng.sample(apb_traces(), args.traces)
@@ -148,10 +154,12 @@ def main() -> None:
         tokenizer = load_tokenizer(directory)
         model = load_reward_model(directory, dtype=torch.float32, device="cpu", tokenizer=tokenizer)
     max_length = tokenizer.model_max_length
-    fitted = [t for t in (cut_to_fit(tokenizer, trace, audience, max_length) for trace in apb + tau2) if t]
+    cuts = (cut_to_fit(tokenizer, trace, audience, max_length) for trace in apb + tau2)
+    fitted = [trace for trace in cuts if trace is not None]
     print(f"model: tiny Qwen3, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, "
           f"vocab {len(tokenizer)}, window {max_length}, audience {audience}, "
-          f"torch threads {torch.get_num_threads()}; {len(fitted)} of {2 * args.traces} traces fit once cut")
+          f"torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.2f}; "
+          f"{len(fitted)} of {2 * args.traces} traces fit once cut")
     # Warm-up: the first forwards of each shape pay for kernel selection and allocation.
     for scorer in (naive_scores, our_scores):
         scorer(model, tokenizer, fitted[:2] + tau2[:1], audience)
