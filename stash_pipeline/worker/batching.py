@@ -68,12 +68,14 @@ def pools_last_token(model: Any) -> bool:
     )
 
 
-def read_rows(model: Any, rows: Sequence[Row], *, pad_id: int,
+def read_rows(model: Any, rows: Sequence[Row], *, pad_id: int | None,
               batch_tokens: int | None = None) -> dict[Hashable, float]:
     """The raw reward at every read of every row, batched by length, without gradients.
 
     ``batch_tokens`` bounds rows x longest row per forward (default: by the model's device).
     """
+    if pad_id is None:
+        raise ValueError("batched scoring needs a pad token: load the tokenizer with load_tokenizer")
     inner_reads = pools_last_token(model)
     for row in rows:
         if not row.ids:
