@@ -1,0 +1,1 @@
+"""Dagster definitions (assets, sensors, schedules), one folder per concern; loaded by definitions.py."""
