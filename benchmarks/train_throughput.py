@@ -73,6 +73,7 @@ def run_ours(base: Path, tokenizer, pairs: list[EncodedPair]) -> tuple[float, fl
 
 def run_trl(base: Path, tokenizer, pairs: list[EncodedPair], output: Path) -> tuple[float, float]:
     from datasets import Dataset
+    from transformers import PrinterCallback
     from trl import RewardConfig, RewardTrainer
 
     model = fresh_model(base, tokenizer)
@@ -85,6 +86,7 @@ def run_trl(base: Path, tokenizer, pairs: list[EncodedPair], output: Path) -> tu
         logging_steps=1, save_strategy="no", report_to=[], disable_tqdm=True,
     )
     trainer = RewardTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+    trainer.remove_callback(PrinterCallback)  # it prints every step's log dict; we read log_history
     started = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - started
