@@ -1,10 +1,11 @@
-"""`stash-pipeline feedback ...` and `traces contribute`: feedback intake outside trace files."""
+"""`stash-pipeline feedback ...`: feedback intake outside trace files."""
 
 from __future__ import annotations
 
 import argparse
 
 from stash_pipeline.cli.output import print_json
+from stash_pipeline.cli.store import open_store
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import (
     REVIEW_STATUSES, Comment, Feedback, Rating, ReviewedComparison, VerifiedOutcome, feedback_id,
@@ -94,11 +95,8 @@ def outcome_of(args: argparse.Namespace) -> VerifiedOutcome:
 
 
 def run(args: argparse.Namespace) -> int:
-    from stash_pipeline.store import Store
-
     item: Feedback = args.build(args)
-    store = Store.from_env()
-    store.migrate()
+    store = open_store()
     counts = store.add_feedback([item], owner=args.owner)
     if args.json:
         print_json({"id": item.id, "kind": type(item).__name__, **counts})

@@ -7,6 +7,7 @@ import itertools
 from pathlib import Path
 
 from stash_pipeline.cli.output import print_json, progress
+from stash_pipeline.cli.store import open_store
 from stash_pipeline.core.traces import DEFAULT_OWNER
 
 
@@ -32,10 +33,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from stash_pipeline.importers import read_path
-    from stash_pipeline.store import Store
-
-    store = Store.from_env()
-    store.migrate()
+    store = open_store()
     records = itertools.chain.from_iterable(
         read_path(path, format=args.format, owner=args.owner, contribute=args.contribute)
         for path in args.paths

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from stash_pipeline.cli.output import print_json
+from stash_pipeline.cli.store import open_store
 from stash_pipeline.core.sampling import DEFAULT_MAX_PAIRS
 
 
@@ -27,10 +28,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run_preview(args: argparse.Namespace) -> int:
     from stash_pipeline.core.pair_report import preview_pairs
-    from stash_pipeline.store import Store
-
-    store = Store.from_env()
-    store.migrate()
+    store = open_store()
     trace_ids = store.trace_ids() if args.all_traces else list(dict.fromkeys(args.trace_ids))
     traces = store.get_traces(trace_ids)
     feedback = store.feedback_for([t.id for t in traces])

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 
 from stash_pipeline.cli.output import print_json, print_table
+from stash_pipeline.cli.store import open_store
 from stash_pipeline.core.serialize import trace_to_dict
 from stash_pipeline.core.traces import DEFAULT_OWNER
 
@@ -36,10 +37,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from stash_pipeline.store import Store
-
-    store = Store.from_env()
-    store.migrate()
+    store = open_store()
     rows = [dataclasses.asdict(s) for s in store.list_traces(owner=args.owner)]
     if args.json:
         print_json({"traces": rows, "count": len(rows)})
@@ -50,10 +48,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from stash_pipeline.store import Store
-
-    store = Store.from_env()
-    store.migrate()
+    store = open_store()
     trace = store.get_trace(args.trace_id)
     feedback = store.feedback_for([trace.id])
     if args.json:
@@ -79,10 +74,7 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_contribute(args: argparse.Namespace) -> int:
-    from stash_pipeline.store import Store
-
-    store = Store.from_env()
-    store.migrate()
+    store = open_store()
     store.set_contribute(args.trace_id, not args.off, args.owner)
     print(f"Trace {args.trace_id} {'no longer contributes' if args.off else 'contributes'} "
           "to shared-evaluator training.")
