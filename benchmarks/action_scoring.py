@@ -34,14 +34,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config
 
 from stash_pipeline.core.traces import Trace, trace_actions
 from stash_pipeline.importers import read_path
 from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer
 from stash_pipeline.worker.render import AUDIENCES, Audience, cut_at_action, render_trace
 from stash_pipeline.worker.scoring import plan_action_rows, score_texts, score_trace_actions
+from tiny_qwen3 import build_tiny_qwen3
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 APB = DATA / "agentprocessbench" / "hotpotqa.jsonl"
@@ -73,28 +72,10 @@ def cut_to_fit(tokenizer, trace: Trace, audience: Audience, max_length: int) -> 
 
 # --- the model: a tiny Qwen3 with a tokenizer trained on the data --------------------------------
 
-SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-ADDED_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
-
-
 def build_model(directory: Path, corpus: list[Trace], vocab_size: int) -> None:
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     texts = [m.content for t in corpus for m in t.messages]
     texts += [json.dumps(c.arguments) for t in corpus for m in t.messages for c in m.tool_calls]
-    tokenizer.train_from_iterator(texts, trainer=trainer)
-    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in ADDED_TOKENS])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|im_end|>",
-                                   pad_token="<|endoftext|>")
-    fast.save_pretrained(directory)
-    config = Qwen3Config(vocab_size=len(fast), hidden_size=256, intermediate_size=768, num_hidden_layers=4,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=64,
-                         max_position_embeddings=2048, tie_word_embeddings=True)
-    torch.manual_seed(0)
-    AutoModelForCausalLM.from_config(config).save_pretrained(directory)
+    build_tiny_qwen3(directory, texts, vocab_size)
 
 
 # --- the two scorers ------------------------------------------------------------------------------

@@ -19,37 +19,15 @@ import time
 from pathlib import Path
 
 import torch
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config
 
 from stash_pipeline.core.pair_builders import build_feedback_pairs
 from stash_pipeline.importers import read_path
 from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, tokenize
 from stash_pipeline.worker.render import render_side
 from stash_pipeline.worker.train import EncodedPair, train
+from tiny_qwen3 import build_tiny_qwen3
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "agentprocessbench" / "hotpotqa.jsonl"
-ADDED = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
-
-
-def build_base_model(directory: Path, texts: list[str]) -> None:
-    """A tiny Qwen3 causal LM (about 3.5M parameters) and a BPE tokenizer trained on the traces."""
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(texts, trainers.BpeTrainer(
-        vocab_size=4096, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    bpe.add_tokens([AddedToken(t, special=False, normalized=False) for t in ADDED])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    tokenizer.save_pretrained(directory)
-    config = Qwen3Config(vocab_size=len(tokenizer), hidden_size=256, intermediate_size=768, num_hidden_layers=4,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=64, max_position_embeddings=2048,
-                         tie_word_embeddings=True)
-    torch.manual_seed(0)
-    AutoModelForCausalLM.from_config(config).save_pretrained(directory)
-
-
 def benchmark_pairs(tokenizer, count: int) -> list[EncodedPair]:
     items = list(read_path(DATA, format="agentprocessbench"))
     pairs = build_feedback_pairs([i.trace for i in items], [f for i in items for f in i.feedback], "personal")
@@ -102,7 +80,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         base = Path(scratch) / "base"
         texts = [m.content for item in read_path(DATA, format="agentprocessbench") for m in item.trace.messages]
-        build_base_model(base, texts)
+        build_tiny_qwen3(base, texts, vocab_size=4096)
         tokenizer = load_tokenizer(str(base))
         pairs = benchmark_pairs(tokenizer, args.pairs)
         tokens = sum(len(p.chosen_ids) + len(p.rejected_ids) for p in pairs) / len(pairs)
