@@ -1,12 +1,13 @@
 """Peak memory of importing a large trace file: it must stay bounded, not grow with the file.
 
 Writes a file of valid OpenAI-format traces (default 200 MB, as JSONL and as one JSON array),
-imports each in a fresh process through ``read_path`` (consuming every record, as the store does)
-and reports that process's peak RSS, against ``json.load`` of the same array as the naive baseline.
+imports each in a fresh process through ``read_path`` (consuming every record, as the store does),
+and the JSONL file through the whole `stash-pipeline import` command into SQLite (one transaction),
+and reports each process's peak RSS, against ``json.load`` of the same array as the naive baseline.
 
     .venv/bin/python benchmarks/import_memory.py [--mb 200] [--repeats 3]
 
-The last line is ``peak_rss_mb: N``: the median peak of the worse of the two layouts.
+The last line is ``peak_rss_mb: N``: the median peak of the worst of the three.
 """
 
 from __future__ import annotations
@@ -30,6 +31,23 @@ for record in read_path(sys.argv[1]):
 seconds = time.perf_counter() - start
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({"traces": traces, "actions": actions, "seconds": seconds, "peak_rss_mb": peak}))
+"""
+
+# The whole command: read, validate and store in one SQLite transaction, as `stash-pipeline import`.
+STORE_CHILD = """
+import contextlib, io, json, os, resource, sys, tempfile, time
+os.environ["STASH_HOME"] = tempfile.mkdtemp(prefix="stash-import-memory-home-")
+os.environ.pop("DATABASE_URL", None)
+from stash_pipeline.cli import main
+start = time.perf_counter()
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    assert main(["import", sys.argv[1], "--json"]) == 0
+summary = json.loads(out.getvalue().strip().splitlines()[-1])
+seconds = time.perf_counter() - start
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"traces": summary["traces"], "actions": summary["actions"], "seconds": seconds,
+                  "peak_rss_mb": peak}))
 """
 
 NAIVE_CHILD = """
@@ -95,8 +113,10 @@ def main() -> None:
         print(f"file_mb: {jsonl.stat().st_size / 2**20:.0f} (jsonl), "
               f"{array.stat().st_size / 2**20:.0f} (array)")
         medians = {}
-        for name, path in (("jsonl", jsonl), ("array", array)):
-            runs = [run_child(IMPORT_CHILD, path) for _ in range(args.repeats)]
+        layouts = (("jsonl", IMPORT_CHILD, jsonl), ("array", IMPORT_CHILD, array),
+                   ("jsonl into SQLite (stash-pipeline import)", STORE_CHILD, jsonl))
+        for name, child, path in layouts:
+            runs = [run_child(child, path) for _ in range(args.repeats)]
             peak = statistics.median(r["peak_rss_mb"] for r in runs)
             seconds = statistics.median(r["seconds"] for r in runs)
             medians[name] = peak
