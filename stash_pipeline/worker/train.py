@@ -1,10 +1,13 @@
 """Bradley-Terry training of a one-output reward model (the seed's "The model" and settings).
 
 Speed comes from doing less arithmetic, not a leaner loop (see the ML notes):
-- a pair whose two sides share their context (a step-rating pair inside one trace) is one sequence:
-  when one side's tokens are a prefix of the other's, one forward reads both scores;
-- batches are length-grouped (sorted inside mega-batches, batch order shuffled with seed 0);
-- a batch's sequences are split by length into at most two forwards on CPU, to pad less;
+- a side computed once per batch serves every pair in it: identical sides run once, and with a
+  causal decoder a side whose tokens begin another side's (a step-rating pair inside one trace that
+  fits the window) is read inside that longer sequence;
+- batches keep pairs that share sides together, as InstructGPT trains all comparisons of one prompt
+  together: the pairs of one trace's step ratings repeat the same few actions (AgentProcessBench:
+  1015 pairs, 625 distinct sides), and the batch order is shuffled with seed 0;
+- batches are length-grouped, and on CPU a batch's sequences run as at most two forwards by length;
 - bf16 autocast over fp32 master weights where the device supports it.
 """
 
@@ -81,18 +84,89 @@ def shares_prefix(a: list[int], b: list[int]) -> bool:
     return long[: len(short)] == short
 
 
-def length_grouped_batches(pairs: list[EncodedPair], rng: random.Random,
-                           batch_size: int = BATCH_SIZE) -> list[list[int]]:
-    """Pair indices in batches of similar length, in a seeded random order."""
+def side_sharing_batches(pairs: list[EncodedPair], rng: random.Random,
+                         batch_size: int = BATCH_SIZE) -> list[list[int]]:
+    """Pair indices in batches that keep pairs sharing a side together, in a seeded order.
+
+    Pairs linked by an identical side form a group (one trace's step ratings, one task's trace
+    ratings). Groups are shuffled, then sorted by length inside mega-batches (as transformers'
+    LengthGroupedSampler) so a batch pads little; inside a group, pairs with the same chosen side
+    sit next to each other. Each group fills whole batches of its own, its remainder joins the
+    other groups' remainders, and the batch order is shuffled.
+    """
     order = list(range(len(pairs)))
     rng.shuffle(order)
+    parent = list(range(len(pairs)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first_pair: dict[tuple[int, ...], int] = {}  # side -> first pair (in shuffled order) with it
+    side_number: dict[tuple[int, ...], int] = {}
+    sides: dict[int, tuple[int, int]] = {}
+    for i in order:
+        numbers = []
+        for side in (pairs[i].chosen_ids, pairs[i].rejected_ids):
+            key = tuple(side)
+            if key in first_pair:
+                parent[root(i)] = root(first_pair[key])
+            else:
+                first_pair[key] = i
+                side_number[key] = len(side_number)
+            numbers.append(side_number[key])
+        sides[i] = (numbers[0], numbers[1])
+    groups: dict[int, list[int]] = {}
+    for i in order:
+        groups.setdefault(root(i), []).append(i)
+    runs = [sorted(group, key=lambda i: sides[i]) for group in groups.values()]
+
+    # Length grouping over whole groups: sort the groups of each mega-batch, longest first.
     mega = batch_size * MEGA_BATCH_BATCHES
+    ordered: list[list[int]] = []
+    chunk: list[list[int]] = []
+    for position, run in enumerate(runs):
+        chunk.append(run)
+        if sum(map(len, chunk)) >= mega or position == len(runs) - 1:
+            ordered.extend(sorted(chunk, key=lambda g: max(pairs[i].cost for i in g), reverse=True))
+            chunk = []
+    # Whole batches from inside each group; the groups' remainders fill the batches after them.
     batches: list[list[int]] = []
-    for start in range(0, len(order), mega):
-        group = sorted(order[start:start + mega], key=lambda i: pairs[i].cost, reverse=True)
-        batches.extend(group[i:i + batch_size] for i in range(0, len(group), batch_size))
+    rest: list[int] = []
+    for run in ordered:
+        whole = len(run) - len(run) % batch_size
+        batches.extend(run[i:i + batch_size] for i in range(0, whole, batch_size))
+        rest.extend(run[whole:])
+    batches.extend(rest[i:i + batch_size] for i in range(0, len(rest), batch_size))
     rng.shuffle(batches)
     return batches
+
+
+def place_sides(sides: list[list[int]], *, share_prefixes: bool
+                ) -> tuple[list[list[int]], list[tuple[int, int]]]:
+    """The sequences to run for these sides, and where each side is read: (sequence, position).
+
+    Identical sides run once (any model). With ``share_prefixes`` (a causal decoder read by its
+    score head), a side whose tokens begin a longer side's is read inside it at its last token.
+    """
+    first: dict[tuple[int, ...], int] = {}
+    for index, side in enumerate(sides):
+        if not side:
+            raise ValueError("a pair side rendered to no tokens")
+        first.setdefault(tuple(side), index)
+    sequences: list[list[int]] = []
+    placed: dict[int, tuple[int, int]] = {}
+    for index in sorted(set(first.values()), key=lambda i: -len(sides[i])):
+        side = sides[index]
+        home = next((j for j, seq in enumerate(sequences)
+                     if share_prefixes and seq[: len(side)] == side), None)
+        if home is None:
+            sequences.append(side)
+            home = len(sequences) - 1
+        placed[index] = (home, len(side) - 1)
+    return sequences, [placed[first[tuple(side)]] for side in sides]
 
 
 def _split_by_length(lengths: list[int], max_chunks: int) -> list[int]:
@@ -110,35 +184,23 @@ def _split_by_length(lengths: list[int], max_chunks: int) -> list[int]:
 
 def pair_rewards(model: Any, pairs: list[EncodedPair], device: str, *, pad_id: int,
                  share_prefixes: bool = True, max_chunks: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
-    """r(chosen) and r(rejected) for each pair, reading shared-prefix pairs from one sequence.
+    """r(chosen) and r(rejected) for each pair, computing each distinct side once (``place_sides``).
 
     Scores are the classification head on the base model's hidden state at each side's last token,
     which is what the sequence-classification forward computes (it pools at the last non-pad token).
     """
     # Inner reads need the score head over a decoder's hidden states; other heads read ends only.
     share_prefixes = share_prefixes and pools_last_token(model)
-    sequences: list[list[int]] = []
-    reads: list[tuple[tuple[int, int], tuple[int, int]]] = []  # per pair: (seq, pos) chosen, rejected
-    for pair in pairs:
-        c, r = pair.chosen_ids, pair.rejected_ids
-        if not c or not r:
-            raise ValueError("a pair side rendered to no tokens")
-        if share_prefixes and shares_prefix(c, r):
-            sequences.append(c if len(c) >= len(r) else r)
-            i = len(sequences) - 1
-            reads.append(((i, len(c) - 1), (i, len(r) - 1)))
-        else:
-            sequences.extend((c, r))
-            i = len(sequences) - 2
-            reads.append(((i, len(c) - 1), (i + 1, len(r) - 1)))
+    sides = [p.chosen_ids for p in pairs] + [p.rejected_ids for p in pairs]
+    sequences, reads = place_sides(sides, share_prefixes=share_prefixes)
+    wanted: dict[int, list[int]] = {}
+    for seq, pos in reads:
+        if pos not in wanted.setdefault(seq, []):
+            wanted[seq].append(pos)
 
     order = sorted(range(len(sequences)), key=lambda s: len(sequences[s]))
     cuts = _split_by_length([len(sequences[s]) for s in order], max_chunks)
     reward_at: dict[tuple[int, int], torch.Tensor] = {}
-    wanted: dict[int, list[int]] = {}
-    for read in reads:
-        for seq, pos in read:
-            wanted.setdefault(seq, []).append(pos)
     start = 0
     for cut in cuts:
         chunk = order[start:cut]
@@ -163,8 +225,8 @@ def pair_rewards(model: Any, pairs: list[EncodedPair], device: str, *, pad_id: i
             values = model(input_ids=ids, attention_mask=mask, use_cache=False).logits[:, 0]
         reward_at.update(zip(keys, values))
 
-    chosen_rejected = torch.stack([reward_at[c] for c, _ in reads] + [reward_at[r] for _, r in reads]).float()
-    return chosen_rejected[: len(pairs)], chosen_rejected[len(pairs):]
+    rewards = torch.stack([reward_at[read] for read in reads]).float()
+    return rewards[: len(pairs)], rewards[len(pairs):]
 
 
 def forward_chunks(device: str) -> int:
@@ -195,7 +257,7 @@ def train(model: Any, pairs: list[EncodedPair], *, epochs: int, device: str, pad
     step = 0
     for _ in range(epochs):
         losses: list[float] = []
-        for batch in length_grouped_batches(pairs, rng):
+        for batch in side_sharing_batches(pairs, rng):
             with autocast(device, use_autocast):
                 chosen, rejected = pair_rewards(model, [pairs[i] for i in batch], device, pad_id=pad_id,
                                                 share_prefixes=share_prefixes, max_chunks=chunks)
@@ -222,9 +284,8 @@ def score_pairs(model: Any, pairs: list[EncodedPair], device: str, *, pad_id: in
     """(r(chosen), r(rejected)) for each pair in fp32: for held-out accuracy and reward stats."""
     model.eval()
     out: list[tuple[float, float]] = [(0.0, 0.0)] * len(pairs)
-    order = sorted(range(len(pairs)), key=lambda i: pairs[i].cost)
-    for start in range(0, len(order), batch_size):
-        batch = order[start:start + batch_size]
+    # Pairs sharing sides score together, so each distinct side runs once per batch.
+    for batch in side_sharing_batches(pairs, random.Random(SEED), batch_size):
         chosen, rejected = pair_rewards(model, [pairs[i] for i in batch], device, pad_id=pad_id,
                                         max_chunks=forward_chunks(device))
         for i, c, r in zip(batch, chosen.tolist(), rejected.tolist()):

@@ -12,8 +12,8 @@ from stash_pipeline.worker.metrics import pairwise_accuracy
 from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, tokenize
 from stash_pipeline.worker.render import render_side
 from stash_pipeline.worker.train import (
-    EncodedPair, bradley_terry_loss, length_grouped_batches, pair_rewards, score_pairs, shares_prefix,
-    train,
+    EncodedPair, bradley_terry_loss, pair_rewards, place_sides, score_pairs, shares_prefix,
+    side_sharing_batches, train,
 )
 
 def encode(tokenizer, pairs: list[Pair]) -> list[EncodedPair]:
@@ -55,13 +55,50 @@ def test_one_forward_for_a_shared_prefix_reads_the_same_rewards_as_two(tiny_base
     assert shared[1].tolist() == pytest.approx(alone[1], abs=1e-5)
 
 
-def test_length_grouped_batches_cover_every_pair_once_in_a_seeded_order():
+def test_side_sharing_batches_cover_every_pair_once_in_a_seeded_order():
     pairs = [EncodedPair([1] * (n % 13 + 1), [2] * (n % 5 + 1)) for n in range(37)]
-    first = length_grouped_batches(pairs, random.Random(0))
+    first = side_sharing_batches(pairs, random.Random(0))
     assert sorted(i for batch in first for i in batch) == list(range(37))
     assert all(len(batch) <= 4 for batch in first)
-    assert first == length_grouped_batches(pairs, random.Random(0))
-    assert first != length_grouped_batches(pairs, random.Random(1))
+    assert sum(len(batch) < 4 for batch in first) <= 1  # only the last batch may be short
+    assert first == side_sharing_batches(pairs, random.Random(0))
+    assert first != side_sharing_batches(pairs, random.Random(1))
+
+
+def test_pairs_sharing_sides_are_batched_together():
+    a, b, x, y = [5, 1, 1], [5, 2, 2], [5, 3], [5, 4]
+    unrelated = [EncodedPair([9, n], [8, n]) for n in range(10)]
+    group = [EncodedPair(a, x), EncodedPair(a, y), EncodedPair(b, x), EncodedPair(b, y)]
+    pairs = unrelated[:5] + group + unrelated[5:]
+    for seed in range(5):
+        batches = side_sharing_batches(pairs, random.Random(seed))
+        assert [5, 6, 7, 8] in [sorted(batch) for batch in batches]
+
+
+def test_place_sides_runs_each_distinct_side_once_and_reads_prefixes_inside():
+    long, prefix, other = [1, 2, 3, 4], [1, 2], [7, 8]
+    sequences, reads = place_sides([long, other, prefix, long], share_prefixes=True)
+    assert sequences == [long, other]
+    assert reads == [(0, 3), (1, 1), (0, 1), (0, 3)]
+    sequences, reads = place_sides([long, other, prefix, long], share_prefixes=False)
+    assert sorted(map(tuple, sequences)) == [(1, 2), (1, 2, 3, 4), (7, 8)]
+    assert reads[0] == reads[3] and sequences[reads[2][0]] == prefix
+    with pytest.raises(ValueError, match="no tokens"):
+        place_sides([[]], share_prefixes=True)
+
+
+def test_repeated_sides_read_the_same_rewards_as_separate_forwards(tiny_base_model, tokenizer,
+                                                                   synthetic_pairs):
+    model = fresh_model(tiny_base_model, tokenizer)
+    encoded = encode(tokenizer, synthetic_pairs(0, 4))
+    # Sides repeated across pairs, in both roles, as one trace's step ratings give.
+    encoded += [EncodedPair(p.rejected_ids, encoded[0].chosen_ids) for p in encoded[1:]]
+    with torch.no_grad():
+        shared = pair_rewards(model, encoded, "cpu", pad_id=tokenizer.pad_token_id)
+        alone = [[model(input_ids=torch.tensor([ids])).logits[0, 0].item() for ids in side]
+                 for side in ([p.chosen_ids for p in encoded], [p.rejected_ids for p in encoded])]
+    assert shared[0].tolist() == pytest.approx(alone[0], abs=1e-5)
+    assert shared[1].tolist() == pytest.approx(alone[1], abs=1e-5)
 
 
 def test_bradley_terry_loss_is_minus_log_sigmoid_of_the_gap():
