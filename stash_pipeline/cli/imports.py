@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         read_path(path, format=args.format, owner=args.owner, contribute=args.contribute)
         for path in args.paths
     )
-    summary = store.import_traces(progress(records, desc="importing", unit="trace"))
+    summary = store.import_traces(progress(records, desc="importing", unit=" traces"))
     counts = summary.as_dict()
     if args.json:
         print_json(counts)
