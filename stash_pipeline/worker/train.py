@@ -7,7 +7,8 @@ Speed comes from doing less arithmetic, not a leaner loop (see the ML notes):
 - batches keep pairs that share sides together, as InstructGPT trains all comparisons of one prompt
   together: the pairs of one trace's step ratings repeat the same few actions (AgentProcessBench:
   1015 pairs, 625 distinct sides), and the batch order is shuffled with seed 0;
-- batches are length-grouped, and on CPU a batch's sequences run as at most two forwards by length;
+- batches are length-grouped, and a batch's sequences run in forwards of a device's token budget
+  (the scorer's ``length_batches``: on CPU one full window a forward);
 - bf16 autocast over fp32 master weights where the device supports it.
 """
 
@@ -22,7 +23,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from stash_pipeline.worker.batching import pools_last_token
+from stash_pipeline.worker.batching import default_batch_tokens, length_batches, pools_last_token
 from stash_pipeline.worker.modeling import autocast
 from stash_pipeline.worker.progress import LogProgress, Progress
 
@@ -169,22 +170,13 @@ def place_sides(sides: list[list[int]], *, share_prefixes: bool
     return sequences, [placed[first[tuple(side)]] for side in sides]
 
 
-def _split_by_length(lengths: list[int], max_chunks: int) -> list[int]:
-    """Where to cut an ascending length list into at most two forwards, padding least."""
-    n = len(lengths)
-    if max_chunks < 2 or n < 2:
-        return [n]
-    best_cut, best_cost = n, n * lengths[-1]
-    for cut in range(1, n):
-        cost = cut * lengths[cut - 1] + (n - cut) * lengths[-1]
-        if cost < best_cost:
-            best_cut, best_cost = cut, cost
-    return [best_cut, n] if best_cut < n else [n]
-
-
 def pair_rewards(model: Any, pairs: list[EncodedPair], device: str, *, pad_id: int,
-                 share_prefixes: bool = True, max_chunks: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
+                 share_prefixes: bool = True, batch_tokens: int | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """r(chosen) and r(rejected) for each pair, computing each distinct side once (``place_sides``).
+
+    The sequences run in forwards of at most ``batch_tokens`` padded tokens, grouped by length as
+    the scorer does (default by device: on CPU one full window a forward is fastest).
 
     Scores are the classification head on the base model's hidden state at each side's last token,
     which is what the sequence-classification forward computes (it pools at the last non-pad token).
@@ -198,14 +190,10 @@ def pair_rewards(model: Any, pairs: list[EncodedPair], device: str, *, pad_id: i
         if pos not in wanted.setdefault(seq, []):
             wanted[seq].append(pos)
 
-    order = sorted(range(len(sequences)), key=lambda s: len(sequences[s]))
-    cuts = _split_by_length([len(sequences[s]) for s in order], max_chunks)
     reward_at: dict[tuple[int, int], torch.Tensor] = {}
-    start = 0
-    for cut in cuts:
-        chunk = order[start:cut]
-        start = cut
-        width = len(sequences[chunk[-1]])
+    budget = batch_tokens or default_batch_tokens(device)
+    for chunk in length_batches([len(sequence) for sequence in sequences], budget):
+        width = max(len(sequences[i]) for i in chunk)
         ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
         mask = torch.zeros((len(chunk), width), dtype=torch.long)
         for row, s in enumerate(chunk):
@@ -229,11 +217,6 @@ def pair_rewards(model: Any, pairs: list[EncodedPair], device: str, *, pad_id: i
     return rewards[: len(pairs)], rewards[len(pairs):]
 
 
-def forward_chunks(device: str) -> int:
-    """Two forwards per batch pad less and win on CPU; on a GPU one wide forward usually wins."""
-    return 2 if device == "cpu" else 1
-
-
 def train(model: Any, pairs: list[EncodedPair], *, epochs: int, device: str, pad_id: int,
           seed: int = SEED, progress: Progress | None = None, use_autocast: bool = True,
           share_prefixes: bool = True) -> TrainResult:
@@ -252,7 +235,6 @@ def train(model: Any, pairs: list[EncodedPair], *, epochs: int, device: str, pad
     optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=WEIGHT_DECAY)
     result = TrainResult(device=device)
     total_steps = epochs * math.ceil(len(pairs) / BATCH_SIZE)
-    chunks = forward_chunks(device)
     started = time.perf_counter()
     step = 0
     for _ in range(epochs):
@@ -260,7 +242,7 @@ def train(model: Any, pairs: list[EncodedPair], *, epochs: int, device: str, pad
         for batch in side_sharing_batches(pairs, rng):
             with autocast(device, use_autocast):
                 chosen, rejected = pair_rewards(model, [pairs[i] for i in batch], device, pad_id=pad_id,
-                                                share_prefixes=share_prefixes, max_chunks=chunks)
+                                                share_prefixes=share_prefixes)
             loss = bradley_terry_loss(chosen, rejected)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -286,8 +268,7 @@ def score_pairs(model: Any, pairs: list[EncodedPair], device: str, *, pad_id: in
     out: list[tuple[float, float]] = [(0.0, 0.0)] * len(pairs)
     # Pairs sharing sides score together, so each distinct side runs once per batch.
     for batch in side_sharing_batches(pairs, random.Random(SEED), batch_size):
-        chosen, rejected = pair_rewards(model, [pairs[i] for i in batch], device, pad_id=pad_id,
-                                        max_chunks=forward_chunks(device))
+        chosen, rejected = pair_rewards(model, [pairs[i] for i in batch], device, pad_id=pad_id)
         for i, c, r in zip(batch, chosen.tolist(), rejected.tolist()):
             out[i] = (c, r)
     return out

@@ -45,7 +45,7 @@ def test_one_forward_for_a_shared_prefix_reads_the_same_rewards_as_two(tiny_base
     with torch.no_grad():
         shared = pair_rewards(model, encoded, "cpu", pad_id=tokenizer.pad_token_id)
         separate = pair_rewards(model, encoded, "cpu", pad_id=tokenizer.pad_token_id,
-                                share_prefixes=False, max_chunks=1)
+                                share_prefixes=False, batch_tokens=1 << 20)
         # And both equal the model's own sequence-classification forward, one text at a time.
         alone = [[model(input_ids=torch.tensor([ids])).logits[0, 0].item() for ids in side]
                  for side in ([p.chosen_ids for p in encoded], [p.rejected_ids for p in encoded])]
