@@ -13,7 +13,7 @@ from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, to
 from stash_pipeline.worker.render import render_side
 from stash_pipeline.worker.train import (
     EncodedPair, bradley_terry_loss, pair_rewards, place_sides, score_pairs, shares_prefix,
-    side_sharing_batches, train,
+    shuffled_batches, train,
 )
 
 def encode(tokenizer, pairs: list[Pair]) -> list[EncodedPair]:
@@ -55,24 +55,12 @@ def test_one_forward_for_a_shared_prefix_reads_the_same_rewards_as_two(tiny_base
     assert shared[1].tolist() == pytest.approx(alone[1], abs=1e-5)
 
 
-def test_side_sharing_batches_cover_every_pair_once_in_a_seeded_order():
-    pairs = [EncodedPair([1] * (n % 13 + 1), [2] * (n % 5 + 1)) for n in range(37)]
-    first = side_sharing_batches(pairs, random.Random(0))
+def test_shuffled_batches_cover_every_pair_once_in_a_seeded_order():
+    first = shuffled_batches(37, random.Random(0))
     assert sorted(i for batch in first for i in batch) == list(range(37))
-    assert all(len(batch) <= 4 for batch in first)
-    assert sum(len(batch) < 4 for batch in first) <= 1  # only the last batch may be short
-    assert first == side_sharing_batches(pairs, random.Random(0))
-    assert first != side_sharing_batches(pairs, random.Random(1))
-
-
-def test_pairs_sharing_sides_are_batched_together():
-    a, b, x, y = [5, 1, 1], [5, 2, 2], [5, 3], [5, 4]
-    unrelated = [EncodedPair([9, n], [8, n]) for n in range(10)]
-    group = [EncodedPair(a, x), EncodedPair(a, y), EncodedPair(b, x), EncodedPair(b, y)]
-    pairs = unrelated[:5] + group + unrelated[5:]
-    for seed in range(5):
-        batches = side_sharing_batches(pairs, random.Random(seed))
-        assert [5, 6, 7, 8] in [sorted(batch) for batch in batches]
+    assert [len(batch) for batch in first] == [4] * 9 + [1]
+    assert first == shuffled_batches(37, random.Random(0))
+    assert first != shuffled_batches(37, random.Random(1))
 
 
 def test_place_sides_runs_each_distinct_side_once_and_reads_prefixes_inside():
