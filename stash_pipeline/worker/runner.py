@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from datasets import Dataset, load_from_disk
+from datasets import Dataset, Features, Value, load_from_disk
 
 from stash_pipeline.core.calibration import action_credit, reward_stats
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.serialize import trace_from_dict
 from stash_pipeline.core.traces import Trace
+from stash_pipeline.core.split import MIN_PAIRS, NotEnoughPairsError
 from stash_pipeline.core.validation import validate_trace
 from stash_pipeline.worker import job as contract
 from stash_pipeline.worker.checkpoint import ARCHIVE_NAME, CHECKPOINT_DIR, archive, save_checkpoint
@@ -43,7 +44,10 @@ def input_dataset(job_dir: Path, name: str, column: str) -> Dataset:
     if not directory.is_dir():
         rows = [line for line in lines.read_text().splitlines() if line.strip()] if lines.is_file() else []
         # Rows stay JSON strings: Arrow would unify tool-schema structs and add null keys (ML notes).
-        Dataset.from_dict({column: rows}, features=None).save_to_disk(str(directory))
+        dataset = Dataset.from_dict({column: rows}, features=Features({column: Value("string")}))
+        if not rows:
+            return dataset  # datasets cannot load back a saved dataset of no rows (no shards)
+        dataset.save_to_disk(str(directory))
     dataset = load_from_disk(str(directory))
     if column not in dataset.column_names:
         raise InputError(f"expected a string column {column!r}", file=name, field=column)
@@ -145,6 +149,11 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
     train_pairs, train_encoded = encoded_pairs(job_dir, contract.TRAIN_PAIRS, tokenizer, audience)
     eval_pairs, eval_encoded = encoded_pairs(job_dir, contract.EVAL_PAIRS, tokenizer, audience)
     progress.info(f"{len(train_pairs)} training pairs, {len(eval_pairs)} held out, device {device}")
+    # Checked before the model is loaded, as the seed asks (a real base model is a large download).
+    if len(train_pairs) + len(eval_pairs) < MIN_PAIRS:
+        raise NotEnoughPairsError(len(train_pairs) + len(eval_pairs))
+    if not train_pairs:
+        raise InputError("a training job needs at least one training pair", file=contract.TRAIN_PAIRS)
     torch.manual_seed(settings.seed)  # the new score head's initialisation
     model = load_reward_model(settings.base_model, device=device, tokenizer=tokenizer)
     pad_id = tokenizer.pad_token_id

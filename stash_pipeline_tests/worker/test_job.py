@@ -92,6 +92,41 @@ def test_a_bad_pair_fails_the_job_with_the_record_and_field_last_in_the_log(tmp_
     assert not (tmp_path / "metrics.json").exists()
 
 
+def test_two_pairs_split_one_and_one_train_and_evaluate(tmp_path, tiny_base_model, synthetic_pairs):
+    write_job(tmp_path, JobSettings(evaluator="m", base_model=str(tiny_base_model),
+                                    outputs=("scores",)),
+              train_pairs=synthetic_pairs(0, 1), eval_pairs=synthetic_pairs(50, 1))
+    assert main(str(tmp_path)) == 0, failure_reason(tmp_path)
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert (metrics["train_pairs"], metrics["eval_pairs"]) == (1, 1)
+    assert metrics["eval_accuracy"] in (0.0, 1.0)
+
+
+def test_without_held_out_pairs_evaluation_is_unavailable(tmp_path, tiny_base_model,
+                                                          synthetic_pairs):
+    write_job(tmp_path, JobSettings(evaluator="m", base_model=str(tiny_base_model),
+                                    outputs=("checkpoint",)),
+              train_pairs=synthetic_pairs(0, 3))
+    assert main(str(tmp_path)) == 0, failure_reason(tmp_path)
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert (metrics["train_pairs"], metrics["eval_pairs"], metrics["eval_accuracy"]) == (3, 0, None)
+
+
+def test_fewer_than_two_pairs_fail_before_the_model_loads(tmp_path, tiny_base_model,
+                                                           synthetic_pairs, monkeypatch):
+    import stash_pipeline.worker.runner as runner
+
+    def no_download(*args, **kwargs):
+        raise AssertionError("the base model was loaded")
+
+    monkeypatch.setattr(runner, "load_reward_model", no_download)
+    write_job(tmp_path, JobSettings(evaluator="m", base_model=str(tiny_base_model)),
+              train_pairs=synthetic_pairs(0, 1))
+    assert main(str(tmp_path)) == 1
+    last = (tmp_path / "worker.log").read_text().rstrip().splitlines()[-1]
+    assert "NotEnoughPairsError" in last and "at least 2 usable pairs, found 1" in last
+
+
 def test_the_module_entry_point_exits_non_zero_with_the_reason(tmp_path):
     (tmp_path / "settings.json").write_text(json.dumps({"evaluator": "m", "base_model": "x", "epochs": 0}))
     done = subprocess.run([sys.executable, "-m", "stash_pipeline.worker", str(tmp_path)], cwd=REPO,

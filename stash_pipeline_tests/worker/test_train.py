@@ -127,8 +127,11 @@ def test_training_learns_a_synthetic_preference_that_holds_out(tiny_base_model, 
     assert result.final_loss < sum(result.epoch_losses[0]) / 24
 
 
-def test_training_needs_two_pairs(tiny_base_model, tokenizer, synthetic_pairs):
+def test_training_needs_a_pair_and_trains_on_one(tiny_base_model, tokenizer, synthetic_pairs):
     model = fresh_model(tiny_base_model, tokenizer)
-    with pytest.raises(ValueError, match="at least 2 pairs"):
-        train(model, encode(tokenizer, synthetic_pairs(0, 1)), epochs=1, device="cpu",
-              pad_id=tokenizer.pad_token_id)
+    with pytest.raises(ValueError, match="at least one pair"):
+        train(model, [], epochs=1, device="cpu", pad_id=tokenizer.pad_token_id)
+    # Two usable pairs split one and one (the seed counts held-out pairs): one pair trains.
+    result = train(model, encode(tokenizer, synthetic_pairs(0, 1)), epochs=1, device="cpu",
+                   pad_id=tokenizer.pad_token_id)
+    assert len(result.step_losses) == 1 and result.final_loss == result.step_losses[0]
