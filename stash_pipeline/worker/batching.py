@@ -1,9 +1,8 @@
 """Batched reward reads: rows of token ids, grouped by length, scored at chosen positions.
 
-A reward model for sequence classification pools the score head at a sequence's last real token.
-For a causal decoder the hidden state at any position depends on the tokens up to it only, so the
-same head applied at an inner position gives the reward of that prefix: one forward over a trace
-reads every action that ends inside it. ``read_rows`` does both kinds of read with one mechanism.
+``read_rows`` runs rows in forwards of a device's token budget (``length_batches``) and reads each
+row's rewards with ``readout.read_rewards``: for a causal decoder at any token (one forward over a
+trace reads every action that ends inside it), for other models at the row's end.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from transformers.modeling_layers import GenericForSequenceClassification
+from stash_pipeline.worker.readout import pools_last_token, read_rewards, right_padded
 
 # Padded tokens per forward. On an accelerator, large batches amortise launch overhead (and a
 # 0.6B model's activations at 16 x 1024 tokens stay far within memory). On CPU the arithmetic is
@@ -58,17 +57,6 @@ def length_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]
     return batches
 
 
-def pools_last_token(model: Any) -> bool:
-    """Whether the model is a decoder whose classifier is ``score`` over the last token's state.
-
-    Only then may a reward be read at an inner position; other architectures (BERT pools its first
-    token) are scored through their own forward, one read per row at its end.
-    """
-    return isinstance(model, GenericForSequenceClassification) and isinstance(
-        getattr(model, "score", None), torch.nn.Linear
-    )
-
-
 def read_rows(model: Any, rows: Sequence[Row], *, pad_id: int | None,
               batch_tokens: int | None = None) -> dict[Hashable, float]:
     """The raw reward at every read of every row, batched by length, without gradients.
@@ -89,29 +77,10 @@ def read_rows(model: Any, rows: Sequence[Row], *, pad_id: int | None,
     with torch.inference_mode():
         for batch in length_batches([len(row.ids) for row in rows], batch_tokens):
             chosen = [rows[i] for i in batch]
-            width = len(chosen[0].ids)
-            # Right padding: real tokens keep positions 0..n-1, exactly as when scored alone.
-            ids = torch.full((len(chosen), width), pad_id, dtype=torch.long)
-            mask = torch.zeros((len(chosen), width), dtype=torch.long)
-            for r, row in enumerate(chosen):
-                ids[r, : len(row.ids)] = torch.tensor(row.ids, dtype=torch.long)
-                mask[r, : len(row.ids)] = 1
-            ids, mask = ids.to(device), mask.to(device)
-            if inner_reads:
-                values = _read_hidden(model, ids, chosen)
-            else:
-                values = model(input_ids=ids, attention_mask=mask).logits[:, 0].float().tolist()
+            ids, mask = right_padded([row.ids for row in chosen], pad_id, device)
+            rows_index = [r for r, row in enumerate(chosen) for _ in row.reads]
+            positions = [p for row in chosen for p, _ in row.reads]
+            values = read_rewards(model, ids, mask, rows_index, positions).float().tolist()
             keys = [key for row in chosen for _, key in row.reads]
             rewards.update(zip(keys, values))
     return rewards
-
-
-def _read_hidden(model: Any, ids: torch.Tensor, rows: Sequence[Row]) -> list[float]:
-    """The classifier's own pooling (score head on a token's final hidden state), at chosen tokens."""
-    base = getattr(model, model.base_model_prefix)
-    # No padding mask: rows are right-padded and attention is causal, so a real token never sees a
-    # pad; pads' own states are never read. A plain causal mask takes the fast attention kernel.
-    hidden = base(input_ids=ids).last_hidden_state
-    row_index = torch.tensor([r for r, row in enumerate(rows) for _ in row.reads], device=ids.device)
-    position = torch.tensor([p for row in rows for p, _ in row.reads], device=ids.device)
-    return model.score(hidden[row_index, position])[:, 0].float().tolist()

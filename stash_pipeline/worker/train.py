@@ -6,6 +6,8 @@ Speed comes from doing less arithmetic, not a leaner loop (see the ML notes):
   the window) is read inside that longer sequence;
 - a batch's sequences run grouped by length in forwards of the device's token budget (the
   scorer's ``length_batches``: on CPU one full 1024-token window a forward, which is fastest);
+- the last decoder layer runs at the read tokens only (``readout``: its other tokens only feed it
+  keys and values);
 - bf16 autocast over fp32 master weights where the device supports it.
 Batches themselves are drawn at random with seed 0, as TRL draws them (see ``shuffled_batches``).
 """
@@ -21,9 +23,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from stash_pipeline.worker.batching import default_batch_tokens, length_batches, pools_last_token
+from stash_pipeline.worker.batching import default_batch_tokens, length_batches
 from stash_pipeline.worker.modeling import autocast
 from stash_pipeline.worker.progress import LogProgress, Progress
+from stash_pipeline.worker.readout import pools_last_token, read_rewards, right_padded
 
 LEARNING_RATE = 1e-5
 BATCH_SIZE = 4  # pairs
@@ -142,24 +145,10 @@ def pair_rewards(model: Any, pairs: list[EncodedPair], device: str, *, pad_id: i
     reward_at: dict[tuple[int, int], torch.Tensor] = {}
     budget = batch_tokens or default_batch_tokens(device)
     for chunk in length_batches([len(sequence) for sequence in sequences], budget):
-        width = max(len(sequences[i]) for i in chunk)
-        ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(chunk), width), dtype=torch.long)
-        for row, s in enumerate(chunk):
-            ids[row, : len(sequences[s])] = torch.tensor(sequences[s])
-            mask[row, : len(sequences[s])] = 1
-        # Right padding: every real token keeps the position it has when scored alone.
-        ids, mask = ids.to(device), mask.to(device)
-        if share_prefixes:
-            base = getattr(model, model.base_model_prefix)
-            hidden = base(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
-            keys = [(s, p) for s in chunk for p in wanted[s]]
-            rows = torch.tensor([row for row, s in enumerate(chunk) for _ in wanted[s]], device=device)
-            positions = torch.tensor([p for _, p in keys], device=device)
-            values = model.score(hidden[rows, positions]).squeeze(-1)
-        else:
-            keys = [(s, len(sequences[s]) - 1) for s in chunk]
-            values = model(input_ids=ids, attention_mask=mask, use_cache=False).logits[:, 0]
+        ids, mask = right_padded([sequences[s] for s in chunk], pad_id, device)
+        keys = [(s, p) for s in chunk for p in wanted[s]]
+        rows = [row for row, s in enumerate(chunk) for _ in wanted[s]]
+        values = read_rewards(model, ids, mask, rows, [p for _, p in keys])
         reward_at.update(zip(keys, values))
 
     rewards = torch.stack([reward_at[read] for read in reads]).float()

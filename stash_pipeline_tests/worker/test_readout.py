@@ -1,0 +1,108 @@
+"""Reading rewards with the last layer run at read tokens only equals the model's own forward."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import (
+    AutoModelForSequenceClassification, BertConfig, LlamaConfig, Qwen2Config, Qwen3Config,
+)
+
+from stash_pipeline.worker.readout import (
+    READ_ONLY_LAST_LAYER, read_rewards, reads_last_layer_partly, right_padded,
+)
+
+SMALL = dict(vocab_size=97, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, pad_token_id=0)
+CONFIGS = {
+    "qwen3": lambda: Qwen3Config(head_dim=16, **SMALL),
+    "qwen2": lambda: Qwen2Config(**SMALL),
+    "llama": lambda: LlamaConfig(**SMALL),
+}
+# Rows of different lengths, several reads in one row, one read at a row's first token.
+SEQUENCES = [[5 + (7 * i) % 90 for i in range(120)], [3 + (11 * i) % 90 for i in range(75)], [9, 4]]
+READS = [(0, 119), (0, 40), (0, 0), (1, 74), (1, 30), (2, 1), (0, 40)]
+
+
+def classifier(model_type: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    config = CONFIGS[model_type]()
+    config.num_labels = 1
+    return AutoModelForSequenceClassification.from_config(config, attn_implementation="sdpa").float()
+
+
+def reference(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    """The model's own pooling: its full forward, the score head at each read token."""
+    base = getattr(model, model.base_model_prefix)
+    hidden = base(input_ids=ids).last_hidden_state
+    rows, positions = zip(*READS)
+    return model.score(hidden[list(rows), list(positions)])[:, 0]
+
+
+def test_covers_the_decoders_it_claims() -> None:
+    assert set(CONFIGS) == READ_ONLY_LAST_LAYER
+
+
+@pytest.mark.parametrize("model_type", sorted(CONFIGS))
+def test_rewards_equal_the_full_forward(model_type: str) -> None:
+    model = classifier(model_type).eval()
+    assert reads_last_layer_partly(model)
+    ids, mask = right_padded(SEQUENCES, 0, "cpu")
+    rows, positions = zip(*READS)
+    with torch.no_grad():
+        ours = read_rewards(model, ids, mask, rows, positions)
+        theirs = reference(model, ids)
+    assert torch.allclose(ours, theirs, atol=1e-5), (ours - theirs).abs().max()
+    # A row read alone gives the same rewards as inside a padded batch.
+    with torch.no_grad():
+        alone = read_rewards(model, torch.tensor([SEQUENCES[1]]), torch.ones(1, 75), [0, 0], [74, 30])
+    assert torch.allclose(alone, ours[3:5], atol=1e-5)
+
+
+@pytest.mark.parametrize("model_type", ["qwen3", "llama"])
+def test_gradients_equal_the_full_forward(model_type: str) -> None:
+    model = classifier(model_type).train()
+    ids, mask = right_padded(SEQUENCES, 0, "cpu")
+    rows, positions = zip(*READS)
+    read_rewards(model, ids, mask, rows, positions).sum().backward()
+    ours = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad(set_to_none=True)
+    reference(model, ids).sum().backward()
+    theirs = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+    assert ours.keys() == theirs.keys()
+    for name in ours:
+        assert torch.allclose(ours[name], theirs[name], atol=1e-5, rtol=1e-4), name
+
+
+def test_last_layer_runs_at_read_tokens_only() -> None:
+    model = classifier("qwen3").eval()
+    widths: list[int] = []
+    handle = model.model.layers[-1].mlp.register_forward_hook(
+        lambda _module, args, _out: widths.append(args[0].shape[1]))
+    ids, mask = right_padded(SEQUENCES, 0, "cpu")
+    rows, positions = zip(*READS)
+    with torch.no_grad():
+        read_rewards(model, ids, mask, rows, positions)
+    handle.remove()
+    # Row 0 has the most distinct reads (119, 40, 0): the MLP sees three tokens a row, not 120.
+    assert widths == [3]
+
+
+def test_other_attention_and_encoders_run_whole() -> None:
+    torch.manual_seed(0)
+    config = Qwen3Config(head_dim=16, **SMALL)
+    config.num_labels = 1
+    eager = AutoModelForSequenceClassification.from_config(config, attn_implementation="eager").eval()
+    assert not reads_last_layer_partly(eager)
+    ids, mask = right_padded(SEQUENCES, 0, "cpu")
+    rows, positions = zip(*READS)
+    with torch.no_grad():
+        assert torch.allclose(read_rewards(eager, ids, mask, rows, positions), reference(eager, ids),
+                              atol=1e-6)
+    bert = AutoModelForSequenceClassification.from_config(BertConfig(
+        vocab_size=97, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=64, num_labels=1)).eval()
+    with torch.no_grad():
+        ends = read_rewards(bert, ids, mask, [0, 1, 2], [119, 74, 1])
+        whole = bert(input_ids=ids, attention_mask=mask).logits[:, 0]
+    assert torch.equal(ends, whole)
