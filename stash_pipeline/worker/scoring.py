@@ -56,8 +56,11 @@ def plan_action_rows(tokenizer: Any, trace: Trace, audience: Audience, *,
     action_ids = list(ends)
     if not action_ids:
         return [], []
-    encoded = _token_ids(tokenizer, [full] + [full[: ends[a]] for a in action_ids])
-    full_ids, prefix_ids = encoded[0], encoded[1:]
+    full_ids, counts = _tokens_up_to(tokenizer, full, [ends[a] for a in action_ids])
+    unsure = [i for i, count in enumerate(counts) if count is None]
+    alone = dict(zip(unsure, _token_ids(tokenizer, [full[: ends[action_ids[i]]] for i in unsure])
+                     if unsure else []))
+    prefix_ids = [full_ids[:count] if count is not None else alone[i] for i, count in enumerate(counts)]
     head_reads: list[tuple[int, Hashable]] = []
     windows: list[Row] = []
     for action_id, ids in zip(action_ids, prefix_ids):
@@ -92,6 +95,35 @@ def score_trace_actions(model: Any, tokenizer: Any, traces: Sequence[Trace], aud
         rows.extend(windows)
     rewards = read_rows(model, rows, pad_id=tokenizer.pad_token_id, batch_tokens=batch_tokens)
     return {str(key): value for key, value in rewards.items()}
+
+
+def _tokens_up_to(tokenizer: Any, text: str, cuts: list[int]) -> tuple[list[int], list[int | None]]:
+    """``text``'s token ids and, per character cut, how many of them tokenising ``text[:cut]``
+    alone gives (``None`` where that is not certain, so the cut must be tokenised alone).
+
+    A fast tokenizer splits text at (unnormalised) added tokens (``<tool_call>``, ``<|im_end|>``)
+    before anything else and tokenises the pieces between them independently. So a cut right before an
+    added token (that strips no space on its left) or right after one (that strips none on its
+    right) leaves every piece before the cut whole: ``text[:cut]`` gives exactly the tokens of
+    ``text`` up to the cut. Every action of the project's template ends at such a cut, so one
+    tokenisation of the trace replaces one per action.
+    """
+    if not getattr(tokenizer, "is_fast", False):
+        return _token_ids(tokenizer, [text])[0], [None] * len(cuts)
+    encoded = tokenizer(text, add_special_tokens=False, truncation=False, verbose=False,
+                        return_offsets_mapping=True)
+    ids, offsets = list(encoded["input_ids"]), encoded["offset_mapping"]
+    # Added tokens matched before normalisation and stripping no neighbouring space.
+    hard = {token for token, added in tokenizer.added_tokens_decoder.items() if not added.normalized}
+    strips_left = {t for t in hard if tokenizer.added_tokens_decoder[t].lstrip}
+    strips_right = {t for t in hard if tokenizer.added_tokens_decoder[t].rstrip}
+    tokens_at: dict[int, int] = {len(text): len(ids)}
+    for index, (token, (start, end)) in enumerate(zip(ids, offsets)):
+        if token in hard and token not in strips_left:
+            tokens_at.setdefault(start, index)
+        if token in hard and token not in strips_right:
+            tokens_at.setdefault(end, index + 1)
+    return ids, [tokens_at.get(cut) for cut in cuts]
 
 
 def _token_ids(tokenizer: Any, texts: list[str]) -> list[list[int]]:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import copy
 import random
 from dataclasses import replace
 
 import pytest
 import torch
+from tokenizers import AddedToken
 from transformers import BertConfig, BertForSequenceClassification
 
 from stash_pipeline.core.traces import Message, ToolCall, Trace
-from stash_pipeline.worker import scoring
+from stash_pipeline.worker import render, scoring
 from stash_pipeline.worker.batching import Row, length_batches, pools_last_token, read_rows
 from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, tokenize
 from stash_pipeline.worker.render import cut_at_action, render_trace
@@ -43,13 +45,15 @@ def short_traces(tau2_sample):
     return [replace(trace, tools=()) for trace in tau2_sample]
 
 
+@torch.no_grad()
 def per_action_scores(model, tokenizer, traces, audience):
-    """The definition: each action's own rendering, scored alone, one forward each."""
+    """The definition: each action's own rendering, scored alone by the model's own forward."""
     scores = {}
     for trace in traces:
         for action in trace.actions():
             text = render_trace(tokenizer, cut_at_action(trace, action.id), audience, open_end=True)
-            scores[action.id] = score_texts(model, tokenizer, [text])[0]
+            ids = torch.tensor(tokenize(tokenizer, [text]))
+            scores[action.id] = model(input_ids=ids).logits[0, 0].item()
     return scores
 
 
@@ -145,6 +149,31 @@ def test_an_action_whose_tokens_merge_across_its_end_gets_its_own_window(model, 
     assert not heads and len(windows) == 1
     fast = score_trace_actions(model, tokenizer, [trace], "personal")
     assert abs(fast[action_id] - score_texts(model, tokenizer, [full[:cut]])[0]) <= TOLERANCE
+
+
+@pytest.mark.parametrize("audience", ["personal", "shared"])
+def test_every_action_ends_where_one_tokenisation_of_the_trace_serves(tokenizer, tau2_sample, audience):
+    for trace in tau2_sample + [multi_call_trace()]:
+        full, ends = render.action_end_offsets(tokenizer, trace, audience)
+        full_ids, counts = scoring._tokens_up_to(tokenizer, full, list(ends.values()))
+        assert None not in counts
+        alone = tokenizer([full[:end] for end in ends.values()], add_special_tokens=False)["input_ids"]
+        assert [full_ids[:count] for count in counts] == alone
+
+
+def test_a_cut_not_beside_an_added_token_is_tokenised_alone(tokenizer):
+    tokenizer = copy.deepcopy(tokenizer)
+    tokenizer.add_tokens([AddedToken("<mark>", lstrip=True, normalized=False)])
+    text = "ask the user <mark> then refund<|im_end|>"
+    cuts = [text.index("user") + 2, text.index("<mark>"), text.index("then"),
+            text.index("<mark>") + len("<mark>"), text.index("<|im_end|>"), len(text)]
+    ids, counts = scoring._tokens_up_to(tokenizer, text, cuts)
+    # Inside a word; before a token that strips the space on its left; after a space. Then after
+    # that token, before <|im_end|> and at the end, which are certain.
+    assert counts[:3] == [None, None, None]
+    assert None not in counts[3:]
+    for cut, count in zip(cuts[3:], counts[3:]):
+        assert ids[:count] == tokenizer(text[:cut], add_special_tokens=False)["input_ids"]
 
 
 def test_window_ids_are_the_tokens_training_sees(tokenizer, tau2_sample):
