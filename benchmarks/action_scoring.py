@@ -37,9 +37,9 @@ import torch
 
 from stash_pipeline.core.traces import Trace, trace_actions
 from stash_pipeline.importers import read_path
-from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer
+from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, tokenize
 from stash_pipeline.worker.render import AUDIENCES, Audience, cut_at_action, render_trace
-from stash_pipeline.worker.scoring import plan_action_rows, score_texts, score_trace_actions
+from stash_pipeline.worker.scoring import plan_action_rows, score_trace_actions
 from tiny_qwen3 import build_tiny_qwen3
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -80,13 +80,16 @@ def build_model(directory: Path, corpus: list[Trace], vocab_size: int) -> None:
 
 # --- the two scorers ------------------------------------------------------------------------------
 
+@torch.inference_mode()
 def naive_scores(model, tokenizer, traces: Sequence[Trace], audience: Audience) -> dict[str, float]:
-    """One forward per action, over that action's own rendering (the definition)."""
+    """One forward per action, over that action's own rendering (the definition), through the
+    model's own sequence-classification forward, with the training truncation."""
     scores = {}
     for trace in traces:
         for action in trace.actions():
             text = render_trace(tokenizer, cut_at_action(trace, action.id), audience, open_end=True)
-            scores[action.id] = score_texts(model, tokenizer, [text])[0]
+            ids = torch.tensor(tokenize(tokenizer, [text]))
+            scores[action.id] = model(input_ids=ids).logits[0, 0].item()
     return scores
 
 
