@@ -10,11 +10,12 @@ data), in one run, back to back, and must give the same scores (max abs differen
   (c) the same traces cut so that each fits the 1024-token window (messages dropped from the end).
 
 Beyond the window every action needs its own window (a different first token changes every
-state), so there the gain can only come from batching by length; within it, one forward per trace
-replaces one per action, so the ratio is bounded by (sum of the actions' prefix lengths) / (the one
-pass's length), about 2.3-2.8 on (c)'s sample, plus what batching buys. On a quiet 2-core CPU
-batching buys little (one 1024-token row 0.075 s, two 0.072 s a row, sixteen 0.073 s a row); on
-an oversubscribed one, batch-1 forwards stall on thread barriers and batching wins far more.
+state), so there the gain can only come from cheaper forwards (ours runs the last layer at the read
+token only) and batching by length; within it, one forward per trace replaces one per action, so
+the ratio is bounded by (sum of the actions' prefix lengths) / (the one pass's length), about
+2.3-2.8 on (c)'s sample, times the last-layer saving. On a quiet 2-core CPU batching buys little
+(one 1024-token row 0.075 s, two 0.072 s a row, sixteen 0.073 s a row); on an oversubscribed one,
+batch-1 forwards stall on thread barriers and batching wins far more.
 
 Usage: .venv/bin/python benchmarks/action_scoring.py [--traces N] [--repeats R] [--audience A]
 Prints per-set rates and median times, then ``fit_ratio: N`` (c), ``tau2_ratio: N`` (b) and last
