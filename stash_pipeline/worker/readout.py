@@ -5,13 +5,13 @@ causal decoder the state at any token depends on the tokens up to it only, so th
 inner token gives the reward of that prefix (``pools_last_token``): one forward over a trace reads
 every action that ends inside it. Other models (BERT pools its first token) are read at row ends.
 
-A reward is the score head on the final hidden state of one token, so of the last decoder layer
-only the rows at read tokens matter: the other tokens feed it keys and values, nothing more. For
-the decoders below, ``read_rewards`` runs the model up to its last layer as usual, takes that
-layer's keys and values for every token, and runs the rest of the layer (attention, MLP) for the
-read tokens only, each attending to the tokens up to itself. The result equals the model's own
-forward to float rounding, and the saving is that layer's work at every other token: about a
-quarter of the arithmetic on a 4-layer model, 1/28 on Qwen3-0.6B. Other models run whole.
+Since a reward is the score head on one token's final state, the last decoder layer matters only
+at read tokens: the other tokens feed it keys and values, nothing more. For the decoders below,
+``read_rewards`` runs the model up to its last layer as usual, takes that layer's keys and values
+for every token, and runs the rest of the layer (attention, MLP) for the read tokens only, each
+attending to the tokens up to itself. The result equals the model's own forward to float rounding;
+the saving is that layer's work at every other token: about a quarter of the arithmetic on a
+4-layer model, 1/28 on Qwen3-0.6B. Other models run whole.
 """
 
 from __future__ import annotations
