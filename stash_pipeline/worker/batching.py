@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
 from stash_pipeline.worker.readout import pools_last_token, read_rewards, right_padded
 
 # Padded tokens per forward. On an accelerator, large batches amortise launch overhead (and a

@@ -18,12 +18,13 @@ import torch
 from stash_pipeline.core.calibration import action_credit, calibrated_score
 from stash_pipeline.core.errors import NotFoundError
 from stash_pipeline.core.traces import Trace
-from stash_pipeline.worker.batching import Row, pools_last_token, read_rows
+from stash_pipeline.worker.batching import Row, read_rows
 from stash_pipeline.worker.checkpoint_loading import (
     ACTION_REWARD_STATS_FILE, REWARD_STATS_FILE, checkpoint_directory, read_stats as _read_stats,
     saved_audience as _saved_audience,
 )
 from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, tokenize
+from stash_pipeline.worker.readout import pools_last_token
 from stash_pipeline.worker.render import Audience, action_end_offsets, render_trace
 
 

@@ -12,8 +12,9 @@ from stash_pipeline.worker.readout import (
     READ_ONLY_LAST_LAYER, read_rewards, reads_last_layer_partly, right_padded,
 )
 
-SMALL = dict(vocab_size=97, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
-             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, pad_token_id=0)
+SMALL = {"vocab_size": 97, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 3,
+         "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256,
+         "pad_token_id": 0}
 CONFIGS = {
     "qwen3": lambda: Qwen3Config(head_dim=16, **SMALL),
     "qwen2": lambda: Qwen2Config(**SMALL),
@@ -70,8 +71,8 @@ def test_gradients_equal_the_full_forward(model_type: str) -> None:
     reference(model, ids).sum().backward()
     theirs = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
     assert ours.keys() == theirs.keys()
-    for name in ours:
-        assert torch.allclose(ours[name], theirs[name], atol=1e-5, rtol=1e-4), name
+    for name, gradient in ours.items():
+        assert torch.allclose(gradient, theirs[name], atol=1e-5, rtol=1e-4), name
 
 
 def test_last_layer_runs_at_read_tokens_only() -> None:

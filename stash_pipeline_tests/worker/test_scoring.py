@@ -13,8 +13,9 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from stash_pipeline.core.traces import Message, ToolCall, Trace
 from stash_pipeline.worker import render, scoring
-from stash_pipeline.worker.batching import Row, length_batches, pools_last_token, read_rows
+from stash_pipeline.worker.batching import Row, length_batches, read_rows
 from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, tokenize
+from stash_pipeline.worker.readout import pools_last_token
 from stash_pipeline.worker.render import cut_at_action, render_trace
 from stash_pipeline.worker.scoring import plan_action_rows, score_texts, score_trace_actions
 
@@ -110,7 +111,7 @@ def test_traces_longer_than_the_window_fall_back_to_exact_windows(model, tokeniz
 def test_a_wider_window_reads_whole_long_traces_in_one_pass(tiny_base_model, model, short_traces):
     wide = load_tokenizer(str(tiny_base_model), max_length=2048)
     traces = short_traces[:2]
-    heads, windows = read_counts(wide, traces, "personal")
+    heads, _ = read_counts(wide, traces, "personal")
     assert heads >= 8 and heads > read_counts(load_tokenizer(str(tiny_base_model)), traces, "personal")[0]
     fast = score_trace_actions(model, wide, traces, "personal")
     assert max_difference(fast, per_action_scores(model, wide, traces, "personal")) <= TOLERANCE
