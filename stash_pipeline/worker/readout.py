@@ -101,14 +101,11 @@ def read_rewards(model: Any, ids: torch.Tensor, mask: torch.Tensor, rows: Sequen
     """
     if not pools_last_token(model):  # callers read such a model at row ends only (read_rows checks)
         return model(input_ids=ids, attention_mask=mask).logits[list(rows), 0]
-    device = ids.device
-    row_index = torch.tensor(list(rows), dtype=torch.long, device=device)
-    position = torch.tensor(list(positions), dtype=torch.long, device=device)
     base = getattr(model, model.base_model_prefix)
-    if not reads_last_layer_partly(model):
-        hidden = base(input_ids=ids, use_cache=False).last_hidden_state
-        return model.score(hidden[row_index, position])[:, 0]
-    return model.score(_last_layer_at_reads(base, ids, list(rows), list(positions)))[:, 0]
+    if reads_last_layer_partly(model):
+        return model.score(_last_layer_at_reads(base, ids, list(rows), list(positions)))[:, 0]
+    hidden = base(input_ids=ids, use_cache=False).last_hidden_state
+    return model.score(hidden[list(rows), list(positions)])[:, 0]
 
 
 def _last_layer_at_reads(base: Any, ids: torch.Tensor, rows: list[int], positions: list[int]

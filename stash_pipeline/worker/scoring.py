@@ -59,8 +59,7 @@ def plan_action_rows(tokenizer: Any, trace: Trace, audience: Audience, *,
         return [], []
     full_ids, counts = _tokens_up_to(tokenizer, full, [ends[a] for a in action_ids])
     unsure = [i for i, count in enumerate(counts) if count is None]
-    alone = dict(zip(unsure, _token_ids(tokenizer, [full[: ends[action_ids[i]]] for i in unsure])
-                     if unsure else []))
+    alone = dict(zip(unsure, _token_ids(tokenizer, [full[: ends[action_ids[i]]] for i in unsure])))
     prefix_ids = [full_ids[:count] if count is not None else alone[i] for i, count in enumerate(counts)]
     head_reads: list[tuple[int, Hashable]] = []
     windows: list[Row] = []
@@ -103,10 +102,10 @@ def _tokens_up_to(tokenizer: Any, text: str, cuts: list[int]) -> tuple[list[int]
     alone gives (``None`` where that is not certain, so the cut must be tokenised alone).
 
     A fast tokenizer splits text at (unnormalised) added tokens (``<tool_call>``, ``<|im_end|>``)
-    before anything else and tokenises the pieces between them independently. So a cut right before an
-    added token (that strips no space on its left) or right after one (that strips none on its
-    right) leaves every piece before the cut whole: ``text[:cut]`` gives exactly the tokens of
-    ``text`` up to the cut. Every action of the project's template ends at such a cut, so one
+    before anything else and tokenises the pieces between them independently. So a cut right
+    before an added token (that strips no space on its left) or right after one (that strips none
+    on its right) leaves every piece before the cut whole: ``text[:cut]`` gives exactly the tokens
+    of ``text`` up to the cut. Every action of the project's template ends at such a cut, so one
     tokenisation of the trace replaces one per action.
     """
     if not getattr(tokenizer, "is_fast", False):
@@ -114,21 +113,22 @@ def _tokens_up_to(tokenizer: Any, text: str, cuts: list[int]) -> tuple[list[int]
     encoded = tokenizer(text, add_special_tokens=False, truncation=False, verbose=False,
                         return_offsets_mapping=True)
     ids, offsets = list(encoded["input_ids"]), encoded["offset_mapping"]
-    # Added tokens matched before normalisation and stripping no neighbouring space.
-    hard = {token for token, added in tokenizer.added_tokens_decoder.items() if not added.normalized}
-    strips_left = {t for t in hard if tokenizer.added_tokens_decoder[t].lstrip}
-    strips_right = {t for t in hard if tokenizer.added_tokens_decoder[t].rstrip}
+    added = tokenizer.added_tokens_decoder
+    cut_before = {t for t, a in added.items() if not a.normalized and not a.lstrip}
+    cut_after = {t for t, a in added.items() if not a.normalized and not a.rstrip}
     tokens_at: dict[int, int] = {len(text): len(ids)}
     for index, (token, (start, end)) in enumerate(zip(ids, offsets)):
-        if token in hard and token not in strips_left:
+        if token in cut_before:
             tokens_at.setdefault(start, index)
-        if token in hard and token not in strips_right:
+        if token in cut_after:
             tokens_at.setdefault(end, index + 1)
     return ids, [tokens_at.get(cut) for cut in cuts]
 
 
 def _token_ids(tokenizer: Any, texts: list[str]) -> list[list[int]]:
     """Untruncated token ids, tokenised exactly as ``modeling.tokenize`` does before it truncates."""
+    if not texts:
+        return []  # the tokenizer rejects an empty batch
     # verbose=False: the "longer than the maximum" warning is wrong here, we truncate ourselves.
     encoded = tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False)
     return [list(ids) for ids in encoded["input_ids"]]
