@@ -39,7 +39,8 @@ import torch
 from stash_pipeline.core.traces import Trace, trace_actions
 from stash_pipeline.importers import read_path
 from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, tokenize
-from stash_pipeline.worker.render import AUDIENCES, Audience, cut_at_action, render_trace
+from stash_pipeline.core.pair_builders import AUDIENCES, Audience
+from stash_pipeline.worker.render import cut_at_action, render_trace
 from stash_pipeline.worker.scoring import plan_action_rows, score_trace_actions
 from tiny_qwen3 import build_tiny_qwen3
 

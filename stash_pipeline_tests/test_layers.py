@@ -48,3 +48,17 @@ def test_core_imports_nothing_of_the_project_but_core():
         if name.startswith("stash_pipeline") and not name.startswith("stash_pipeline.core")
     ]
     assert offenders == []
+
+
+def test_the_worker_imports_only_core_and_the_job_contract():
+    """The worker runs in its own process (locally or on Modal): no store, Dagster or extraction."""
+    offenders = [
+        f"{path.relative_to(PACKAGE)}: {name}"
+        for path in (PACKAGE / "worker").rglob("*.py")
+        for name in imports_of(path)
+        if name.startswith("stash_pipeline")
+        and not name.startswith(("stash_pipeline.core", "stash_pipeline.worker",
+                                 "stash_pipeline.compute.job"))
+        and name != "stash_pipeline.compute"
+    ]
+    assert offenders == []

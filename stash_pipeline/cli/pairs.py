@@ -6,7 +6,7 @@ import argparse
 
 from stash_pipeline.cli.output import print_json
 from stash_pipeline.cli.store import open_store
-from stash_pipeline.core.sampling import DEFAULT_MAX_PAIRS
+from stash_pipeline.core.training_settings import DEFAULT_MAX_PAIRS
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:

@@ -10,7 +10,8 @@ from stash_pipeline.core.extraction_inputs import extraction_inputs
 from stash_pipeline.core.feedback import Comment, Feedback
 from stash_pipeline.core.pair_builders import Audience, audience_traces, build_feedback_pairs
 from stash_pipeline.core.pairs import SOURCE_KINDS, Pair
-from stash_pipeline.core.sampling import DEFAULT_MAX_PAIRS, cap_pairs
+from stash_pipeline.core.sampling import cap_pairs
+from stash_pipeline.core.training_settings import DEFAULT_MAX_PAIRS
 from stash_pipeline.core.split import NotEnoughPairsError, PairSplit, split_pairs
 from stash_pipeline.core.traces import Trace
 

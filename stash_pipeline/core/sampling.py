@@ -7,9 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from stash_pipeline.core.pairs import Pair
+from stash_pipeline.core.training_settings import DEFAULT_MAX_PAIRS, SEED
 
-DEFAULT_MAX_PAIRS = 4000
-SAMPLE_SEED = 0
 
 
 @dataclass(frozen=True)
@@ -19,7 +18,7 @@ class CappedPairs:
 
 
 def cap_pairs(pairs: Sequence[Pair], max_pairs: int = DEFAULT_MAX_PAIRS,
-              seed: int = SAMPLE_SEED) -> CappedPairs:
+              seed: int = SEED) -> CappedPairs:
     """At most ``max_pairs`` pairs, sorted by id; the same input in any order keeps the same."""
     if isinstance(max_pairs, bool) or not isinstance(max_pairs, int) or max_pairs < 1:
         raise ValueError(f"max_pairs must be a positive integer, got {max_pairs!r}")

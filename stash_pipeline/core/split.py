@@ -13,10 +13,8 @@ from dataclasses import dataclass
 
 from stash_pipeline.core.errors import StashError
 from stash_pipeline.core.pairs import Pair
+from stash_pipeline.core.training_settings import HOLDOUT_FRACTION, MIN_PAIRS, SEED
 
-HOLDOUT_FRACTION = 0.1
-SPLIT_SEED = 0
-MIN_PAIRS = 2
 
 
 class NotEnoughPairsError(StashError):
@@ -65,7 +63,7 @@ def held_out_count(trace_count: int, fraction: float = HOLDOUT_FRACTION) -> int:
     return min(trace_count - 1, max(1, int(trace_count * fraction)))
 
 
-def split_pairs(pairs: Sequence[Pair], seed: int = SPLIT_SEED,
+def split_pairs(pairs: Sequence[Pair], seed: int = SEED,
                 fraction: float = HOLDOUT_FRACTION) -> PairSplit:
     """Split ``pairs`` by source trace; raise NotEnoughPairsError under two pairs.
 

@@ -13,7 +13,8 @@ from stash_pipeline.core.feedback import Comment, Feedback
 from stash_pipeline.core.pair_builders import Audience, audience_traces, build_feedback_pairs
 from stash_pipeline.core.pair_report import pair_report
 from stash_pipeline.core.pairs import Pair
-from stash_pipeline.core.sampling import DEFAULT_MAX_PAIRS, cap_pairs
+from stash_pipeline.core.sampling import cap_pairs
+from stash_pipeline.core.training_settings import DEFAULT_MAX_PAIRS
 from stash_pipeline.core.split import PairSplit, split_pairs
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.extraction.config import ExtractionConfig

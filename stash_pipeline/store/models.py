@@ -11,15 +11,14 @@ from typing import Any
 import sqlalchemy as sa
 
 from stash_pipeline.core.errors import NotFoundError, StashError
+from stash_pipeline.core.training_settings import (
+    DEFAULT_BASE_MODEL, DEFAULT_EPOCHS, DEFAULT_MAX_PAIRS, ERROR_TAIL_CHARS,
+)
 from stash_pipeline.store import schema
 from stash_pipeline.store.accounts import ensure_accounts
 from stash_pipeline.store.scores import ActionScore, TraceScore, save_action_scores, save_scores
 
-DEFAULT_BASE_MODEL = "Qwen/Qwen3-0.6B"
-DEFAULT_EPOCHS = 1
-DEFAULT_MAX_PAIRS = 4000
 STATUSES = ("queued", "running", "succeeded", "failed")
-ERROR_TAIL = 2000  # the seed: error holds the last 2000 characters of worker.log
 # Extraction and the pair count are checked after queueing, so a queued job may fail directly.
 _NEXT = {"queued": {"running", "failed"}, "running": {"succeeded", "failed"}}
 
@@ -117,5 +116,5 @@ def mark_succeeded(connection: sa.Connection, model_id: str, *, metrics: dict[st
 
 
 def mark_failed(connection: sa.Connection, model_id: str, error: str) -> None:
-    _move(connection, model_id, "failed", error=error[-ERROR_TAIL:],
+    _move(connection, model_id, "failed", error=error[-ERROR_TAIL_CHARS:],
           finished_at=schema.utcnow())

@@ -8,10 +8,9 @@ from typing import Any, ContextManager
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+from stash_pipeline.core.training_settings import MAX_LENGTH
 from stash_pipeline.worker.render import CHAT_TEMPLATE, is_project_template
 
-# The seed: inputs retain the last 1024 tokens; longer texts lose their beginning.
-MAX_LENGTH = 1024
 # Sequence classification pools at the last token that is not the pad id, so the pad id must never
 # be a token a rendering can end with (renderings end with text, </tool_call> or a newline).
 PAD_TOKEN = "<|endoftext|>"

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 from importlib import resources
-from typing import Any, Literal
+from typing import Any
 
+from stash_pipeline.core.pair_builders import AUDIENCES, Audience
 from stash_pipeline.core.pairs import PairSide
 from stash_pipeline.core.traces import Trace, action_messages
 
-Audience = Literal["personal", "shared"]
-AUDIENCES: tuple[str, ...] = ("personal", "shared")
 
 CHAT_TEMPLATE: str = (
     resources.files("stash_pipeline.worker").joinpath("templates/chat_template.jinja").read_text()

@@ -23,9 +23,10 @@ from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.serialize import trace_from_dict
 from stash_pipeline.core.traces import Trace
-from stash_pipeline.core.split import MIN_PAIRS, NotEnoughPairsError
+from stash_pipeline.core.split import NotEnoughPairsError
+from stash_pipeline.core.training_settings import MIN_PAIRS
 from stash_pipeline.core.validation import validate_trace
-from stash_pipeline.worker import job as contract
+from stash_pipeline.compute import job as contract
 from stash_pipeline.worker.checkpoint import ARCHIVE_NAME, CHECKPOINT_DIR, archive, save_checkpoint
 from stash_pipeline.worker.checkpoint_loading import (
     ACTION_REWARD_STATS_FILE, REWARD_STATS_FILE, checkpoint_directory, read_stats,

@@ -23,14 +23,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from stash_pipeline.core.training_settings import BATCH_SIZE, LEARNING_RATE, SEED
 from stash_pipeline.worker.batching import default_batch_tokens, length_batches
 from stash_pipeline.worker.modeling import autocast
 from stash_pipeline.worker.progress import LogProgress, Progress
 from stash_pipeline.worker.readout import pools_last_token, read_rewards, right_padded
 
-LEARNING_RATE = 1e-5
-BATCH_SIZE = 4  # pairs
-SEED = 0
 # As Hugging Face's Trainer (and so TRL's RewardTrainer) does by default.
 MAX_GRAD_NORM = 1.0
 WEIGHT_DECAY = 0.0

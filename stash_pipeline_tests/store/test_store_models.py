@@ -6,7 +6,7 @@ from stash_pipeline.core.errors import NotFoundError
 from stash_pipeline.core.pairs import Pair, PairSide, pair_id
 from stash_pipeline.core.traces import action_messages
 from stash_pipeline.store import ActionScore, Store, StatusError, TraceScore
-from stash_pipeline.store.models import ERROR_TAIL
+from stash_pipeline.core.training_settings import ERROR_TAIL_CHARS
 from store_samples import make_record, make_trace
 
 
@@ -57,7 +57,7 @@ def test_failure_keeps_the_log_tail_and_status_is_final(store: Store, owned) -> 
     log = "start\n" + "x" * 3000 + "\nRuntimeError: fewer than 2 usable pairs"
     store.mark_failed(model.id, log)
     failed = store.get_reward_model(model.id)
-    assert failed.status == "failed" and failed.error == log[-ERROR_TAIL:]
+    assert failed.status == "failed" and failed.error == log[-ERROR_TAIL_CHARS:]
     assert failed.error.endswith("fewer than 2 usable pairs")
     with pytest.raises(StatusError):
         store.mark_running(model.id)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from stash_pipeline.core.errors import InputError
-from stash_pipeline.worker.job import (
+from stash_pipeline.compute.job import (
     JobSettings, failure_reason, read_jsonl, read_settings, write_job,
 )
 from stash_pipeline.worker.runner import main

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from stash_pipeline.core.training_settings import MAX_LENGTH
 from stash_pipeline.worker.modeling import (
-    MAX_LENGTH, load_reward_model, load_tokenizer, pick_device, tokenize,
+    load_reward_model, load_tokenizer, pick_device, tokenize,
 )
 
 

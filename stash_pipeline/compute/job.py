@@ -22,15 +22,14 @@ from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.serialize import trace_to_dict
 from stash_pipeline.core.traces import Trace
-from stash_pipeline.worker.render import AUDIENCES, Audience
+from stash_pipeline.core.pair_builders import AUDIENCES, Audience
+from stash_pipeline.core.training_settings import ERROR_TAIL_CHARS, MAX_LENGTH
 
 SETTINGS = "settings.json"
 TRAIN_PAIRS, EVAL_PAIRS, SCORE_TRACES = "train_pairs", "eval_pairs", "score_traces"
 PAIR_COLUMN, TRACE_COLUMN = "pair", "trace"
 METRICS, SCORES, ACTION_SCORES, LOG = "metrics.json", "scores.jsonl", "action_scores.jsonl", "worker.log"
 OUTPUT_KINDS: tuple[str, ...] = ("checkpoint", "scores", "action_scores")
-# The seed: on failure, error holds the last 2000 characters of worker.log.
-ERROR_TAIL_CHARS = 2000
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,7 @@ class JobSettings:
     seed: int = 0
     outputs: tuple[str, ...] = OUTPUT_KINDS
     excluded_cross_trace_pairs: int = 0  # from the split, reported in metrics
-    max_length: int = 1024
+    max_length: int = MAX_LENGTH
 
     @property
     def is_training(self) -> bool:
