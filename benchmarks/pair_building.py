@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 from stash_pipeline.core.pair_builders import build_feedback_pairs
-from stash_pipeline.core.pair_report import preview_pairs
 from stash_pipeline.core.sampling import cap_pairs
 from stash_pipeline.core.split import split_pairs
+from stash_pipeline.extraction.training_pairs import training_pairs
 from stash_pipeline.importers import read_path
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -36,7 +36,7 @@ def main() -> None:
         split = split_pairs(capped.pairs)
         build.append(time.perf_counter() - start)
         start = time.perf_counter()
-        report = preview_pairs(traces, feedback)
+        report = training_pairs(traces, feedback, extract=False).report
         whole.append(time.perf_counter() - start)
         print(f"round {round_index}: {len(pairs)} pairs from {len(traces)} traces, build+cap+split "
               f"{build[-1]:.3f} s (train {len(split.train)}, eval {len(split.eval)}), preview "

@@ -27,13 +27,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run_preview(args: argparse.Namespace) -> int:
-    from stash_pipeline.core.pair_report import preview_pairs
+    from stash_pipeline.extraction.training_pairs import training_pairs
     store = open_store()
     trace_ids = store.trace_ids() if args.all_traces else list(dict.fromkeys(args.trace_ids))
     traces = store.get_traces(trace_ids)
     feedback = store.feedback_for([t.id for t in traces])
-    report = preview_pairs(traces, feedback, audience="shared" if args.shared else "personal",
-                           max_pairs=args.max_pairs)
+    report = training_pairs(traces, feedback, audience="shared" if args.shared else "personal",
+                            max_pairs=args.max_pairs, extract=False).report
     if args.json:
         print_json(report)
     else:

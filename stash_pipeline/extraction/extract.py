@@ -48,14 +48,19 @@ def extract_pairs(items: Sequence[ExtractionInput], extractor: Extractor) -> Ext
                             tuple(collected.skipped), len(items))
 
 
-def extract_feedback_pairs(traces: Sequence[Trace], comments: Iterable[Comment],
-                           audience: Audience = "personal",
-                           config: ExtractionConfig | None = None) -> ExtractionResult:
+def extract_items(items: Sequence[ExtractionInput],
+                  config: ExtractionConfig | None = None) -> ExtractionResult:
     """Extraction for a training job: no request (and no key needed) when nothing needs one."""
-    items = extraction_inputs(traces, comments, audience)
     if not items:
         return ExtractionResult()
     from stash_pipeline.extraction.client import AnthropicExtractor  # the SDK only when needed
 
     extractor = AnthropicExtractor(config or ExtractionConfig.from_env(), pending_traces=len(items))
     return extract_pairs(items, extractor)
+
+
+def extract_feedback_pairs(traces: Sequence[Trace], comments: Iterable[Comment],
+                           audience: Audience = "personal",
+                           config: ExtractionConfig | None = None) -> ExtractionResult:
+    """The extraction pairs of these traces' comments, corrections and (personal) assessment."""
+    return extract_items(extraction_inputs(traces, comments, audience), config)

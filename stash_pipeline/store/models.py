@@ -10,17 +10,18 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from stash_pipeline.core.errors import NotFoundError, StashError
-from stash_pipeline.core.training_settings import (
-    DEFAULT_BASE_MODEL, DEFAULT_EPOCHS, DEFAULT_MAX_PAIRS, ERROR_TAIL_CHARS,
-)
+from stash_pipeline.core.errors import InputError, NotFoundError, StashError
+from stash_pipeline.core.requests import RewardModelRequest
+from stash_pipeline.core.training_settings import ERROR_TAIL_CHARS
 from stash_pipeline.store import schema
-from stash_pipeline.store.accounts import ensure_accounts
+from stash_pipeline.store.batching import chunks
 from stash_pipeline.store.scores import ActionScore, TraceScore, save_action_scores, save_scores
 
 STATUSES = ("queued", "running", "succeeded", "failed")
 # Extraction and the pair count are checked after queueing, so a queued job may fail directly.
-_NEXT = {"queued": {"running", "failed"}, "running": {"succeeded", "failed"}}
+# A failed model may run again once requeued (`rm retry`, or a re-executed Dagster run).
+_NEXT = {"queued": {"running", "failed"}, "running": {"succeeded", "failed"},
+         "failed": {"queued"}}
 
 rm = schema.reward_models
 
@@ -45,6 +46,8 @@ class RewardModelRecord:
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    attempt: int = 0  # runs started so far
+    score_generation: int = 0  # "Score again" requests so far
 
 
 def _record(row: sa.Row) -> RewardModelRecord:
@@ -53,16 +56,30 @@ def _record(row: sa.Row) -> RewardModelRecord:
     return RewardModelRecord(**data)
 
 
-def create_reward_model(connection: sa.Connection, *, owner: str, name: str,
-                        trace_ids: Sequence[str], base_model: str = DEFAULT_BASE_MODEL,
-                        epochs: int = DEFAULT_EPOCHS, max_pairs: int = DEFAULT_MAX_PAIRS,
+def create_reward_model(connection: sa.Connection, owner: str, request: RewardModelRequest, *,
                         model_id: str | None = None) -> RewardModelRecord:
-    """A queued model. Checking the request (trace ownership, field values) is the caller's."""
-    ensure_accounts(connection, [owner])
+    """A queued model for a validated request, once its traces are known to be the owner's.
+
+    An account that existed before the rollout has no reward models: NotFoundError (the API's 404).
+    A trace that is missing or another account's is an InputError on ``trace_ids`` (the API's 422),
+    naming the trace but not saying which of the two it is.
+    """
+    account = connection.execute(sa.select(schema.accounts.c.reward_models_enabled)
+                                 .where(schema.accounts.c.id == owner)).one_or_none()
+    if account is not None and not account.reward_models_enabled:
+        raise NotFoundError("reward models are not available to this account")
+    t = schema.traces
+    owned: set[str] = set()
+    for chunk in chunks(list(request.trace_ids)):
+        owned.update(connection.scalars(
+            sa.select(t.c.id).where(t.c.id.in_(chunk), t.c.owner == owner)))
+    for index, trace_id in enumerate(request.trace_ids):
+        if trace_id not in owned:
+            raise InputError(f"no trace {trace_id} of yours", record="request",
+                             field=f"trace_ids[{index}]")
     model_id = model_id or str(uuid.uuid4())
-    connection.execute(rm.insert().values(
-        id=model_id, owner=owner, name=name, trace_ids=list(trace_ids), base_model=base_model,
-        epochs=epochs, max_pairs=max_pairs, status="queued"))
+    connection.execute(rm.insert().values(id=model_id, owner=owner, status="queued",
+                                          **request.to_dict()))
     return get_reward_model(connection, model_id)
 
 
@@ -88,19 +105,50 @@ def list_reward_models(connection: sa.Connection, owner: str | None = None,
     return [_record(row) for row in connection.execute(query)]
 
 
-def _move(connection: sa.Connection, model_id: str, status: str, **values: Any) -> None:
-    current = get_reward_model(connection, model_id).status
-    if status not in _NEXT.get(current, ()):
-        raise StatusError(f"reward model {model_id} is {current}; it cannot become {status}")
-    # The status guard makes concurrent transitions safe: only one of two racing updates matches.
-    result = connection.execute(rm.update().where(rm.c.id == model_id, rm.c.status == current)
-                                .values(status=status, **values))
+def _move(connection: sa.Connection, model_id: str, status: str, **values: Any) -> RewardModelRecord:
+    current = get_reward_model(connection, model_id)
+    if status not in _NEXT.get(current.status, ()):
+        raise StatusError(f"reward model {model_id} is {current.status}; it cannot become {status}")
+    # The status and attempt guard makes concurrent transitions safe: one racing update matches.
+    result = connection.execute(
+        rm.update().where(rm.c.id == model_id, rm.c.status == current.status,
+                          rm.c.attempt == current.attempt).values(status=status, **values))
     if result.rowcount != 1:
         raise StatusError(f"reward model {model_id} changed status concurrently")
+    return current
 
 
-def mark_running(connection: sa.Connection, model_id: str) -> None:
-    _move(connection, model_id, "running", started_at=schema.utcnow())
+def mark_running(connection: sa.Connection, model_id: str) -> int:
+    """Start a run of a queued model; returns its attempt number (1 for the first run)."""
+    before = _move(connection, model_id, "running", started_at=schema.utcnow(),
+                   attempt=rm.c.attempt + 1, error=None, finished_at=None)
+    return before.attempt + 1
+
+
+def requeue(connection: sa.Connection, model_id: str) -> None:
+    """A failed model goes back to the queue; the sensor starts its next attempt."""
+    _move(connection, model_id, "queued", error=None, finished_at=None)
+
+
+def request_score_again(connection: sa.Connection, model_id: str) -> int:
+    """Ask for a fresh scoring run of a succeeded model's checkpoint; returns the request number."""
+    model = get_reward_model(connection, model_id)
+    if model.status != "succeeded":
+        raise StatusError(f"reward model {model_id} is {model.status}; only a succeeded model "
+                          "has a checkpoint to score with")
+    connection.execute(rm.update().where(rm.c.id == model_id)
+                       .values(score_generation=rm.c.score_generation + 1))
+    return model.score_generation + 1
+
+
+def replace_scores(connection: sa.Connection, model_id: str, *, scores: Sequence[TraceScore],
+                   scored: dict[str, int], action_scores: Sequence[ActionScore] = ()) -> None:
+    """A Score again run's results: the model's scores of these traces, replaced together."""
+    if get_reward_model(connection, model_id).status != "succeeded":
+        raise StatusError(f"reward model {model_id} is not succeeded; its scores cannot change")
+    save_scores(connection, scores)
+    if action_scores or scored:
+        save_action_scores(connection, model_id, scored, action_scores)
 
 
 def mark_succeeded(connection: sa.Connection, model_id: str, *, metrics: dict[str, Any],

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import sqlalchemy as sa
 
 from stash_pipeline.core.pairs import Pair
 from stash_pipeline.store import schema
+from stash_pipeline.store.batching import chunks
 
 p = schema.pairs
 # core.pairs.Pair.to_dict's keys are the table's columns, except the sides, stored as JSON.
@@ -23,9 +24,12 @@ def _owner_clause(reward_model_id: str | None, candidate: str | None) -> sa.Colu
     return p.c.candidate == candidate
 
 
+SPLITS = ("train", "eval", "excluded")
+
+
 def save_pairs(connection: sa.Connection, pairs: Sequence[Pair], *,
                reward_model_id: str | None = None, candidate: str | None = None) -> int:
-    """Replace the pairs of that model or candidate; their order is kept."""
+    """Replace the pairs of that model or candidate (not yet split); their order is kept."""
     connection.execute(p.delete().where(_owner_clause(reward_model_id, candidate)))
     if pairs:
         connection.execute(p.insert(), [
@@ -36,8 +40,25 @@ def save_pairs(connection: sa.Connection, pairs: Sequence[Pair], *,
     return len(pairs)
 
 
+def save_split(connection: sa.Connection, splits: Mapping[str, str], *,
+               reward_model_id: str | None = None, candidate: str | None = None) -> None:
+    """Label each stored pair (by pair id) train, eval or excluded; every pair must get a label."""
+    owner = _owner_clause(reward_model_id, candidate)
+    stored = set(connection.scalars(sa.select(p.c.id).where(owner)))
+    if stored != set(splits) or not set(splits.values()) <= set(SPLITS):
+        raise ValueError(f"a split labels every stored pair {SPLITS}: {len(stored)} stored, "
+                         f"{len(splits)} labelled")
+    for label in SPLITS:
+        ids = sorted(pair_id for pair_id, value in splits.items() if value == label)
+        for chunk in chunks(ids):
+            connection.execute(p.update().where(owner, p.c.id.in_(chunk)).values(split=label))
+
+
 def load_pairs(connection: sa.Connection, *, reward_model_id: str | None = None,
-               candidate: str | None = None) -> list[Pair]:
+               candidate: str | None = None, split: str | None = None) -> list[Pair]:
+    """The stored pairs in order; with ``split``, only those labelled so."""
     query = (sa.select(*(p.c[name] for name in _COLUMNS))
              .where(_owner_clause(reward_model_id, candidate)).order_by(p.c.position))
+    if split is not None:
+        query = query.where(p.c.split == split)
     return [Pair.from_dict(row._asdict()) for row in connection.execute(query)]

@@ -142,6 +142,10 @@ reward_models = sa.Table(
     _created(),
     sa.Column("started_at", sa.DateTime(timezone=True)),
     sa.Column("finished_at", sa.DateTime(timezone=True)),
+    # Runs started for the model (a retry starts another); run keys and job directories use it.
+    sa.Column("attempt", sa.Integer, nullable=False, server_default="0"),
+    # "Score again" requests made; the sensor launches one scoring run for each.
+    sa.Column("score_generation", sa.Integer, nullable=False, server_default="0"),
 )
 
 # Every pair a model trained on, with its provenance. A pair belongs to exactly one user: a
@@ -153,6 +157,8 @@ pairs = sa.Table(
     sa.Column("reward_model_id", ID, sa.ForeignKey("reward_models.id"), index=True),
     sa.Column("candidate", sa.String(128), index=True),
     sa.Column("position", sa.Integer, nullable=False),
+    # "train", "eval" or "excluded" (crossing the split) once split; null before.
+    sa.Column("split", sa.String(8)),
     sa.Column("kind", sa.String(16), nullable=False),
     sa.Column("source_kind", sa.String(32), nullable=False),
     sa.Column("source_id", sa.String(256), nullable=False),

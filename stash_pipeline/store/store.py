@@ -10,6 +10,7 @@ import sqlalchemy as sa
 
 from stash_pipeline.core.feedback import Feedback
 from stash_pipeline.core.pairs import Pair
+from stash_pipeline.core.requests import RewardModelRequest
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.store import accounts, engine, feedback, imports, models, pairs, releases
@@ -103,10 +104,12 @@ class Store:
             return accounts.account_by_key_hash(c, api_key_hash)
 
     # Reward models
-    def create_reward_model(self, **fields: Any) -> RewardModelRecord:
-        """Fields: owner, name, trace_ids, base_model, epochs, max_pairs, model_id."""
+    def create_reward_model(self, owner: str, request: RewardModelRequest, *,
+                            model_id: str | None = None) -> RewardModelRecord:
+        """A queued model; InputError for a trace that is not the owner's, NotFoundError for an
+        account without reward models."""
         with self.transaction() as c:
-            return models.create_reward_model(c, **fields)
+            return models.create_reward_model(c, owner, request, model_id=model_id)
 
     def get_reward_model(self, model_id: str, owner: str | None = None) -> RewardModelRecord:
         with self.transaction() as c:
@@ -117,9 +120,25 @@ class Store:
         with self.transaction() as c:
             return models.list_reward_models(c, owner, status)
 
-    def mark_running(self, model_id: str) -> None:
+    def mark_running(self, model_id: str) -> int:
+        """Start a run of a queued model; returns the attempt number."""
         with self.transaction() as c:
-            models.mark_running(c, model_id)
+            return models.mark_running(c, model_id)
+
+    def requeue(self, model_id: str) -> None:
+        with self.transaction() as c:
+            models.requeue(c, model_id)
+
+    def request_score_again(self, model_id: str) -> int:
+        with self.transaction() as c:
+            return models.request_score_again(c, model_id)
+
+    def replace_scores(self, model_id: str, *, scores: Sequence[TraceScore],
+                       scored: Mapping[str, int],
+                       action_scores: Sequence[ActionScore] = ()) -> None:
+        with self.transaction() as c:
+            models.replace_scores(c, model_id, scores=scores, scored=dict(scored),
+                                  action_scores=action_scores)
 
     def mark_succeeded(self, model_id: str, *, metrics: dict[str, Any], checkpoint_uri: str,
                        scored: Mapping[str, int] | None = None,
@@ -141,10 +160,16 @@ class Store:
             return pairs.save_pairs(c, items, reward_model_id=reward_model_id,
                                     candidate=candidate)
 
-    def load_pairs(self, *, reward_model_id: str | None = None,
-                   candidate: str | None = None) -> list[Pair]:
+    def save_split(self, splits: Mapping[str, str], *, reward_model_id: str | None = None,
+                   candidate: str | None = None) -> None:
         with self.transaction() as c:
-            return pairs.load_pairs(c, reward_model_id=reward_model_id, candidate=candidate)
+            pairs.save_split(c, splits, reward_model_id=reward_model_id, candidate=candidate)
+
+    def load_pairs(self, *, reward_model_id: str | None = None, candidate: str | None = None,
+                   split: str | None = None) -> list[Pair]:
+        with self.transaction() as c:
+            return pairs.load_pairs(c, reward_model_id=reward_model_id, candidate=candidate,
+                                    split=split)
 
     # Scores
     def save_scores(self, items: Sequence[TraceScore]) -> int:

@@ -51,5 +51,25 @@ def test_too_few_pairs_is_the_clear_error(fake_anthropic, extraction_config):
     fake_anthropic.reply_tool({"preferences": [], "skipped": [
         {"source_id": "k", "reason": "not actionable"}]})
     plain = Trace("t", (Message("user", "hi"), Message("assistant", "hello")))
+    result = training_pairs([plain], [Comment("k", "t", "nice")], config=extraction_config)
+    assert result.split is None and "found 0" in result.report["error"]
+    assert result.report["skipped_ambiguous"] == 1
     with pytest.raises(NotEnoughPairsError, match="found 0"):
-        training_pairs([plain], [Comment("k", "t", "nice")], config=extraction_config)
+        result.require_split()
+
+
+def test_the_preview_calls_no_model_and_counts_what_would_be_extracted():
+    result = training_pairs(TRACES, RATINGS, extract=False, config=ExtractionConfig(api_key=None))
+    pending = result.report["pending_extraction"]
+    assert result.report["extraction_requests"] == 0 and pending["traces"] == 12
+    assert (pending["correction"], pending["assessment"]) == (12, 24)
+    assert result.report["pairs"] == 12 and result.split is not None
+
+
+def test_a_deployment_without_extraction_trains_on_deterministic_pairs():
+    config = ExtractionConfig.from_env({"STASH_EXTRACTION": "off"})
+    result = training_pairs(TRACES, RATINGS, config=config)
+    assert result.report["extraction"] == "off" and result.report["pairs"] == 12
+    assert result.report["pending_extraction"]["traces"] == 12
+    with pytest.raises(ValueError, match="STASH_EXTRACTION"):
+        ExtractionConfig.from_env({"STASH_EXTRACTION": "maybe"})

@@ -2,12 +2,17 @@ from __future__ import annotations
 
 import pytest
 
-from stash_pipeline.core.errors import NotFoundError
+from stash_pipeline.core.errors import InputError, NotFoundError
+from stash_pipeline.core.requests import RewardModelRequest, parse_reward_model_request
 from stash_pipeline.core.pairs import Pair, PairSide, pair_id
 from stash_pipeline.core.traces import action_messages
 from stash_pipeline.store import ActionScore, Store, StatusError, TraceScore
 from stash_pipeline.core.training_settings import ERROR_TAIL_CHARS
 from store_samples import make_record, make_trace
+
+
+def request(name: str, trace_ids: list[str], **fields) -> RewardModelRequest:
+    return parse_reward_model_request({"name": name, "trace_ids": trace_ids, **fields})
 
 
 @pytest.fixture
@@ -17,7 +22,7 @@ def owned(store: Store) -> list[str]:
 
 
 def test_create_defaults_and_ownership(store: Store, owned) -> None:
-    model = store.create_reward_model(owner="ana", name="refund-policy-v2", trace_ids=owned)
+    model = store.create_reward_model("ana", request("refund-policy-v2", owned))
     assert (model.status, model.base_model, model.epochs, model.max_pairs) == \
         ("queued", "Qwen/Qwen3-0.6B", 1, 4000)
     assert model.trace_ids == ("t0", "t1") and model.started_at is None
@@ -31,7 +36,7 @@ def test_create_defaults_and_ownership(store: Store, owned) -> None:
 
 
 def test_success_stores_metrics_checkpoint_and_scores_together(store: Store, owned) -> None:
-    model = store.create_reward_model(owner="ana", name="m", trace_ids=owned, epochs=2)
+    model = store.create_reward_model("ana", request("m", owned, epochs=2))
     store.mark_running(model.id)
     assert store.get_reward_model(model.id).started_at is not None
     action = make_trace("t0").actions()[0]
@@ -52,7 +57,7 @@ def test_success_stores_metrics_checkpoint_and_scores_together(store: Store, own
 
 
 def test_failure_keeps_the_log_tail_and_status_is_final(store: Store, owned) -> None:
-    model = store.create_reward_model(owner="ana", name="m", trace_ids=owned)
+    model = store.create_reward_model("ana", request("m", owned))
     store.mark_running(model.id)
     log = "start\n" + "x" * 3000 + "\nRuntimeError: fewer than 2 usable pairs"
     store.mark_failed(model.id, log)
@@ -67,7 +72,7 @@ def test_failure_keeps_the_log_tail_and_status_is_final(store: Store, owned) -> 
 
 
 def test_a_queued_model_may_fail_but_not_succeed(store: Store, owned) -> None:
-    model = store.create_reward_model(owner="ana", name="m", trace_ids=owned)
+    model = store.create_reward_model("ana", request("m", owned))
     with pytest.raises(StatusError):
         store.mark_succeeded(model.id, metrics={}, checkpoint_uri="s3://x",
                              scores=[TraceScore("t0", 1, model.id, 1.0)])
@@ -95,7 +100,7 @@ def _pairs() -> list[Pair]:
 
 
 def test_pairs_round_trip_exactly(store: Store, owned) -> None:
-    model = store.create_reward_model(owner="ana", name="m", trace_ids=owned)
+    model = store.create_reward_model("ana", request("m", owned))
     pairs = _pairs()
     assert store.save_pairs(pairs, reward_model_id=model.id) == 3
     assert store.load_pairs(reward_model_id=model.id) == pairs
@@ -108,3 +113,46 @@ def test_pairs_round_trip_exactly(store: Store, owned) -> None:
         store.load_pairs()
     with pytest.raises(ValueError):
         store.save_pairs(pairs, reward_model_id=model.id, candidate="both")
+
+
+def test_bad_requests_never_reach_the_table(store: Store, owned) -> None:
+    store.import_traces([make_record(make_trace("b0", owner="bo"))])
+    with pytest.raises(InputError) as unowned:
+        store.create_reward_model("ana", request("m", ["t0", "b0"]))
+    assert unowned.value.field == "trace_ids[1]" and "b0" in str(unowned.value)
+    with pytest.raises(InputError):
+        store.create_reward_model("ana", request("m", ["nowhere"]))
+    store.create_account("old", reward_models_enabled=False)
+    with pytest.raises(NotFoundError):
+        store.create_reward_model("old", request("m", owned))
+    assert store.list_reward_models() == []
+
+
+def test_retry_runs_a_new_attempt_and_score_again_counts_requests(store: Store, owned) -> None:
+    model = store.create_reward_model("ana", request("m", owned))
+    assert store.mark_running(model.id) == 1
+    store.mark_failed(model.id, "worker killed (signal 9)")
+    with pytest.raises(StatusError):
+        store.request_score_again(model.id)
+    store.requeue(model.id)
+    queued = store.get_reward_model(model.id)
+    assert (queued.status, queued.error, queued.attempt) == ("queued", None, 1)
+    assert store.mark_running(model.id) == 2
+    store.mark_succeeded(model.id, metrics={}, checkpoint_uri="file:///m.tar.gz",
+                         scores=[TraceScore("t0", 1, model.id, 1.0)])
+    assert store.request_score_again(model.id) == 1
+    assert store.request_score_again(model.id) == 2
+    store.replace_scores(model.id, scores=[TraceScore("t0", 1, model.id, 2.0, 0.6)], scored={})
+    assert store.scores_for("t0") == [TraceScore("t0", 1, model.id, 2.0, 0.6)]
+
+
+def test_a_split_labels_every_stored_pair(store: Store, owned) -> None:
+    model = store.create_reward_model("ana", request("m", owned))
+    pairs = _pairs()
+    store.save_pairs(pairs, reward_model_id=model.id)
+    with pytest.raises(ValueError):
+        store.save_split({pairs[0].id: "train"}, reward_model_id=model.id)
+    store.save_split({pairs[0].id: "train", pairs[1].id: "train", pairs[2].id: "eval"},
+                     reward_model_id=model.id)
+    assert store.load_pairs(reward_model_id=model.id, split="train") == pairs[:2]
+    assert store.load_pairs(reward_model_id=model.id, split="eval") == pairs[2:]
