@@ -1,4 +1,4 @@
-"""The store suite runs against SQLite (a file per test) and the real PostgreSQL server.
+"""Store fixtures for every suite: SQLite (a file per test) and the real PostgreSQL server.
 
 PostgreSQL gets a fresh database per test session (``stash_test_<random>``), dropped afterwards, so
 parallel runs never meet; each test starts from empty tables.
