@@ -29,6 +29,11 @@ SETTINGS = "settings.json"
 TRAIN_PAIRS, EVAL_PAIRS, SCORE_TRACES = "train_pairs", "eval_pairs", "score_traces"
 PAIR_COLUMN, TRACE_COLUMN = "pair", "trace"
 METRICS, SCORES, ACTION_SCORES, LOG = "metrics.json", "scores.jsonl", "action_scores.jsonl", "worker.log"
+LOSSES = "losses.json"  # the Bradley-Terry loss of every training step, for the loss curve
+CHECKPOINT_DIR, ARCHIVE_NAME = "reward-model", "reward-model.tar.gz"  # outputs of a training job
+# A scoring-only job's checkpoint, when the caller downloads it into the job directory.
+CHECKPOINT_INPUT = "checkpoint.tar.gz"
+INPUT_FILES = (SETTINGS, *(f"{name}.jsonl" for name in (TRAIN_PAIRS, EVAL_PAIRS, SCORE_TRACES)))
 OUTPUT_KINDS: tuple[str, ...] = ("checkpoint", "scores", "action_scores")
 
 
@@ -119,7 +124,14 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
 
 
-def failure_reason(job_dir: Path) -> str:
-    """What a failed model's ``error`` holds: the last 2000 characters of worker.log."""
+def failure_reason(job_dir: Path, exit_code: int | None = None) -> str:
+    """What a failed model's ``error`` holds: the last 2000 characters of worker.log.
+
+    A worker killed by a signal (negative exit status) cannot say so itself after a ``kill -9``:
+    the caller's exit status does, as the last line.
+    """
     path = job_dir / LOG
-    return path.read_text(errors="replace")[-ERROR_TAIL_CHARS:] if path.is_file() else "worker.log missing"
+    text = path.read_text(errors="replace") if path.is_file() else "worker.log missing"
+    if exit_code is not None and exit_code < 0:
+        text = f"{text.rstrip()}\nworker killed (signal {-exit_code})"
+    return text[-ERROR_TAIL_CHARS:]

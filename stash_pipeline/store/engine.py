@@ -12,14 +12,19 @@ from alembic.config import Config
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 
+def stash_home() -> Path:
+    """``STASH_HOME`` (default ``./.stash``): where the embedded defaults live, created."""
+    home = Path(os.environ.get("STASH_HOME") or ".stash").resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
 def database_url_from_env() -> str:
     """``DATABASE_URL``, else a SQLite file under ``STASH_HOME`` (default ``./.stash``), created."""
     url = os.environ.get("DATABASE_URL")
     if url:
         return normalize_url(url)
-    home = Path(os.environ.get("STASH_HOME") or ".stash")
-    home.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{home.resolve() / 'stash.db'}"
+    return f"sqlite:///{stash_home() / 'stash.db'}"
 
 
 def normalize_url(url: str) -> str:

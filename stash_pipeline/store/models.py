@@ -46,7 +46,8 @@ class RewardModelRecord:
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
-    attempt: int = 0  # runs started so far
+    attempt: int = 1  # times queued: 1, and one more for each retry; names the run and its job
+    run_id: str | None = None  # the orchestrator's run of the current attempt
     score_generation: int = 0  # "Score again" requests so far
 
 
@@ -78,7 +79,7 @@ def create_reward_model(connection: sa.Connection, owner: str, request: RewardMo
             raise InputError(f"no trace {trace_id} of yours", record="request",
                              field=f"trace_ids[{index}]")
     model_id = model_id or str(uuid.uuid4())
-    connection.execute(rm.insert().values(id=model_id, owner=owner, status="queued",
+    connection.execute(rm.insert().values(id=model_id, owner=owner, status="queued", attempt=1,
                                           **request.to_dict()))
     return get_reward_model(connection, model_id)
 
@@ -118,16 +119,15 @@ def _move(connection: sa.Connection, model_id: str, status: str, **values: Any) 
     return current
 
 
-def mark_running(connection: sa.Connection, model_id: str) -> int:
-    """Start a run of a queued model; returns its attempt number (1 for the first run)."""
-    before = _move(connection, model_id, "running", started_at=schema.utcnow(),
-                   attempt=rm.c.attempt + 1, error=None, finished_at=None)
-    return before.attempt + 1
+def mark_running(connection: sa.Connection, model_id: str, run_id: str | None = None) -> int:
+    """Start the run of a queued model's attempt; returns the attempt number."""
+    return _move(connection, model_id, "running", started_at=schema.utcnow(), run_id=run_id,
+                 error=None, finished_at=None).attempt
 
 
 def requeue(connection: sa.Connection, model_id: str) -> None:
-    """A failed model goes back to the queue; the sensor starts its next attempt."""
-    _move(connection, model_id, "queued", error=None, finished_at=None)
+    """A failed model goes back to the queue as a new attempt, which the sensor starts."""
+    _move(connection, model_id, "queued", attempt=rm.c.attempt + 1, error=None, finished_at=None)
 
 
 def request_score_again(connection: sa.Connection, model_id: str) -> int:

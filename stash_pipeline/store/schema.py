@@ -142,8 +142,10 @@ reward_models = sa.Table(
     _created(),
     sa.Column("started_at", sa.DateTime(timezone=True)),
     sa.Column("finished_at", sa.DateTime(timezone=True)),
-    # Runs started for the model (a retry starts another); run keys and job directories use it.
-    sa.Column("attempt", sa.Integer, nullable=False, server_default="0"),
+    # Times queued (1, plus one a retry): the sensor's run key and the job directory name it.
+    sa.Column("attempt", sa.Integer, nullable=False, server_default="1"),
+    # The orchestrator's run of the current attempt: a failure of any other run leaves it alone.
+    sa.Column("run_id", sa.String(64)),
     # "Score again" requests made; the sensor launches one scoring run for each.
     sa.Column("score_generation", sa.Integer, nullable=False, server_default="0"),
 )

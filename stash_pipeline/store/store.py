@@ -120,10 +120,10 @@ class Store:
         with self.transaction() as c:
             return models.list_reward_models(c, owner, status)
 
-    def mark_running(self, model_id: str) -> int:
+    def mark_running(self, model_id: str, run_id: str | None = None) -> int:
         """Start a run of a queued model; returns the attempt number."""
         with self.transaction() as c:
-            return models.mark_running(c, model_id)
+            return models.mark_running(c, model_id, run_id)
 
     def requeue(self, model_id: str) -> None:
         with self.transaction() as c:

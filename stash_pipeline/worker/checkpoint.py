@@ -10,12 +10,11 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+from stash_pipeline.compute.job import ARCHIVE_NAME, CHECKPOINT_DIR
 from stash_pipeline.core.calibration import RewardStats
 from stash_pipeline.worker.checkpoint_loading import ACTION_REWARD_STATS_FILE, REWARD_STATS_FILE
 from stash_pipeline.worker.render import Audience
 
-CHECKPOINT_DIR = "reward-model"
-ARCHIVE_NAME = "reward-model.tar.gz"
 MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
                "chat_template.jinja")
 

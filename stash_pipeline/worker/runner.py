@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from datasets import Dataset, Features, Value, load_from_disk
 
-from stash_pipeline.core.calibration import action_credit, reward_stats
+from stash_pipeline.core.calibration import action_credit, calibrated_score, reward_stats
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.serialize import trace_from_dict
@@ -110,9 +110,9 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def write_scores(job_dir: Path, settings: contract.JobSettings, model: Any, tokenizer: Any,
-                 audience: Audience, action_stats: Any, progress: Progress, *,
+                 audience: Audience, stats: Any, action_stats: Any, progress: Progress, *,
                  actions_need_stats: bool = True) -> dict[str, int]:
-    """scores.jsonl and action_scores.jsonl for the traces to score, as the settings ask.
+    """scores.jsonl (raw and calibrated) and action_scores.jsonl, as the settings ask.
 
     Action scores need the model's action stats (trained on action comparisons): a scoring-only job
     that asks for them fails without; a training job skips them with a log line.
@@ -122,7 +122,8 @@ def write_scores(job_dir: Path, settings: contract.JobSettings, model: Any, toke
     if "scores" in settings.outputs:
         rewards = score_texts(model, tokenizer, [render_trace(tokenizer, t, audience) for t in traces])
         write_jsonl(job_dir / contract.SCORES, [
-            {"trace_id": t.id, "trace_version": t.version, "evaluator": settings.evaluator, "score": r}
+            {"trace_id": t.id, "trace_version": t.version, "evaluator": settings.evaluator, "score": r,
+             "calibrated": calibrated_score(r, stats)}
             for t, r in zip(traces, rewards)])
         counts["scored_traces"] = len(traces)
         progress.info(f"scored {len(traces)} traces")
@@ -171,7 +172,8 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
                                     reward_stats=stats, action_reward_stats=action_stats)
         archive(directory, job_dir / ARCHIVE_NAME)
     # A model trained without action comparisons has no action credit: it scores whole traces only.
-    write_scores(job_dir, settings, model, tokenizer, audience, action_stats, progress,
+    (job_dir / contract.LOSSES).write_text(json.dumps(result.step_losses))
+    write_scores(job_dir, settings, model, tokenizer, audience, stats, action_stats, progress,
                  actions_need_stats=False)
     return training_metrics(
         train_pairs=train_pairs, eval_pairs=eval_pairs, eval_rewards=eval_rewards,
@@ -182,12 +184,14 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
 def score_job(job_dir: Path, settings: contract.JobSettings, progress: Progress, started: float) -> dict[str, Any]:
     """Score with an existing checkpoint, as it was trained: its template, truncation, audience."""
     device = pick_device()
-    with checkpoint_directory(settings.checkpoint) as directory:
+    # A relative checkpoint path is the job directory's (the caller downloads it there).
+    with checkpoint_directory(job_dir / settings.checkpoint) as directory:
         tokenizer = load_tokenizer(str(directory), max_length=settings.max_length)
         model = load_reward_model(str(directory), device=device, tokenizer=tokenizer)
-        read_stats(directory / REWARD_STATS_FILE, required=True)
+        stats = read_stats(directory / REWARD_STATS_FILE, required=True)
         action_stats = read_stats(directory / ACTION_REWARD_STATS_FILE, required=False)
-    counts = write_scores(job_dir, settings, model, tokenizer, settings.audience, action_stats, progress)
+    counts = write_scores(job_dir, settings, model, tokenizer, settings.audience, stats, action_stats,
+                          progress)
     return {**counts, "device": device, "seconds": time.perf_counter() - started}
 
 

@@ -136,7 +136,7 @@ def test_retry_runs_a_new_attempt_and_score_again_counts_requests(store: Store, 
         store.request_score_again(model.id)
     store.requeue(model.id)
     queued = store.get_reward_model(model.id)
-    assert (queued.status, queued.error, queued.attempt) == ("queued", None, 1)
+    assert (queued.status, queued.error, queued.attempt) == ("queued", None, 2)
     assert store.mark_running(model.id) == 2
     store.mark_succeeded(model.id, metrics={}, checkpoint_uri="file:///m.tar.gz",
                          scores=[TraceScore("t0", 1, model.id, 1.0)])

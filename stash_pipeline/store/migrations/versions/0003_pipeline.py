@@ -16,7 +16,8 @@ depends_on = None
 
 def upgrade() -> None:
     with op.batch_alter_table("reward_models") as batch:
-        batch.add_column(sa.Column("attempt", sa.Integer, nullable=False, server_default="0"))
+        batch.add_column(sa.Column("attempt", sa.Integer, nullable=False, server_default="1"))
+        batch.add_column(sa.Column("run_id", sa.String(64)))
         batch.add_column(sa.Column("score_generation", sa.Integer, nullable=False,
                                    server_default="0"))
     with op.batch_alter_table("pairs") as batch:
@@ -28,4 +29,5 @@ def downgrade() -> None:
         batch.drop_column("split")
     with op.batch_alter_table("reward_models") as batch:
         batch.drop_column("score_generation")
+        batch.drop_column("run_id")
         batch.drop_column("attempt")

@@ -1,0 +1,56 @@
+"""RM_COMPUTE=local: the worker as a subprocess of the Dagster step, through Dagster Pipes.
+
+``python -m stash_pipeline.worker JOB_DIR`` runs with ``RM_WORKER_PYTHON`` in the job directory.
+Its per-step loss and pairs/s arrive as Pipes log events in the run; its metrics as a Pipes message.
+The launch is ``open_pipes_session`` plus ``Popen`` rather than ``PipesSubprocessClient``, because the
+caller needs the exit status (a negative one names the signal that killed the worker) and a time limit.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from stash_pipeline.compute.outcome import WorkerExit
+
+# After SIGTERM the worker logs why it stops; past this it is killed.
+TERMINATION_GRACE_S = 30
+
+
+def run_local_worker(context: Any, job_dir: Path, *, python: str,
+                     timeout_s: float | None = None, env: dict[str, str] | None = None) -> WorkerExit:
+    """Run the job in ``job_dir`` to its end; the exit status and Pipes messages come back."""
+    with dg.open_pipes_session(context=context, context_injector=dg.PipesEnvContextInjector(),
+                               message_reader=dg.PipesTempFileMessageReader()) as session:
+        process = subprocess.Popen(
+            [python, "-m", "stash_pipeline.worker", str(job_dir)], cwd=job_dir,
+            env={**os.environ, **(env or {}), **session.get_bootstrap_env_vars()},
+            start_new_session=True)  # its own process group: a signal reaches all its children
+        timed_out = False
+        try:
+            code = process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            code = _terminate(process)
+        except BaseException:  # the run was cancelled (DagsterExecutionInterruptedError) or died
+            _terminate(process)
+            raise
+    return WorkerExit(code, timed_out=timed_out, timeout_s=timeout_s,
+                      messages=tuple(session.get_custom_messages()))
+
+
+def _terminate(process: subprocess.Popen) -> int:
+    """SIGTERM (the worker logs the reason), then SIGKILL after the grace period."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        return process.wait(timeout=TERMINATION_GRACE_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        return process.wait()
+    except ProcessLookupError:
+        return process.wait()

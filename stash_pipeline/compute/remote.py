@@ -1,0 +1,75 @@
+"""The body of the Modal function (``deploy/modal_app.py``): one worker job inside the GPU container.
+
+It receives the job's inputs as object-store URIs, runs the worker as ``python -m
+stash_pipeline.worker``, uploads the checkpoint straight to S3 and returns only JSON: the exit
+status, metrics, scores, losses and the log's tail. The worker's environment is built from an allow
+list: storage and model-provider credentials pass, database or queue credentials never do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from stash_pipeline.compute.job import (
+    ACTION_SCORES, ARCHIVE_NAME, CHECKPOINT_INPUT, LOSSES, METRICS, SCORES, failure_reason,
+    read_jsonl,
+)
+
+# The seed: "storage and model-provider credentials, but no database, queue, or integration
+# credentials". Anything not listed here (DATABASE_URL, REDIS_URL, DAGSTER_PG_*, MODAL_TOKEN_*) stays out.
+WORKER_ENVIRONMENT = (
+    "S3_ENDPOINT", "S3_BUCKET", "S3_ACCESS_KEY", "S3_SECRET_KEY", "S3_REGION",
+    "ANTHROPIC_API_KEY", "HF_TOKEN", "HF_HOME", "HF_HUB_OFFLINE",
+    "PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "CUDA_VISIBLE_DEVICES",
+    "RM_WORKER_PYTHON", "RM_ARTIFACT_DIR",
+)
+DEFAULT_ARTIFACT_DIR = "/tmp/stash-rm"  # the seed's RM_ARTIFACT_DIR on Modal
+
+
+def worker_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    return {name: environ[name] for name in WORKER_ENVIRONMENT if name in environ}
+
+
+def run_remote_job(*, inputs: Mapping[str, str], upload_key: str | None = None,
+                   checkpoint_uri: str | None = None, pipes_env: Mapping[str, str] | None = None,
+                   environ: Mapping[str, str] | None = None, objects: Any = None) -> dict[str, Any]:
+    """Run one job; ``inputs`` maps the contract's input file names to object-store URIs."""
+    env = worker_environment(os.environ if environ is None else environ)
+    if objects is None:
+        from stash_pipeline.objects import object_store_from_env
+
+        objects = object_store_from_env(env)
+    job_dir = Path(env.get("RM_ARTIFACT_DIR") or DEFAULT_ARTIFACT_DIR) / uuid.uuid4().hex
+    job_dir.mkdir(parents=True)
+    for name, uri in inputs.items():
+        if "/" in name or name.startswith("."):
+            raise ValueError(f"input name {name!r} is not a file name of the job contract")
+        objects.get_file(uri, job_dir / name)
+    if checkpoint_uri:
+        objects.get_file(checkpoint_uri, job_dir / CHECKPOINT_INPUT)
+    python = env.get("RM_WORKER_PYTHON") or sys.executable
+    code = subprocess.run([python, "-m", "stash_pipeline.worker", str(job_dir)], cwd=job_dir,
+                          env={**env, **(pipes_env or {})}, check=False).returncode
+    result: dict[str, Any] = {"exit_code": code, "log_tail": failure_reason(job_dir, code)}
+    if code != 0 or not (job_dir / METRICS).is_file():
+        return result
+    metrics = json.loads((job_dir / METRICS).read_text())
+    if upload_key and (job_dir / ARCHIVE_NAME).is_file():
+        started = time.perf_counter()
+        result["checkpoint_uri"] = objects.put_file(upload_key, job_dir / ARCHIVE_NAME)
+        result["upload_seconds"] = time.perf_counter() - started
+        metrics["seconds"] = metrics.get("seconds", 0.0) + result["upload_seconds"]
+    losses = job_dir / LOSSES
+    result.update(metrics=metrics, scores=read_jsonl(job_dir / SCORES),
+                  action_scores=read_jsonl(job_dir / ACTION_SCORES)
+                  if (job_dir / ACTION_SCORES).is_file() else None,
+                  losses=json.loads(losses.read_text()) if losses.is_file() else None)
+    return result

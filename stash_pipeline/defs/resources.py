@@ -1,0 +1,97 @@
+"""The pipeline's resources: the SQL store, the object store, compute and extraction.
+
+Every value comes from the environment (DESIGN §9) when the resource is used, not when the code
+location loads, so secrets never appear in the UI's resource config.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from functools import cached_property
+from pathlib import Path
+
+import dagster as dg
+
+from stash_pipeline.compute.run import ComputeTarget
+from stash_pipeline.extraction.config import ExtractionConfig
+from stash_pipeline.store import Store
+from stash_pipeline.store.engine import database_url_from_env, stash_home
+
+COMPUTE_KINDS = ("local", "modal")
+MODAL_APP = "stash-reward-worker"
+MODAL_FUNCTION = "run_reward_job"
+
+
+class StoreResource(dg.ConfigurableResource):
+    """``DATABASE_URL``, else SQLite under ``STASH_HOME``."""
+
+    database_url: str | None = None
+
+    @cached_property
+    def store(self) -> Store:
+        store = Store(self.database_url or database_url_from_env())
+        store.migrate()
+        return store
+
+
+class ObjectStoreResource(dg.ConfigurableResource):
+    """S3 when ``S3_BUCKET`` is set (``S3_ENDPOINT``, ``S3_ACCESS_KEY``, ...), else ``STASH_HOME``."""
+
+    @cached_property
+    def objects(self):  # noqa: ANN201 - the objects package's ObjectStore
+        from stash_pipeline.objects import object_store_from_env
+
+        return object_store_from_env()
+
+
+class ComputeResource(dg.ConfigurableResource):
+    """Where the worker runs: ``RM_COMPUTE`` (local | modal), ``RM_WORKER_PYTHON``,
+    ``RM_ARTIFACT_DIR`` (scratch for job directories)."""
+
+    compute: str | None = None
+    worker_python: str | None = None
+    artifact_dir: str | None = None
+    # Modal's own limit is 20 minutes an invocation; a local worker gets this unless set.
+    timeout_s: float | None = None
+
+    @property
+    def kind(self) -> str:
+        kind = self.compute or os.environ.get("RM_COMPUTE") or "local"
+        if kind not in COMPUTE_KINDS:
+            raise ValueError(f"RM_COMPUTE must be one of {', '.join(COMPUTE_KINDS)}, not {kind!r}")
+        return kind
+
+    @property
+    def python(self) -> str:
+        return self.worker_python or os.environ.get("RM_WORKER_PYTHON") or sys.executable
+
+    def target(self) -> ComputeTarget:
+        function = None
+        if self.kind == "modal":
+            import modal
+
+            function = modal.Function.from_name(MODAL_APP, MODAL_FUNCTION)
+        return ComputeTarget(self.kind, self.python, self.timeout_s, function)
+
+    @property
+    def scratch(self) -> Path:
+        directory = self.artifact_dir or os.environ.get("RM_ARTIFACT_DIR")
+        path = Path(directory) if directory else stash_home() / "jobs"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+class ExtractionResource(dg.ConfigurableResource):
+    """``ANTHROPIC_API_KEY``, ``STASH_EXTRACTION_MODEL``, ``STASH_EXTRACTION``, ..."""
+
+    def config(self) -> ExtractionConfig:
+        return ExtractionConfig.from_env()
+
+
+@dg.definitions
+def resources() -> dg.Definitions:
+    return dg.Definitions(resources={
+        "database": StoreResource(), "objects": ObjectStoreResource(),
+        "compute": ComputeResource(), "extraction": ExtractionResource(),
+    })

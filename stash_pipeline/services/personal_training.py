@@ -1,0 +1,172 @@
+"""The steps of a personal reward model's run, without Dagster: the pipeline's assets call them.
+
+pairs (build, extract, cap) -> split -> job (inputs for the worker) -> outcome (scores and metrics
+stored with the status change). Every step reads and writes the store; the worker in between runs
+through ``compute``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stash_pipeline.compute.job import (
+    ACTION_SCORES, CHECKPOINT_INPUT, METRICS, SCORES, JobSettings, read_jsonl, write_job,
+)
+from stash_pipeline.core.split import PairSplit, split_pairs
+from stash_pipeline.core.traces import Trace
+from stash_pipeline.extraction.config import ExtractionConfig
+from stash_pipeline.extraction.training_pairs import training_pairs
+from stash_pipeline.store import ActionScore, RewardModelRecord, StatusError, Store, TraceScore
+
+TRACE_CHUNK = 500  # traces read from the store at a time while a job's inputs are written
+
+
+@dataclass(frozen=True)
+class JobResults:
+    """What a finished worker job gives the store: metrics and the model's scores."""
+
+    metrics: dict[str, Any]
+    scores: tuple[TraceScore, ...]
+    action_scores: tuple[ActionScore, ...]
+    scored: dict[str, int]  # {trace id: version} of every trace the action scorer covered
+
+
+def job_directory(artifact_dir: str | Path, model_id: str, attempt: int) -> Path:
+    """A fresh directory per attempt, so an old attempt's outputs are never read as new ones."""
+    return Path(artifact_dir) / model_id / f"attempt-{attempt}"
+
+
+def scoring_directory(artifact_dir: str | Path, model_id: str, generation: int) -> Path:
+    return Path(artifact_dir) / model_id / f"score-{generation}"
+
+
+def start(store: Store, model_id: str, run_id: str, *, retry: bool = False) -> RewardModelRecord:
+    """Mark the model running in this run. ``retry`` (a re-executed run) requeues a failed model."""
+    model = store.get_reward_model(model_id)
+    if retry and model.status == "failed":
+        store.requeue(model_id)
+    store.mark_running(model_id, run_id)
+    return store.get_reward_model(model_id)
+
+
+def build_pairs(store: Store, model: RewardModelRecord,
+                config: ExtractionConfig | None = None) -> dict[str, Any]:
+    """Build, extract and cap the pairs of the request's traces only; store them; the report."""
+    traces = store.get_traces(model.trace_ids)
+    feedback = store.feedback_for(list(model.trace_ids))
+    assembled = training_pairs(traces, feedback, audience="personal",
+                               max_pairs=model.max_pairs, config=config)
+    store.save_pairs(assembled.pairs, reward_model_id=model.id)
+    return assembled.report
+
+
+def split(store: Store, model: RewardModelRecord) -> PairSplit:
+    """The one split over the stored pairs, labelled in the store; NotEnoughPairsError under two."""
+    pairs = store.load_pairs(reward_model_id=model.id)
+    result = split_pairs(pairs)
+    labels = {pair.id: "excluded" for pair in pairs}
+    labels.update({pair.id: "train" for pair in result.train})
+    labels.update({pair.id: "eval" for pair in result.eval})
+    store.save_split(labels, reward_model_id=model.id)
+    return result
+
+
+def owner_traces(store: Store, owner: str) -> Iterator[Trace]:
+    """Every trace the owner has, read a chunk at a time: the model scores them all."""
+    ids = store.trace_ids(owner=owner)
+    for start_index in range(0, len(ids), TRACE_CHUNK):
+        yield from store.get_traces(ids[start_index:start_index + TRACE_CHUNK])
+
+
+def write_training_job(store: Store, model: RewardModelRecord, job_dir: Path) -> JobSettings:
+    """The worker's inputs: the stored split's pairs, and every trace of the owner to score."""
+    excluded = len(store.load_pairs(reward_model_id=model.id, split="excluded"))
+    settings = JobSettings(evaluator=model.id, audience="personal", base_model=model.base_model,
+                           epochs=model.epochs, excluded_cross_trace_pairs=excluded)
+    write_job(job_dir, settings,
+              train_pairs=store.load_pairs(reward_model_id=model.id, split="train"),
+              eval_pairs=store.load_pairs(reward_model_id=model.id, split="eval"),
+              score_traces=owner_traces(store, model.owner))
+    return settings
+
+
+def write_scoring_job(store: Store, model: RewardModelRecord, job_dir: Path,
+                      checkpoint: str) -> JobSettings:
+    """Score again: the saved checkpoint over every trace of the owner; no labels, no training."""
+    outputs = ("scores", "action_scores") if (model.metrics or {}).get(
+        "action_scoring_version") else ("scores",)
+    settings = JobSettings(evaluator=model.id, checkpoint=checkpoint, outputs=outputs)
+    write_job(job_dir, settings, score_traces=owner_traces(store, model.owner))
+    return settings
+
+
+def read_results(job_dir: Path, evaluator: str) -> JobResults:
+    """metrics.json, scores.jsonl and action_scores.jsonl of a finished job, as store rows."""
+    metrics = json.loads((job_dir / METRICS).read_text())
+    rows = read_jsonl(job_dir / SCORES)
+    scores = tuple(TraceScore(r["trace_id"], r["trace_version"], evaluator, r["score"],
+                              r.get("calibrated")) for r in rows)
+    actions = tuple(ActionScore(r["action_id"], r["trace_id"], r["trace_version"], evaluator,
+                                r["raw_reward"], r["credit"])
+                    for r in read_jsonl(job_dir / ACTION_SCORES))
+    # Every scored trace is marked scored by the action scorer, also one without actions.
+    scored = {s.trace_id: s.trace_version for s in scores} if (job_dir / ACTION_SCORES).is_file() \
+        else {}
+    return JobResults(metrics, scores, actions, scored)
+
+
+def succeed(store: Store, model_id: str, results: JobResults, checkpoint_uri: str) -> None:
+    """Metrics, checkpoint and scores land in the one transaction that marks the model succeeded."""
+    store.mark_succeeded(model_id, metrics=results.metrics, checkpoint_uri=checkpoint_uri,
+                         scores=results.scores, action_scores=results.action_scores,
+                         scored=results.scored)
+
+
+def fail(store: Store, model_id: str, reason: str) -> bool:
+    """Mark the model failed with ``reason``; False when it had already finished (nothing to do)."""
+    try:
+        store.mark_failed(model_id, reason)
+    except StatusError:
+        return False
+    return True
+
+
+def checkpoint_key(model_id: str, attempt: int) -> str:
+    """Where an attempt's archive lives in the object store."""
+    return f"reward-models/{model_id}/attempt-{attempt}/reward-model.tar.gz"
+
+
+def read_losses(path: Path) -> list[float]:
+    return json.loads(path.read_text()) if path.is_file() else []
+
+
+def discard_checkpoint(store: Store, objects: Any, model_id: str) -> None:
+    """A failed attempt's uploaded archive goes: a failed model has no visible checkpoint."""
+    model = store.get_reward_model(model_id)
+    if model.status != "succeeded":
+        objects.delete(objects.uri_for(checkpoint_key(model_id, model.attempt)))
+
+
+def score_again(store: Store, model_id: str, generation: int,
+                run: Callable[[Path, str], Any], artifact_dir: str | Path) -> JobResults:
+    """Score again: the saved checkpoint rescores every trace of the owner, replacing its scores.
+
+    ``run(job_dir, checkpoint_uri)`` runs the worker (``compute.run_worker_job``). The model stays
+    succeeded whatever happens: a failed rescoring fails only its own run.
+    """
+    model = store.get_reward_model(model_id)
+    if model.status != "succeeded" or not model.checkpoint_uri:
+        raise StatusError(f"reward model {model_id} is {model.status}: nothing to score with")
+    job_dir = scoring_directory(artifact_dir, model_id, generation)
+    shutil.rmtree(job_dir, ignore_errors=True)
+    write_scoring_job(store, model, job_dir, CHECKPOINT_INPUT)
+    run(job_dir, model.checkpoint_uri)
+    results = read_results(job_dir, model_id)
+    store.replace_scores(model_id, scores=results.scores, scored=results.scored,
+                         action_scores=results.action_scores)
+    return results
