@@ -16,7 +16,8 @@ import dagster as dg
 from stash_pipeline.compute.run import ComputeTarget
 from stash_pipeline.extraction.config import ExtractionConfig
 from stash_pipeline.store import Store
-from stash_pipeline.store.engine import database_url_from_env, stash_home
+from stash_pipeline.core.home import stash_home
+from stash_pipeline.store.engine import database_url_from_env
 
 COMPUTE_KINDS = ("local", "modal")
 MODAL_APP = "stash-reward-worker"
@@ -77,7 +78,7 @@ class ComputeResource(dg.ConfigurableResource):
     @property
     def scratch(self) -> Path:
         directory = self.artifact_dir or os.environ.get("RM_ARTIFACT_DIR")
-        path = Path(directory) if directory else stash_home() / "jobs"
+        path = Path(directory) if directory else stash_home(os.environ) / "jobs"
         path.mkdir(parents=True, exist_ok=True)
         return path
 

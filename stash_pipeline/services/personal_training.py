@@ -21,6 +21,7 @@ from stash_pipeline.core.split import PairSplit, split_pairs
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.extraction.config import ExtractionConfig
 from stash_pipeline.extraction.training_pairs import training_pairs
+from stash_pipeline.objects.keys import reward_model_checkpoint_key
 from stash_pipeline.store import ActionScore, RewardModelRecord, StatusError, Store, TraceScore
 
 TRACE_CHUNK = 500  # traces read from the store at a time while a job's inputs are written
@@ -137,8 +138,8 @@ def fail(store: Store, model_id: str, reason: str) -> bool:
 
 
 def checkpoint_key(model_id: str, attempt: int) -> str:
-    """Where an attempt's archive lives in the object store."""
-    return f"reward-models/{model_id}/attempt-{attempt}/reward-model.tar.gz"
+    """Where an attempt's archive lives in the object store: one key per attempt."""
+    return reward_model_checkpoint_key(model_id, f"attempt-{attempt}")
 
 
 def read_losses(path: Path) -> list[float]:

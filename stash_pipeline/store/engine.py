@@ -9,14 +9,9 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 
+from stash_pipeline.core.home import stash_home
+
 MIGRATIONS = Path(__file__).parent / "migrations"
-
-
-def stash_home() -> Path:
-    """``STASH_HOME`` (default ``./.stash``): where the embedded defaults live, created."""
-    home = Path(os.environ.get("STASH_HOME") or ".stash").resolve()
-    home.mkdir(parents=True, exist_ok=True)
-    return home
 
 
 def database_url_from_env() -> str:
@@ -24,7 +19,9 @@ def database_url_from_env() -> str:
     url = os.environ.get("DATABASE_URL")
     if url:
         return normalize_url(url)
-    return f"sqlite:///{stash_home() / 'stash.db'}"
+    home = stash_home(os.environ)
+    home.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{home.resolve() / 'stash.db'}"
 
 
 def normalize_url(url: str) -> str:
