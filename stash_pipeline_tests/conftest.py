@@ -58,3 +58,11 @@ def store(request: pytest.FixtureRequest, tmp_path) -> Iterator[Store]:
         for table in reversed(schema.metadata.sorted_tables):
             connection.execute(table.delete())
     yield store
+
+
+@pytest.fixture(autouse=True)
+def _stash_home_outside_the_project(tmp_path_factory: pytest.TempPathFactory,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test writes ./.stash or a Dagster instance into the checkout (tests may set their own)."""
+    monkeypatch.setenv("STASH_HOME", str(tmp_path_factory.mktemp("stash-home")))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)

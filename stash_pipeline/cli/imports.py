@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import sys
 from pathlib import Path
 
 from stash_pipeline.cli.output import print_json, progress
@@ -33,13 +34,16 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from stash_pipeline.importers import read_path
+    from stash_pipeline.services.imports import import_records
+
     store = open_store()
     records = itertools.chain.from_iterable(
         read_path(path, format=args.format, owner=args.owner, contribute=args.contribute)
         for path in args.paths
     )
-    summary = store.import_traces(progress(records, desc="importing", unit=" traces"))
-    counts = summary.as_dict()
+    report = import_records(store, progress(records, desc="importing", unit=" traces"))
+    record_in_dagster(report)
+    counts = report.as_dict()
     if args.json:
         print_json(counts)
     else:
@@ -56,3 +60,15 @@ def format_summary(counts: dict) -> str:
     if any(feedback.values()):
         lines.append("Feedback: " + ", ".join(f"{v} {k}" for k, v in feedback.items()) + ".")
     return "\n".join(lines)
+
+
+def record_in_dagster(report) -> None:  # noqa: ANN001 - services.imports.ImportReport
+    """A materialisation of the ``traces`` asset; the import itself is already committed."""
+    try:
+        from stash_pipeline.instance import get_instance, record_traces_import
+
+        with get_instance() as instance:
+            record_traces_import(instance, report.summary, report.breakdown)
+    except Exception as error:  # noqa: BLE001 - never fail a stored import for the UI's record
+        print(f"warning: the import is stored, but recording it in Dagster failed: {error}",
+              file=sys.stderr)

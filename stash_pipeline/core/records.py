@@ -13,3 +13,4 @@ class ImportedTrace:
     trace: Trace
     feedback: tuple[Feedback, ...] = ()
     source: str = ""  # "<file>:<line or index>", for errors and progress
+    format: str | None = None  # the importer that read it (openai, tau2, ...), for import counts

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from stash_pipeline.core.errors import InputError
@@ -59,7 +60,8 @@ def read_path(path: str | Path, *, format: str = "auto", owner: str = DEFAULT_OW
 def _read_files(files: list[Path], format: str, options: ImportOptions) -> Iterator[ImportedTrace]:
     for file in files:
         name = detect_format(file, options.max_record_bytes) if format == "auto" else format
-        yield from READERS[name](file, options)
+        for record in READERS[name](file, options):
+            yield replace(record, format=name)
 
 
 def trace_files(path: Path) -> list[Path]:

@@ -5,8 +5,6 @@ manager). Any failure marks the model failed with its reason (for the worker: th
 characters of worker.log) before the step fails, and no checkpoint of a failed attempt stays visible.
 """
 
-from __future__ import annotations
-
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager

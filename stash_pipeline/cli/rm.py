@@ -1,0 +1,157 @@
+"""`stash-pipeline rm ...`: personal reward models (request, list, show, weights, Score again)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from stash_pipeline.cli.output import print_json, print_table
+from stash_pipeline.cli.store import open_store
+from stash_pipeline.core.traces import DEFAULT_OWNER
+from stash_pipeline.core.training_settings import (
+    DEFAULT_BASE_MODEL, DEFAULT_EPOCHS, DEFAULT_MAX_PAIRS,
+)
+
+LIST_COLUMNS = ["id", "name", "status", "base_model", "epochs", "train_pairs", "eval_accuracy",
+                "created_at"]
+WAIT_HELP = "run it now, in this process, on the local Dagster instance, and return when it ends"
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("rm", help="personal reward models: create, list, show, weights",
+                                 description="Personal reward models, trained on your own traces "
+                                             "and feedback. Without --wait, the pipeline's sensor "
+                                             "picks a request up (stash-pipeline dev, or a "
+                                             "deployment's daemon).")
+    sub = parser.add_subparsers(dest="rm_command", required=True, metavar="SUBCOMMAND")
+
+    create = sub.add_parser("create", help="request a reward model (it is queued)")
+    create.add_argument("--name", required=True, help="display name")
+    selection = create.add_mutually_exclusive_group(required=True)
+    selection.add_argument("--trace-ids", nargs="+", metavar="ID",
+                           help="the traces that supply training pairs (yours)")
+    selection.add_argument("--all-traces", action="store_true", help="every trace you own")
+    create.add_argument("--base-model", default=DEFAULT_BASE_MODEL,
+                        help=f"Hugging Face id or local path (default {DEFAULT_BASE_MODEL})")
+    create.add_argument("--epochs", type=int, default=DEFAULT_EPOCHS,
+                        help=f"passes over the training pairs (default {DEFAULT_EPOCHS})")
+    create.add_argument("--max-pairs", type=int, default=DEFAULT_MAX_PAIRS,
+                        help=f"cap on rating and feedback pairs together (default {DEFAULT_MAX_PAIRS})")
+    create.add_argument("--wait", action="store_true", help=WAIT_HELP)
+    create.set_defaults(handler=run_create)
+
+    listing = sub.add_parser("list", help="your reward models")
+    listing.set_defaults(handler=run_list)
+    show = sub.add_parser("show", help="one model: status, error, metrics")
+    show.add_argument("model_id", metavar="ID")
+    show.set_defaults(handler=run_show)
+    weights = sub.add_parser("weights", help="a download URL of a succeeded model's checkpoint, "
+                                             "valid for five minutes")
+    weights.add_argument("model_id", metavar="ID")
+    weights.set_defaults(handler=run_weights)
+    score = sub.add_parser("score", help="Score again: rescore your traces with the saved "
+                                         "checkpoint, without retraining")
+    score.add_argument("model_id", metavar="ID")
+    score.add_argument("--wait", action="store_true", help=WAIT_HELP)
+    score.set_defaults(handler=run_score)
+    retry = sub.add_parser("retry", help="queue a failed model again (a new attempt)")
+    retry.add_argument("model_id", metavar="ID")
+    retry.add_argument("--wait", action="store_true", help=WAIT_HELP)
+    retry.set_defaults(handler=run_retry)
+
+    for command in (create, listing, show, weights, score, retry):
+        command.add_argument("--owner", default=DEFAULT_OWNER,
+                             help=f"the account (default: {DEFAULT_OWNER})")
+        command.add_argument("--json", action="store_true", help="end with one JSON object")
+
+
+def run_create(args: argparse.Namespace) -> int:
+    from stash_pipeline.services import reward_models
+
+    store = open_store()
+    trace_ids = store.trace_ids(owner=args.owner) if args.all_traces else args.trace_ids
+    model = reward_models.create(store, args.owner, {
+        "name": args.name, "trace_ids": trace_ids, "base_model": args.base_model,
+        "epochs": args.epochs, "max_pairs": args.max_pairs})
+    if not args.json:
+        print(f"Queued reward model {model.id} ({model.name}) on {len(model.trace_ids)} trace(s).")
+    if args.wait:
+        _run_now("queued_reward_models", model.id)
+    return _report(store, args, model.id)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from stash_pipeline.services import reward_models
+
+    views = [reward_models.view(m) for m in reward_models.list_models(open_store(), args.owner)]
+    if args.json:
+        print_json({"reward_models": views, "count": len(views)})
+        return 0
+    rows = [{**v, **{k: (v["metrics"] or {}).get(k) for k in ("train_pairs", "eval_accuracy")}}
+            for v in views]
+    print_table(rows, LIST_COLUMNS)
+    print(f"{len(rows)} reward models")
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    return _report(open_store(), args, args.model_id)
+
+
+def run_weights(args: argparse.Namespace) -> int:
+    from stash_pipeline.objects import object_store_from_env
+    from stash_pipeline.services import reward_models
+
+    url = reward_models.weights_url(open_store(), object_store_from_env(), args.owner,
+                                    args.model_id)
+    print_json({"url": url}) if args.json else print(url)
+    return 0
+
+
+def run_score(args: argparse.Namespace) -> int:
+    from stash_pipeline.services import reward_models
+
+    store = open_store()
+    model = reward_models.score_again(store, args.owner, args.model_id)
+    if not args.json:
+        print(f"Score again requested for {model.id} (request {model.score_generation}).")
+    if args.wait:
+        _run_now("score_again_requests", model.id)
+    return _report(store, args, model.id)
+
+
+def run_retry(args: argparse.Namespace) -> int:
+    from stash_pipeline.services import reward_models
+
+    store = open_store()
+    model = reward_models.retry(store, args.owner, args.model_id)
+    if not args.json:
+        print(f"Queued reward model {model.id} again (attempt {model.attempt}).")
+    if args.wait:
+        _run_now("queued_reward_models", model.id)
+    return _report(store, args, model.id)
+
+
+def _run_now(sensor: str, model_id: str) -> None:
+    from stash_pipeline.instance import definitions, get_instance, run_sensor_requests
+
+    with get_instance() as instance:
+        run_sensor_requests(instance, definitions(), sensor, partition_keys=[model_id],
+                            on_run=lambda line: print(line, file=sys.stderr))
+
+
+def _report(store: Any, args: argparse.Namespace, model_id: str) -> int:
+    """The model as JSON (last line) or text; exit status 1 for a failed model."""
+    from stash_pipeline.services import reward_models
+
+    view = reward_models.view(reward_models.get(store, args.owner, model_id))
+    if args.json:
+        print_json(view)
+    else:
+        print(f"{view['id']}  {view['name']}  {view['status']}  attempt {view['attempt']}")
+        for name, value in (view["metrics"] or {}).items():
+            print(f"  {name:28} {value}")
+        if view["error"]:
+            print(f"error:\n{view['error']}")
+    return 1 if view["status"] == "failed" else 0

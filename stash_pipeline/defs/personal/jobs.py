@@ -1,0 +1,22 @@
+"""The two runs of a personal model: training (pairs to scores) and Score again (scores only)."""
+
+import dagster as dg
+
+from stash_pipeline.defs.personal.assets import (
+    personal_checkpoint, personal_pairs, personal_scores, personal_split,
+)
+
+# Run monitoring fails a run past this (dagster.yaml enables it); the worker has its own limits.
+MAX_RUNTIME_S = 4 * 3600
+
+personal_training_job = dg.define_asset_job(
+    "personal_reward_model_training",
+    selection=[personal_pairs, personal_split, personal_checkpoint, personal_scores],
+    tags={"dagster/max_runtime": MAX_RUNTIME_S},
+    description="Train a requested personal reward model and score its owner's traces.",
+)
+personal_scoring_job = dg.define_asset_job(
+    "personal_reward_model_score_again", selection=[personal_scores],
+    tags={"dagster/max_runtime": MAX_RUNTIME_S},
+    description="Score again: a fresh run of the saved checkpoint over the owner's traces.",
+)

@@ -1,0 +1,83 @@
+"""Queued models become partitions and runs; Score again requests become runs; a run that dies
+outside the worker still leaves its model failed with a reason."""
+
+import dagster as dg
+
+from stash_pipeline.compute.job import LOG, failure_reason
+from stash_pipeline.defs.personal.jobs import personal_scoring_job, personal_training_job
+from stash_pipeline.defs.personal.partitions import SCORE_AGAIN_TAG, personal_reward_model
+from stash_pipeline.defs.resources import ComputeResource, StoreResource
+from stash_pipeline.services import personal_training as steps
+
+MODEL_TAG = "stash/reward_model"
+ATTEMPT_TAG = "stash/attempt"
+INTERVAL_S = 10
+
+
+@dg.sensor(job=personal_training_job, minimum_interval_seconds=INTERVAL_S,
+           default_status=dg.DefaultSensorStatus.RUNNING)
+def queued_reward_models(context: dg.SensorEvaluationContext,
+                         database: StoreResource) -> dg.SensorResult:
+    """One run per queued model and attempt: the run key names both, so a retry (a new attempt)
+    is never blocked by the key of the attempt before it."""
+    queued = database.store.list_reward_models(status="queued")
+    known = set(context.instance.get_dynamic_partitions(personal_reward_model.name))
+    new = [m.id for m in queued if m.id not in known]
+    return dg.SensorResult(
+        run_requests=[dg.RunRequest(partition_key=m.id, run_key=f"{m.id}:{m.attempt}",
+                                    tags={MODEL_TAG: m.id, ATTEMPT_TAG: str(m.attempt)})
+                      for m in queued],
+        dynamic_partitions_requests=[personal_reward_model.build_add_request(new)] if new else [],
+    )
+
+
+@dg.sensor(job=personal_scoring_job, minimum_interval_seconds=INTERVAL_S,
+           default_status=dg.DefaultSensorStatus.RUNNING)
+def score_again_requests(context: dg.SensorEvaluationContext,
+                         database: StoreResource) -> dg.SensorResult:
+    """A run for each Score again request of a succeeded model (one run key per request)."""
+    models = [m for m in database.store.list_reward_models(status="succeeded")
+              if m.score_generation]
+    return dg.SensorResult(run_requests=[
+        dg.RunRequest(partition_key=m.id, run_key=f"{m.id}:score:{m.score_generation}",
+                      tags={MODEL_TAG: m.id, SCORE_AGAIN_TAG: str(m.score_generation)})
+        for m in models])
+
+
+def record_dead_run(run: dg.DagsterRun, message: str, database: StoreResource,
+                    compute: ComputeResource) -> str | None:
+    """The model of a training run that failed or was cancelled outside the worker: failed, with
+    the worker log's tail when the worker had started. None when there was nothing to record."""
+    model_id = run.tags.get("dagster/partition")
+    if not model_id or run.tags.get(SCORE_AGAIN_TAG) is not None:
+        return None
+    store = database.store
+    model = store.get_reward_model(model_id)
+    # Only the run of the model's current attempt speaks for it (a stale or duplicate run does not).
+    current = (model.run_id == run.run_id if model.status == "running"
+               else model.status == "queued" and run.tags.get(ATTEMPT_TAG) == str(model.attempt))
+    if not current:
+        return None
+    job_dir = steps.job_directory(compute.scratch, model_id, model.attempt)
+    reason = f"run {run.run_id} failed: {message}"
+    if (job_dir / LOG).is_file():
+        reason = f"{failure_reason(job_dir)}\n{reason}"
+    return reason if steps.fail(store, model_id, reason) else None
+
+
+@dg.run_failure_sensor(monitored_jobs=[personal_training_job],
+                       default_status=dg.DefaultSensorStatus.RUNNING)
+def failed_reward_model_runs(context: dg.RunFailureSensorContext, database: StoreResource,
+                             compute: ComputeResource) -> None:
+    message = context.failure_event.message or "the run failed"
+    reason = record_dead_run(context.dagster_run, message, database, compute)
+    if reason:
+        context.log.info(f"reward model {context.dagster_run.tags['dagster/partition']} failed")
+
+
+@dg.run_status_sensor(run_status=dg.DagsterRunStatus.CANCELED,
+                      monitored_jobs=[personal_training_job],
+                      default_status=dg.DefaultSensorStatus.RUNNING)
+def cancelled_reward_model_runs(context: dg.RunStatusSensorContext, database: StoreResource,
+                                compute: ComputeResource) -> None:
+    record_dead_run(context.dagster_run, "the run was cancelled", database, compute)

@@ -1,0 +1,94 @@
+"""The Dagster instance the CLI and the API talk to, and the pipeline's pending work run in-process.
+
+``DAGSTER_HOME`` when set (a deployment's instance), else ``$STASH_HOME/dagster`` with the packaged
+``dagster_local.yaml``: the same instance ``stash-pipeline dev`` opens in the UI. ``--wait`` commands
+evaluate the pipeline's sensors once and run what they request in this process, on that instance.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from stash_pipeline.core.home import stash_home
+
+LOCAL_CONFIG = Path(__file__).with_name("dagster_local.yaml")
+log = logging.getLogger(__name__)
+
+
+def dagster_home(environ: Mapping[str, str] | None = None) -> Path:
+    """The instance folder; the embedded one is created with its dagster.yaml on first use."""
+    environ = os.environ if environ is None else environ
+    if environ.get("DAGSTER_HOME"):
+        return Path(environ["DAGSTER_HOME"])
+    home = (stash_home(environ) / "dagster").resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    if not (home / "dagster.yaml").is_file():
+        shutil.copyfile(LOCAL_CONFIG, home / "dagster.yaml")
+    return home
+
+
+def get_instance() -> dg.DagsterInstance:
+    os.environ["DAGSTER_HOME"] = str(dagster_home())
+    return dg.DagsterInstance.get()
+
+
+def record_traces_import(instance: dg.DagsterInstance, summary: Mapping[str, int],
+                         breakdown: Mapping[str, Mapping[str, int]]) -> None:
+    """A materialisation of the ``traces`` asset for one import, with its counts."""
+    from stash_pipeline.defs.metadata import key_values
+
+    metadata: dict[str, Any] = {k: v for k, v in summary.items() if isinstance(v, int)}
+    metadata.update({f"by_{name}": key_values(dict(counts)) for name, counts in breakdown.items()})
+    instance.report_runless_asset_event(dg.AssetMaterialization("traces", metadata=metadata))
+
+
+def definitions() -> dg.Definitions:
+    from stash_pipeline.definitions import defs
+
+    return defs()
+
+
+def run_sensor_requests(instance: dg.DagsterInstance, defs: dg.Definitions, sensor_name: str, *,
+                        partition_keys: Sequence[str] | None = None,
+                        on_run: Callable[[str], None] | None = None) -> list[dg.DagsterRun]:
+    """One tick of ``sensor_name``, and each run it asks for executed here, in turn.
+
+    ``partition_keys`` keeps only those partitions' runs. Returns the finished runs.
+    """
+    sensor = defs.resolve_sensor_def(sensor_name)
+    with dg.build_sensor_context(instance=instance, definitions=defs,
+                                 instance_ref=instance.get_ref(), sensor_name=sensor_name,
+                                 resources=defs.resources) as context:
+        data = sensor.evaluate_tick(context)
+    for request in data.dynamic_partitions_requests or ():
+        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    runs = []
+    for request in data.run_requests or ():
+        if partition_keys is not None and request.partition_key not in partition_keys:
+            continue
+        job = defs.resolve_job_def(request.job_name or sensor.job_name)
+        if on_run:
+            on_run(f"running {job.name} for {request.partition_key}")
+        result = job.execute_in_process(instance=instance, partition_key=request.partition_key,
+                                        tags=dict(request.tags), raise_on_error=False)
+        runs.append(result.dagster_run)
+        if not result.success:
+            _record_failed_run(instance, defs, result)
+    return runs
+
+
+def _record_failed_run(instance: dg.DagsterInstance, defs: dg.Definitions, result: Any) -> None:
+    """What the run-failure sensor does in a deployment, for a run executed here."""
+    from stash_pipeline.defs.personal.sensors import record_dead_run
+
+    failure = next((e for e in result.all_events if e.is_step_failure or e.is_run_failure), None)
+    message = failure.message if failure is not None else "the run failed"
+    resources = defs.resources
+    record_dead_run(result.dagster_run, message, resources["database"], resources["compute"])

@@ -1,0 +1,74 @@
+"""`stash-pipeline rm ...` end to end on the embedded default: SQLite, local objects, local Dagster."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from stash_pipeline.cli import main
+from stash_pipeline.importers import read_path
+from tiny_models import SHARED_DATA, save_tiny_base_model
+
+HOTPOTQA = SHARED_DATA / "agentprocessbench" / "hotpotqa.jsonl"
+
+
+@pytest.fixture(scope="module")
+def base_model(tmp_path_factory) -> Path:
+    return save_tiny_base_model(tmp_path_factory.mktemp("tiny-qwen3"))
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("STASH_HOME", str(tmp_path / "stash"))
+    monkeypatch.setenv("STASH_EXTRACTION", "off")
+    for name in ("DATABASE_URL", "DAGSTER_HOME", "S3_BUCKET", "RM_ARTIFACT_DIR", "STASH_API_URL"):
+        monkeypatch.delenv(name, raising=False)
+    sample = tmp_path / "hotpot.jsonl"
+    sample.write_text("".join(itertools.islice(HOTPOTQA.open(), 6)))
+    assert main(["import", str(sample), "--json"]) == 0
+    return tmp_path / "stash"
+
+
+def last_json(capsys) -> dict:
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def test_an_import_materialises_the_traces_asset(home, capsys):
+    with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
+        [event] = instance.fetch_materializations(dg.AssetKey("traces"), limit=5).records
+    metadata = event.asset_materialization.metadata
+    assert metadata["traces"].value == 6
+    assert "agentprocessbench" in metadata["by_format"].value
+
+
+def test_create_wait_show_weights_and_score_again(home, base_model, capsys):
+    code = main(["rm", "create", "--name", "hotpot", "--all-traces", "--base-model",
+                 str(base_model), "--wait", "--json"])
+    model = last_json(capsys)
+    assert code == 0 and model["status"] == "succeeded", model["error"]
+    assert model["metrics"]["train_pairs"] > 0 and model["error"] is None
+
+    assert main(["rm", "show", model["id"], "--json"]) == 0
+    assert last_json(capsys)["status"] == "succeeded"
+    assert main(["rm", "list", "--json"]) == 0
+    assert [m["id"] for m in last_json(capsys)["reward_models"]] == [model["id"]]
+
+    assert main(["rm", "weights", model["id"], "--json"]) == 0
+    url = last_json(capsys)["url"]
+    assert url.startswith("file://") and Path(url.removeprefix("file://")).is_file()
+
+    assert main(["rm", "score", model["id"], "--wait", "--json"]) == 0
+    assert last_json(capsys)["status"] == "succeeded"
+
+
+def test_refusals_name_the_field_and_exit_non_zero(home, capsys):
+    assert main(["rm", "create", "--name", "x", "--trace-ids", "nope", "--json"]) == 2
+    assert "trace_ids[0]" in capsys.readouterr().err
+    assert main(["rm", "create", "--name", "x", "--all-traces", "--epochs", "0"]) == 2
+    assert "'epochs'" in capsys.readouterr().err
+    assert main(["rm", "show", "missing"]) == 2
+    assert "no reward model missing" in capsys.readouterr().err

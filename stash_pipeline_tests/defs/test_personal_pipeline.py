@@ -1,0 +1,154 @@
+"""A personal reward model end to end on a test instance: the sensor, the partitioned assets, the
+worker through Pipes, and the store's status, metrics and scores."""
+
+from __future__ import annotations
+
+import json
+import math
+import tarfile
+
+import dagster as dg
+import pytest
+
+from stash_pipeline.compute.job import LOG
+from stash_pipeline.defs.personal.sensors import queued_reward_models
+from stash_pipeline.instance import definitions, run_sensor_requests
+from stash_pipeline.services import personal_training, reward_models
+from stash_pipeline.store import Store
+from conftest import agentprocessbench_records
+
+METRIC_FIELDS = {"train_pairs", "eval_pairs", "eval_accuracy", "action_scoring_version",
+                 "action_train_pairs", "action_eval_pairs", "action_eval_accuracy",
+                 "tool_eval_pairs", "tool_eval_accuracy", "excluded_cross_trace_pairs",
+                 "final_loss", "epochs", "device", "seconds"}
+
+
+def request(store: Store, trace_ids: list[str], base_model: str, **fields) -> str:
+    body = {"name": "hotpot", "trace_ids": trace_ids, "base_model": base_model, **fields}
+    return reward_models.create(store, "ana", body).id
+
+
+def test_a_queued_model_trains_scores_every_owned_trace_and_succeeds(store, instance,
+                                                                    tiny_base_model):
+    records = agentprocessbench_records(8)
+    store.import_traces(records)
+    selected = [r.trace.id for r in records[:6]]  # two traces are the owner's but not selected
+    model_id = request(store, selected, str(tiny_base_model))
+    defs = definitions()
+
+    runs = run_sensor_requests(instance, defs, "queued_reward_models")
+    assert [run.status for run in runs] == [dg.DagsterRunStatus.SUCCESS]
+
+    model = store.get_reward_model(model_id)
+    assert model.status == "succeeded", model.error
+    assert (model.attempt, model.run_id) == (1, runs[0].run_id)
+    assert model.started_at <= model.finished_at
+    assert set(model.metrics) == METRIC_FIELDS | {"attempt"} or set(model.metrics) >= METRIC_FIELDS
+    assert model.metrics["device"] == "cpu" and model.metrics["epochs"] == 1
+    # Only the request's traces supply pairs; every trace of the owner is scored.
+    pairs = store.load_pairs(reward_model_id=model_id)
+    assert pairs and {t for p in pairs for t in p.source_trace_ids} <= set(selected)
+    assert model.metrics["train_pairs"] == len(store.load_pairs(reward_model_id=model_id,
+                                                                split="train"))
+    for record in records:
+        [score] = [s for s in store.scores_for(record.trace.id) if s.evaluator == model_id]
+        assert math.isfinite(score.raw) and 0 < score.calibrated < 1
+    credits = [a.credit for r in records for a in store.action_scores_for(r.trace.id, model_id)]
+    assert model.metrics["action_scoring_version"] == 1 and credits
+    assert all(-1 <= c <= 1 for c in credits)
+    # The checkpoint is the seed's archive, in the local object store.
+    assert model.checkpoint_uri.startswith("file://")
+    with tarfile.open(model.checkpoint_uri.removeprefix("file://")) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    assert {"config.json", "model.safetensors", "tokenizer.json", "reward_stats.json",
+            "action_reward_stats.json"} <= names
+    # Lineage and metadata a person reads in the UI.
+    for key in ("personal_pairs", "personal_split", "personal_checkpoint", "personal_scores"):
+        [event] = instance.fetch_materializations(dg.AssetKey(key), limit=10).records
+        assert event.partition_key == model_id
+    checkpoint = instance.fetch_materializations(dg.AssetKey("personal_checkpoint"), limit=1)
+    metadata = checkpoint.records[0].asset_materialization.metadata
+    assert {"checkpoint_uri", "metrics", "loss_curve", "final_loss"} <= set(metadata)
+    scores = instance.fetch_materializations(dg.AssetKey("personal_scores"), limit=1)
+    assert {"score_histogram", "top_traces", "bottom_traces"} <= set(
+        scores.records[0].asset_materialization.metadata)
+    # Nothing is left queued: another tick asks for nothing.
+    assert run_sensor_requests(instance, defs, "queued_reward_models") == []
+
+
+def test_too_few_pairs_fail_before_the_base_model_is_loaded(store, instance):
+    records = agentprocessbench_records(1)
+    store.import_traces(records)
+    # No ratings at all on this copy: strip the feedback.
+    store_ids = [records[0].trace.id]
+    with store.transaction() as connection:
+        from stash_pipeline.store import schema
+        connection.execute(schema.ratings.delete())
+    model_id = request(store, store_ids, "/nonexistent/base-model")
+    runs = run_sensor_requests(instance, definitions(), "queued_reward_models")
+    assert runs[0].status == dg.DagsterRunStatus.FAILURE
+    model = store.get_reward_model(model_id)
+    assert model.status == "failed" and "at least 2 usable pairs, found 0" in model.error
+    assert "nonexistent" not in model.error and model.checkpoint_uri is None
+
+
+def test_a_worker_failure_keeps_the_log_tail_and_no_checkpoint(store, instance, home):
+    records = agentprocessbench_records(4)
+    store.import_traces(records)
+    model_id = request(store, [r.trace.id for r in records], str(home / "no-such-model"))
+    runs = run_sensor_requests(instance, definitions(), "queued_reward_models")
+    assert runs[0].status == dg.DagsterRunStatus.FAILURE
+    model = store.get_reward_model(model_id)
+    job_dir = personal_training.job_directory(home / "jobs", model_id, 1)
+    log = (job_dir / LOG).read_text()
+    assert model.status == "failed" and model.error == log[-2000:]
+    assert "no-such-model" in model.error and model.checkpoint_uri is None
+    assert not list((home / "stash" / "objects").rglob("*.tar.gz"))
+
+
+def test_the_sensor_asks_once_per_attempt_and_a_retry_is_never_blocked(store, instance):
+    records = agentprocessbench_records(2)
+    store.import_traces(records)
+    model_id = request(store, [r.trace.id for r in records], "/nonexistent")
+    defs = definitions()
+    context = dg.build_sensor_context(instance=instance, definitions=defs,
+                                      instance_ref=instance.get_ref(), resources=defs.resources)
+    first = queued_reward_models.evaluate_tick(context)
+    assert [(r.partition_key, r.run_key) for r in first.run_requests] == [(model_id, f"{model_id}:1")]
+    assert first.dynamic_partitions_requests[0].partition_keys == [model_id]
+    store.mark_running(model_id, "run-1")
+    store.mark_failed(model_id, "worker killed (signal 9)")
+    assert queued_reward_models.evaluate_tick(context).run_requests == []
+    reward_models.retry(store, "ana", model_id)
+    instance.add_dynamic_partitions("personal_reward_model", [model_id])
+    again = queued_reward_models.evaluate_tick(context)
+    assert [r.run_key for r in again.run_requests] == [f"{model_id}:2"]
+    assert again.dynamic_partitions_requests == []
+
+
+def test_a_run_that_dies_outside_the_worker_fails_its_model(store, instance, home):
+    from stash_pipeline.defs.personal.sensors import failed_reward_model_runs
+
+    records = agentprocessbench_records(2)
+    store.import_traces(records)
+    model_id = request(store, [r.trace.id for r in records], "/nonexistent")
+    job = definitions().resolve_job_def("personal_reward_model_training")
+    instance.add_dynamic_partitions("personal_reward_model", [model_id])
+    run = instance.create_run_for_job(job, tags={"dagster/partition": model_id})
+    store.mark_running(model_id, run.run_id)
+    instance.report_run_failed(run)
+    event = next(record.event_log_entry.dagster_event for record in instance.get_records_for_run(
+        run.run_id).records if record.event_log_entry.dagster_event
+        and record.event_log_entry.dagster_event.event_type == dg.DagsterEventType.RUN_FAILURE)
+    defs = definitions()
+    context = dg.build_run_status_sensor_context(
+        sensor_name="failed_reward_model_runs", dagster_event=event, dagster_instance=instance,
+        dagster_run=instance.get_run_by_id(run.run_id), resources=defs.resources,
+    ).for_run_failure()
+    failed_reward_model_runs(context)
+    model = store.get_reward_model(model_id)
+    assert model.status == "failed" and f"run {run.run_id} failed" in model.error
+    # A run of another attempt (or a duplicate) never speaks for the model.
+    reward_models.retry(store, "ana", model_id)
+    failed_reward_model_runs(context)
+    assert store.get_reward_model(model_id).status == "queued"
