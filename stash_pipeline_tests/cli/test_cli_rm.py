@@ -10,7 +10,6 @@ import dagster as dg
 import pytest
 
 from stash_pipeline.cli import main
-from stash_pipeline.importers import read_path
 from tiny_models import SHARED_DATA, save_tiny_base_model
 
 HOTPOTQA = SHARED_DATA / "agentprocessbench" / "hotpotqa.jsonl"

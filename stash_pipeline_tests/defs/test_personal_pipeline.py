@@ -3,12 +3,10 @@ worker through Pipes, and the store's status, metrics and scores."""
 
 from __future__ import annotations
 
-import json
 import math
 import tarfile
 
 import dagster as dg
-import pytest
 
 from stash_pipeline.compute.job import LOG
 from stash_pipeline.defs.personal.sensors import queued_reward_models
