@@ -7,7 +7,6 @@ evaluate the pipeline's sensors once and run what they request in this process, 
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
@@ -19,7 +18,8 @@ import dagster as dg
 from stash_pipeline.core.home import stash_home
 
 LOCAL_CONFIG = Path(__file__).with_name("dagster_local.yaml")
-log = logging.getLogger(__name__)
+# Runs executed here log their progress (the worker's steps among it) at INFO, not every DEBUG event.
+CONSOLE_INFO = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
 
 
 def dagster_home(environ: Mapping[str, str] | None = None) -> Path:
@@ -77,7 +77,8 @@ def run_sensor_requests(instance: dg.DagsterInstance, defs: dg.Definitions, sens
         if on_run:
             on_run(f"running {job.name} for {request.partition_key}")
         result = job.execute_in_process(instance=instance, partition_key=request.partition_key,
-                                        tags=dict(request.tags), raise_on_error=False)
+                                        tags=dict(request.tags), raise_on_error=False,
+                                        run_config=CONSOLE_INFO)
         runs.append(result.dagster_run)
         if not result.success:
             _record_failed_run(instance, defs, result)

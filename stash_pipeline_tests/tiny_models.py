@@ -9,10 +9,8 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config
-
 from stash_pipeline.core.traces import Message, ToolCall, Trace, content_trace_id
+from stash_pipeline.worker import tiny_model
 
 # The data lives beside the project, never inside it: <root>/../shared/data.
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -70,42 +68,11 @@ def corpus_text(limit: int = 40) -> list[str]:
     return texts
 
 
-SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-# Qwen adds these as non-special added tokens: they are split off before pre-tokenisation.
-ADDED_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
-
-
-def build_tokenizer(vocab_size: int = 1024) -> PreTrainedTokenizerFast:
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tokenizer.train_from_iterator(corpus_text(), trainer=trainer)
-    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in ADDED_TOKENS])
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-    )
-
-
-def build_base_model(directory: Path, vocab_size: int) -> None:
-    """A causal LM like a real base checkpoint: loading it for classification adds the score head."""
-    config = Qwen3Config(
-        vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=2048,
-        tie_word_embeddings=True,
-    )
-    import torch
-
-    torch.manual_seed(0)
-    AutoModelForCausalLM.from_config(config).save_pretrained(directory)
+def build_tokenizer(vocab_size: int = 1024):
+    """The test tokenizer: learnt from real airline traces."""
+    return tiny_model.build_tokenizer(corpus_text(), vocab_size)
 
 
 def save_tiny_base_model(directory: Path) -> Path:
     """A tokenizer and a tiny Qwen3 causal LM saved like a real base checkpoint."""
-    tokenizer = build_tokenizer()
-    tokenizer.save_pretrained(directory)
-    build_base_model(directory, len(tokenizer))
-    return directory
+    return tiny_model.save_tiny_base_model(directory, corpus_text())

@@ -151,7 +151,21 @@ def _report(store: Any, args: argparse.Namespace, model_id: str) -> int:
     else:
         print(f"{view['id']}  {view['name']}  {view['status']}  attempt {view['attempt']}")
         for name, value in (view["metrics"] or {}).items():
-            print(f"  {name:28} {value}")
+            print(f"  {name:28} {value:.4g}" if isinstance(value, float) else f"  {name:28} {value}")
         if view["error"]:
             print(f"error:\n{view['error']}")
+        _print_extremes(store, model_id)
     return 1 if view["status"] == "failed" else 0
+
+
+def _print_extremes(store: Any, model_id: str, count: int = 3) -> None:
+    """The model's highest- and lowest-scored traces: where to look first."""
+    scores = store.scores_of_evaluator(model_id)
+    if not scores:
+        return
+    rows = [{"rank": rank, "trace": s.trace_id, "raw": f"{s.raw:+.4f}",
+             "calibrated": f"{s.calibrated:.3f}" if s.calibrated is not None else None}
+            for rank, s in enumerate(scores, 1)]
+    print(f"top and bottom of {len(scores)} scored traces (raw reward; compare within this model):")
+    print_table(rows[:count] + rows[max(count, len(rows) - count):], ["rank", "trace", "raw",
+                                                                       "calibrated"])

@@ -109,3 +109,12 @@ def action_scores_for(connection: sa.Connection, trace_id: str,
     if evaluator is not None:
         query = query.where(a.c.evaluator == evaluator)
     return [ActionScore(**row._asdict()) for row in connection.execute(query)]
+
+
+def scores_of_evaluator(connection: sa.Connection, evaluator: str) -> list[TraceScore]:
+    """One evaluator's scores of current trace versions, highest raw reward first."""
+    s, t = schema.scores, schema.traces
+    query = (sa.select(s.c.trace_id, s.c.trace_version, s.c.evaluator, s.c.raw, s.c.calibrated)
+             .join(t, sa.and_(t.c.id == s.c.trace_id, t.c.version == s.c.trace_version))
+             .where(s.c.evaluator == evaluator).order_by(s.c.raw.desc(), s.c.trace_id))
+    return [TraceScore(**row._asdict()) for row in connection.execute(query)]

@@ -185,6 +185,11 @@ class Store:
         with self.transaction() as c:
             return scores.scores_for(c, trace_id)
 
+    def scores_of_evaluator(self, evaluator: str) -> list[TraceScore]:
+        """Highest raw reward first; only scores of the traces' current versions."""
+        with self.transaction() as c:
+            return scores.scores_of_evaluator(c, evaluator)
+
     def action_scores_for(self, trace_id: str,
                           evaluator: str | None = None) -> list[ActionScore]:
         with self.transaction() as c:

@@ -7,7 +7,7 @@ import pytest
 
 from stash_pipeline.cli import main
 
-SAMPLES = Path(__file__).resolve().parents[2] / "stash_pipeline" / "samples"
+SAMPLES = Path(__file__).resolve().parents[2] / "stash_pipeline" / "samples" / "support-agent.jsonl"
 T1 = "6f1d2c3a-0b1e-4c8e-9a51-1a2b3c4d5e01"
 T2 = "6f1d2c3a-0b1e-4c8e-9a51-1a2b3c4d5e02"
 

@@ -8,7 +8,7 @@ import pytest
 from stash_pipeline.cli import main
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-SAMPLES = Path(__file__).resolve().parents[2] / "stash_pipeline" / "samples"
+SAMPLES = Path(__file__).resolve().parents[2] / "stash_pipeline" / "samples" / "support-agent.jsonl"
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,82 @@
+"""A tiny random base model for demos, tests and benchmarks: nothing is downloaded.
+
+A Qwen3 causal LM built from a config, with a byte-level BPE tokenizer trained on trace text,
+saved like a real base checkpoint: loading it for classification goes through the real
+``from_pretrained`` path and adds the score head. It learns from ratings but knows no language.
+
+``python -m stash_pipeline.worker.tiny_model DIR [FILE ...]`` builds one into DIR from the text of
+the given trace files (what ``scripts/main.sh`` does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+import torch
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config
+
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+# Qwen adds these as non-special added tokens: they are split off before pre-tokenisation.
+ADDED_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>",
+                "</think>"]
+# "tiny" (tests, the embedded demo): 2 layers, 64 wide; "small" (CPU benchmarks): 4 layers, 256 wide.
+SHAPES = {
+    "tiny": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+             "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16},
+    "small": {"hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 4,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64},
+}
+
+
+def build_tokenizer(texts: Iterable[str], vocab_size: int = 1024) -> PreTrainedTokenizerFast:
+    """Qwen's special and added tokens around a BPE vocabulary learnt from ``texts``."""
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.train_from_iterator(texts, trainer=trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    bpe.add_tokens([AddedToken(t, special=False, normalized=False) for t in ADDED_TOKENS])
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>",
+                                   pad_token="<|endoftext|>")
+
+
+def save_base_model(directory: Path, vocab_size: int, shape: str = "tiny", seed: int = 0) -> None:
+    config = Qwen3Config(vocab_size=vocab_size, max_position_embeddings=2048,
+                         tie_word_embeddings=True, **SHAPES[shape])
+    torch.manual_seed(seed)
+    AutoModelForCausalLM.from_config(config).save_pretrained(directory)
+
+
+def save_tiny_base_model(directory: Path, texts: Iterable[str], *, vocab_size: int = 1024,
+                         shape: str = "tiny") -> Path:
+    """The tokenizer and the model, saved to ``directory`` like a hub checkpoint."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tokenizer(texts, vocab_size)
+    tokenizer.save_pretrained(directory)
+    save_base_model(directory, len(tokenizer), shape)
+    return directory
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m stash_pipeline.worker.tiny_model",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("directory", type=Path)
+    parser.add_argument("files", nargs="*", type=Path, help="trace files whose text trains the "
+                        "tokenizer (default: the package's samples)")
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
+    args = parser.parse_args(argv)
+    files = args.files or sorted((Path(__file__).parents[1] / "samples").glob("*.jsonl"))
+    texts = [line for path in files for line in path.read_text().splitlines() if line.strip()]
+    save_tiny_base_model(args.directory, texts, shape=args.shape)
+    print(f"A tiny random Qwen3 base model ({args.shape} shape; not a trained language model) is "
+          f"in {args.directory}.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
