@@ -1,0 +1,63 @@
+"""Every deployment file loads through the schema its own tool checks it with."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+
+import pytest
+import yaml
+from dagster._config import process_config
+from dagster._core.instance.config import dagster_instance_config
+from dagster._core.workspace.config_schema import ensure_workspace_config
+from dagster._serdes.config_class import class_from_code_pointer
+
+from stash_pipeline.defs import resources
+
+ROOT = Path(__file__).resolve().parents[1]
+INSTANCE_FILES = [ROOT / "deploy" / "dagster.yaml",
+                  ROOT / "stash_pipeline" / "dagster_local.yaml"]
+ENV = {"DAGSTER_PG_USERNAME": "dagster", "DAGSTER_PG_PASSWORD": "secret",
+       "DAGSTER_PG_HOST": "db.internal", "DAGSTER_PG_DB": "dagster", "S3_BUCKET": "checkpoints",
+       "S3_REGION": "eu-west-1", "STASH_ECS_TASK_DEFINITION": "stash-pipeline:7"}
+
+
+@pytest.mark.parametrize("path", INSTANCE_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_instance_config_passes_dagsters_schema(path: Path, monkeypatch) -> None:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    config, _ = dagster_instance_config(str(path.parent), path.name)
+    assert config["concurrency"]["pools"]["default_limit"] == 1
+    assert config["run_monitoring"]["enabled"] is True
+    # Each pluggable class, with its own config schema (env values resolved as Dagster does).
+    for section in ("run_coordinator", "run_launcher", "compute_logs"):
+        if section not in config:
+            continue
+        data = config[section]
+        cls = class_from_code_pointer(data["module"], data["class"])
+        checked = process_config(cls.config_type(), data.get("config") or {})
+        assert checked.success, checked.errors
+
+
+def test_production_storage_uses_psycopg2_for_dagster_itself() -> None:
+    storage = yaml.safe_load((ROOT / "deploy" / "dagster.yaml").read_text())["storage"]
+    assert storage["postgres"]["postgres_db"]["scheme"] == "postgresql+psycopg2"
+
+
+def test_workspace_loads_the_project_definitions() -> None:
+    path = ROOT / "deploy" / "workspace.yaml"
+    config = ensure_workspace_config(yaml.safe_load(path.read_text()), str(path))
+    [location] = config["load_from"]
+    assert location["python_module"]["module_name"] == "stash_pipeline.definitions"
+
+
+def test_modal_app_matches_the_names_the_pipeline_calls() -> None:
+    tree = ast.parse((ROOT / "deploy" / "modal_app.py").read_text())
+    constants = {node.targets[0].id: ast.literal_eval(node.value) for node in tree.body
+                 if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+                 and isinstance(node.value, ast.Constant)}
+    assert (constants["APP_NAME"], constants["FUNCTION_NAME"]) == \
+        (resources.MODAL_APP, resources.MODAL_FUNCTION)
+    assert constants["GPU"] == "A10G"
+    assert importlib.util.find_spec("modal") is not None
