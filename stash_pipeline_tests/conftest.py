@@ -1,4 +1,5 @@
-"""Store fixtures for every suite: SQLite (a file per test) and the real PostgreSQL server.
+"""Fixtures for every suite: the store on SQLite (a file per test) and the real PostgreSQL server,
+and S3 on a loopback moto server.
 
 PostgreSQL gets a fresh database per test session (``stash_test_<random>``), dropped afterwards, so
 parallel runs never meet; each test starts from empty tables.
@@ -10,9 +11,13 @@ import os
 import uuid
 from collections.abc import Iterator
 
+import boto3
 import pytest
 import sqlalchemy as sa
+from moto.server import ThreadedMotoServer
 
+from object_helpers import ACCESS_KEY, REGION, SECRET_KEY
+from stash_pipeline.objects import S3Settings
 from stash_pipeline.store import Store, schema
 
 POSTGRES_SERVER = os.environ.get("STASH_TEST_POSTGRES",
@@ -66,3 +71,27 @@ def _stash_home_outside_the_project(tmp_path_factory: pytest.TempPathFactory,
     """No test writes ./.stash or a Dagster instance into the checkout (tests may set their own)."""
     monkeypatch.setenv("STASH_HOME", str(tmp_path_factory.mktemp("stash-home")))
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
+
+
+# S3 for every suite: moto's server mode on loopback, reached with a real boto3 client; one server
+# per session, a fresh bucket per test.
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_settings(s3_endpoint: str) -> S3Settings:
+    """A fresh, empty bucket on the loopback server."""
+    bucket = f"stash-objects-{uuid.uuid4().hex[:12]}"
+    admin = boto3.client("s3", endpoint_url=s3_endpoint, region_name=REGION,
+                         aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
+    admin.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION})
+    return S3Settings(bucket=bucket, region=REGION, access_key=ACCESS_KEY, secret_key=SECRET_KEY,
+                      endpoint=s3_endpoint)

@@ -13,7 +13,8 @@ outputs  metrics.json (written last), scores.jsonl, action_scores.jsonl, reward-
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -135,3 +136,22 @@ def failure_reason(job_dir: Path, exit_code: int | None = None) -> str:
     if exit_code is not None and exit_code < 0:
         text = f"{text.rstrip()}\nworker killed (signal {-exit_code})"
     return text[-ERROR_TAIL_CHARS:]
+
+
+# How often the worker in the Modal function uploads its Pipes messages to S3.
+PIPES_S3_INTERVAL_S = 2.0
+
+
+def pipes_message_writer(environ: Mapping[str, str] | None = None) -> Any:
+    """The worker's Pipes message writer: S3 when the launcher's parameters name a bucket (the
+    Modal function, whose progress travels through the object store), else None (Pipes' default)."""
+    from dagster_pipes import DAGSTER_PIPES_MESSAGES_ENV_VAR, PipesS3MessageWriter, decode_param
+
+    environ = os.environ if environ is None else environ
+    encoded = environ.get(DAGSTER_PIPES_MESSAGES_ENV_VAR)
+    if not encoded or "bucket" not in decode_param(encoded):
+        return None
+    from stash_pipeline.objects import object_store_from_env
+
+    return PipesS3MessageWriter(object_store_from_env(environ, require_s3=True).client,
+                                interval=PIPES_S3_INTERVAL_S)

@@ -225,7 +225,8 @@ def main(job_dir: str) -> int:
         if under_dagster_pipes():
             from dagster_pipes import open_dagster_pipes
 
-            pipes = stack.enter_context(open_dagster_pipes())
+            pipes = stack.enter_context(open_dagster_pipes(
+                message_writer=contract.pipes_message_writer()))
         progress = default_progress(pipes)
         try:
             metrics = run_job(path, progress)

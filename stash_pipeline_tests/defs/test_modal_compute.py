@@ -1,0 +1,114 @@
+"""RM_COMPUTE=modal, with the Modal function's own body run here (`.local()`), S3 on loopback.
+
+Only Modal's transport is replaced: the pipeline looks the function up by name and calls
+`.remote(...)`, which here runs the body of deploy/modal_app.py in this process, with the
+environment the function would get from its secrets.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import tarfile
+import urllib.request
+from pathlib import Path
+
+import dagster as dg
+import modal
+import pytest
+
+from stash_pipeline.compute.remote import worker_environment
+from stash_pipeline.instance import definitions, run_sensor_requests
+from stash_pipeline.services import reward_models
+from conftest import agentprocessbench_records
+from object_helpers import s3_environ
+
+MODAL_APP = Path(__file__).resolve().parents[2] / "deploy" / "modal_app.py"
+
+
+@pytest.fixture(scope="module")
+def modal_app():
+    spec = importlib.util.spec_from_file_location("stash_modal_app", MODAL_APP)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class LocalFunction:
+    """What `modal.Function.from_name(...)` gives, with `.remote` running the body here."""
+
+    def __init__(self, function):
+        self.function, self.calls = function, []
+
+    def remote(self, **kwargs):
+        self.calls.append(kwargs)
+        return self.function.local(**kwargs)
+
+
+@pytest.fixture
+def modal_compute(home, s3_settings, monkeypatch, modal_app):
+    for name, value in s3_environ(s3_settings).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("RM_COMPUTE", "modal")
+    remote = LocalFunction(modal_app.run_reward_job)
+    looked_up = []
+    monkeypatch.setattr(modal.Function, "from_name",
+                        lambda app, name: looked_up.append((app, name)) or remote)
+    return remote, looked_up
+
+
+def test_the_job_runs_in_the_modal_function_and_uploads_to_s3(store, instance, tiny_base_model,
+                                                               modal_compute, s3_settings):
+    remote, looked_up = modal_compute
+    records = agentprocessbench_records(5)
+    store.import_traces(records)
+    model = reward_models.create(store, "ana", {"name": "m", "base_model": str(tiny_base_model),
+                                                "trace_ids": [r.trace.id for r in records]})
+    runs = run_sensor_requests(instance, definitions(), "queued_reward_models")
+    assert runs[0].status == dg.DagsterRunStatus.SUCCESS
+    done = store.get_reward_model(model.id)
+    assert done.status == "succeeded", done.error
+    assert looked_up == [("stash-reward-worker", "run_reward_job")]
+    # The function got object-store URIs of the inputs and uploaded the checkpoint itself.
+    [call] = remote.calls
+    assert set(call["inputs"]) >= {"settings.json", "train_pairs.jsonl", "score_traces.jsonl"}
+    assert all(uri.startswith(f"s3://{s3_settings.bucket}/") for uri in call["inputs"].values())
+    assert done.checkpoint_uri == f"s3://{s3_settings.bucket}/reward-models/{model.id}/attempt-1/reward-model.tar.gz"
+    assert len([s for r in records for s in store.scores_for(r.trace.id)]) == len(records)
+    # The worker's progress came back through Pipes messages in S3, as run log events.
+    logs = [e.message for e in instance.all_logs(runs[0].run_id) if e.message]
+    assert any(message.startswith("step 1/") for message in logs)
+    # The owner downloads the archive through a presigned URL.
+    url = reward_models.weights_url(store, _s3_objects(), "ana", model.id)
+    with urllib.request.urlopen(url) as response, tarfile.open(fileobj=response, mode="r|gz") as tar:
+        assert "reward-model/model.safetensors" in tar.getnames()
+
+
+def _s3_objects():
+    from stash_pipeline.objects import object_store_from_env
+
+    return object_store_from_env()
+
+
+def test_no_database_or_queue_credential_reaches_the_gpu_process(modal_app):
+    environ = {"DATABASE_URL": "postgresql://u:p@db/stash", "REDIS_URL": "redis://q",
+               "DAGSTER_PG_PASSWORD": "p", "MODAL_TOKEN_SECRET": "m", "S3_BUCKET": "b",
+               "S3_SECRET_KEY": "s", "ANTHROPIC_API_KEY": "a", "PATH": "/usr/bin"}
+    assert worker_environment(environ) == {"S3_BUCKET": "b", "S3_SECRET_KEY": "s",
+                                           "ANTHROPIC_API_KEY": "a", "PATH": "/usr/bin"}
+    # The function declares only the storage and model-provider secrets, an A10G and 20 minutes.
+    assert modal_app.SECRETS == ("stash-storage", "stash-model-provider")
+    assert (modal_app.GPU, modal_app.TIMEOUT_S) == ("A10G", 1200)
+
+
+def test_modal_compute_without_s3_is_a_clear_failure(store, instance, home, monkeypatch,
+                                                     modal_app):
+    monkeypatch.setenv("RM_COMPUTE", "modal")
+    monkeypatch.setattr(modal.Function, "from_name",
+                        lambda app, name: LocalFunction(modal_app.run_reward_job))
+    records = agentprocessbench_records(3)
+    store.import_traces(records)
+    model = reward_models.create(store, "ana", {"name": "m", "base_model": "/nowhere",
+                                                "trace_ids": [r.trace.id for r in records]})
+    run_sensor_requests(instance, definitions(), "queued_reward_models")
+    failed = store.get_reward_model(model.id)
+    assert failed.status == "failed" and "S3_BUCKET" in failed.error
