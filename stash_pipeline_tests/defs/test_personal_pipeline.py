@@ -150,3 +150,50 @@ def test_a_run_that_dies_outside_the_worker_fails_its_model(store, instance, hom
     reward_models.retry(store, "ana", model_id)
     failed_reward_model_runs(context)
     assert store.get_reward_model(model_id).status == "queued"
+
+
+def _kill_worker_when_training(job_dir, stop) -> list[int]:
+    """kill -9 the worker process of ``job_dir`` once its log shows a training step."""
+    import os
+    import signal
+    import time
+    from pathlib import Path
+
+    killed: list[int] = []
+    while not stop.is_set() and not killed:
+        log = job_dir / LOG
+        if log.is_file() and "step 1/" in log.read_text(errors="replace"):
+            for proc in Path("/proc").iterdir():
+                try:
+                    command = (proc / "cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if b"stash_pipeline.worker" in command and str(job_dir).encode() in command:
+                    os.kill(int(proc.name), signal.SIGKILL)
+                    killed.append(int(proc.name))
+        time.sleep(0.01)
+    return killed
+
+
+def test_a_worker_killed_mid_training_fails_the_model_with_the_log_and_the_signal(
+        store, instance, tiny_base_model, home):
+    import threading
+
+    records = agentprocessbench_records(6)
+    store.import_traces(records)
+    model_id = request(store, [r.trace.id for r in records], str(tiny_base_model), epochs=50)
+    job_dir = personal_training.job_directory(home / "jobs", model_id, 1)
+    stop, killed = threading.Event(), []
+    watcher = threading.Thread(target=lambda: killed.extend(_kill_worker_when_training(job_dir, stop)))
+    watcher.start()
+    try:
+        runs = run_sensor_requests(instance, definitions(), "queued_reward_models")
+    finally:
+        stop.set()
+        watcher.join()
+    assert killed and runs[0].status == dg.DagsterRunStatus.FAILURE
+    model = store.get_reward_model(model_id)
+    assert model.status == "failed" and model.checkpoint_uri is None
+    assert model.error.rstrip().endswith("worker killed (signal 9)")
+    assert "step 1/" in model.error  # the log's tail: how far training got
+    assert not list((home / "stash" / "objects").rglob("*.tar.gz"))
