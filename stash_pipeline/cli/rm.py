@@ -110,26 +110,25 @@ def run_weights(args: argparse.Namespace) -> int:
 
 
 def run_score(args: argparse.Namespace) -> int:
-    from stash_pipeline.services import reward_models
-
-    store = open_store()
-    model = reward_models.score_again(store, args.owner, args.model_id)
-    if not args.json:
-        print(f"Score again requested for {model.id} (request {model.score_generation}).")
-    if args.wait:
-        _run_now("score_again_requests", model.id)
-    return _report(store, args, model.id)
+    return _request_run(args, "score_again", "score_again_requests",
+                        lambda m: f"Score again requested for {m.id} (request {m.score_generation}).")
 
 
 def run_retry(args: argparse.Namespace) -> int:
+    return _request_run(args, "retry", "queued_reward_models",
+                        lambda m: f"Queued reward model {m.id} again (attempt {m.attempt}).")
+
+
+def _request_run(args: argparse.Namespace, operation: str, sensor: str, said: Any) -> int:
+    """Score again or retry: record the request, say so, and with --wait run it now."""
     from stash_pipeline.services import reward_models
 
     store = open_store()
-    model = reward_models.retry(store, args.owner, args.model_id)
+    model = getattr(reward_models, operation)(store, args.owner, args.model_id)
     if not args.json:
-        print(f"Queued reward model {model.id} again (attempt {model.attempt}).")
+        print(said(model))
     if args.wait:
-        _run_now("queued_reward_models", model.id)
+        _run_now(sensor, model.id)
     return _report(store, args, model.id)
 
 
