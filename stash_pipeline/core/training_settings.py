@@ -20,3 +20,6 @@ DEFAULT_MAX_PAIRS = 4000
 
 # A failed model's error: the last 2000 characters of worker.log (seed, "Status").
 ERROR_TAIL_CHARS = 2000
+
+# How long a checkpoint's download URL stays valid (seed, "Downloading the weights": five minutes).
+DOWNLOAD_URL_EXPIRES_S = 300

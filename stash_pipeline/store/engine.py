@@ -9,6 +9,8 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 
+from stash_pipeline.core.home import stash_home
+
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 
@@ -17,7 +19,7 @@ def database_url_from_env() -> str:
     url = os.environ.get("DATABASE_URL")
     if url:
         return normalize_url(url)
-    home = Path(os.environ.get("STASH_HOME") or ".stash")
+    home = stash_home(os.environ)
     home.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{home.resolve() / 'stash.db'}"
 
