@@ -31,7 +31,9 @@ def input_error(_: Request, error: InputError) -> JSONResponse:
 
 
 def validation_error(_: Request, error: RequestValidationError) -> JSONResponse:
-    first = error.errors()[0] if error.errors() else {"loc": (), "msg": "invalid request"}
+    # An unknown field is named first, as core.requests does: it is the likelier mistake.
+    found = sorted(error.errors(), key=lambda e: e.get("type") != "extra_forbidden")
+    first = found[0] if found else {"loc": (), "msg": "invalid request"}
     loc = [str(part) for part in first.get("loc", ())]
     where = loc[0] if loc else None
     field = ".".join(loc[1:]) or ("body" if where == "body" else None)
