@@ -20,3 +20,4 @@ def current_account(request: Request,
         raise HTTPException(401, "missing or invalid API key: send Authorization: Bearer <key>",
                             headers={"WWW-Authenticate": "Bearer"})
     return account
+

@@ -39,6 +39,8 @@ def comment(store: Store, owner: str, trace_id: str, text: Any, *, action: str |
         raise InputError("a comment needs text", field="text")
     if len(text) > MAX_COMMENT_LENGTH:
         raise InputError(f"a comment is at most {MAX_COMMENT_LENGTH} characters", field="text")
+    if "\x00" in text:  # PostgreSQL text cannot hold it; refused on SQLite alike
+        raise InputError("a comment cannot contain NUL characters", field="text")
     trace = owned_trace(store, owner, trace_id)
     item = comment_item(trace.id, text, _action_id(trace, action), _author(author))
     store.add_feedback([item], owner=owner)
@@ -69,8 +71,10 @@ def _action_id(trace: Trace, action: str | None) -> str | None:
 
 
 def _author(author: str | None) -> str | None:
-    if author is not None and (not isinstance(author, str) or len(author) > MAX_AUTHOR_LENGTH):
-        raise InputError(f"an author is a string of at most {MAX_AUTHOR_LENGTH} characters",
+    if author is not None and (not isinstance(author, str) or len(author) > MAX_AUTHOR_LENGTH
+                               or "\x00" in author):
+        raise InputError(f"an author is a string of at most {MAX_AUTHOR_LENGTH} characters "
+                         "(no NUL)",
                          field="author")
     return author
 

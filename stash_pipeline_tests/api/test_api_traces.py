@@ -183,3 +183,17 @@ def test_ratings_and_comments_on_traces_and_actions(ana) -> None:
                       headers={"Content-Type": "application/json"})
     assert nan.status_code == 422
     assert client.post(f"{TRACES}/missing/comments", json={"text": "x"}).status_code == 404
+
+
+def test_nul_characters_get_the_same_answer_on_both_databases(ana) -> None:
+    _, client = ana
+    import_traces(client, "t")
+    assert client.get(f"{TRACES}/a%00b").status_code == 404
+    assert client.get("/api/v1/rm/reward-models/a%00b").status_code == 404
+    assert client.get(TRACES, params={"model_id": "a\x00"}).json()["field"] == "model_id"
+    for kind, body, field in (("comments", {"text": "a\x00"}, "text"),
+                              ("comments", {"text": "a", "author": "\x00"}, "author")):
+        response = client.post(f"{TRACES}/t/{kind}", json=body)
+        assert response.status_code == 422 and response.json()["field"] == field
+    model = client.post("/api/v1/rm/reward-models", json={"name": "a\x00", "trace_ids": ["t"]})
+    assert model.status_code == 422 and model.json()["field"] == "name"

@@ -7,11 +7,13 @@ from typing import Any
 from fastapi import APIRouter, Body, Depends, Request
 
 from stash_pipeline.api.auth import current_account
+from stash_pipeline.api.ids import readable_ids
 from stash_pipeline.api.bodies import REWARD_MODEL_REQUEST
 from stash_pipeline.services import reward_models
 from stash_pipeline.store import Account
 
-router = APIRouter(prefix="/api/v1/rm/reward-models", tags=["reward models"])
+router = APIRouter(prefix="/api/v1/rm/reward-models", tags=["reward models"],
+                   dependencies=[Depends(readable_ids)])
 NOT_FOUND = {404: {"description": "Not yours, not there, or an account from before the rollout."}}
 
 

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from stash_pipeline.api.auth import current_account
+from stash_pipeline.api.ids import readable_ids
 from stash_pipeline.api.bodies import CommentBody, ContributionChange, RatingBody
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.importers import FORMATS
@@ -17,7 +18,8 @@ from stash_pipeline.services import feedback, traces
 from stash_pipeline.store import Account
 from stash_pipeline.store.trace_pages import SORTS
 
-router = APIRouter(prefix="/api/v1/traces", tags=["traces"])
+router = APIRouter(prefix="/api/v1/traces", tags=["traces"],
+                   dependencies=[Depends(readable_ids)])
 NOT_FOUND = {404: {"description": "No such trace of yours."}}
 Format = Literal["auto", *FORMATS]  # type: ignore[valid-type]
 Sort = Literal[tuple(SORTS)]  # type: ignore[valid-type]
