@@ -8,6 +8,7 @@ release version) and the caller's own personal models', kept apart.
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +61,10 @@ def import_file(store: Store, owner: str, path: Path, *, format: str = "auto",
                          field=error.field) from None
     except OwnershipError as error:
         # Say no more than that the id is taken: whose it is, is nobody else's business.
-        trace_id = str(error).split(" ", 2)[1]
-        raise OwnershipError(f"trace id {trace_id} is taken; give the trace another id "
-                             f"({shown})") from None
+        taken = re.match(r"trace (.*) \(.*\) already belongs", str(error))
+        name = f"trace id {taken.group(1)}" if taken else "a trace id"
+        raise OwnershipError(f"{name} in the {shown} is taken; give the trace another id") \
+            from None
     return {**summary.as_dict(), "trace_ids": list(ids)}
 
 

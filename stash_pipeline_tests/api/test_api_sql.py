@@ -6,7 +6,8 @@ import httpx
 import pytest
 from conftest import SETTINGS, Api, import_traces
 
-from stash_pipeline.store import ActionScore, Release, TraceScore
+from stash_pipeline.store import ActionScore, Release, Store, TraceScore
+from stash_pipeline.store.readonly_sql import ReadonlySql, SqlUnavailable
 
 SQL = "/api/v1/sql"
 
@@ -64,3 +65,21 @@ def test_long_running_queries_stop_at_the_timeout(api: Api, ana: httpx.Client) -
     response = sql(ana, slow)
     assert response.status_code == 422 and response.json()["code"] == "timeout"
     assert sql(ana, "SELECT count(*) FROM traces").json()["rows"] == [[2]]
+
+
+def test_an_endpoint_the_deployment_has_not_set_up_is_503(api: Api, ana: httpx.Client,
+                                                          monkeypatch) -> None:
+    def unavailable(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        raise SqlUnavailable("create the role stash_sql_reader")
+
+    monkeypatch.setattr(ReadonlySql, "run", unavailable)
+    response = sql(ana, "SELECT id FROM traces")
+    assert response.status_code == 503 and "stash_sql_reader" in response.json()["detail"]
+
+
+def test_an_in_memory_sqlite_database_has_no_sql_endpoint() -> None:
+    store = Store("sqlite://")
+    engine = ReadonlySql(store)
+    assert engine.prepare() is None
+    with pytest.raises(SqlUnavailable, match="database file"):
+        engine.run("ana", "SELECT 1", max_rows=1, timeout_s=1)

@@ -72,6 +72,7 @@ def test_a_trace_id_taken_by_another_account_is_409_and_nothing_is_stored(api: A
     assert import_traces(other, "shared-id").status_code == 200
     response = import_traces(client, "mine", "shared-id")
     assert response.status_code == 409
+    assert "trace id shared-id in the request body is taken" in response.json()["detail"]
     assert other_id not in response.json()["detail"]
     assert client.get(TRACES).json()["total"] == 0
 

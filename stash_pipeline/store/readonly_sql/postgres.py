@@ -86,13 +86,14 @@ def _ensure_role(c: sa.Connection) -> str | None:
         # NOINHERIT and no memberships: the role has only what is granted to it (and PUBLIC).
         c.execute(sa.text(f"CREATE ROLE {READER_ROLE} LOGIN NOINHERIT"))
         savepoint.commit()
-    except sa.exc.ProgrammingError as error:  # insufficient_privilege
+    except sa.exc.DBAPIError as error:
         savepoint.rollback()
+        # Another database's API start may have created it meanwhile (the role is cluster-wide).
+        if getattr(error.orig, "sqlstate", None) in ("42710", "23505"):
+            return None
         return (f"the SQL endpoint needs the login role {READER_ROLE}, which this database user "
                 f"may not create ({error.orig}); create it (CREATE ROLE {READER_ROLE} LOGIN "
                 f"PASSWORD '...') and set {READER_URL_ENV} to a URL that logs in as it")
-    except sa.exc.IntegrityError:  # another database's API start created it meanwhile
-        savepoint.rollback()
     return None
 
 
