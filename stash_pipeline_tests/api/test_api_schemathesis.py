@@ -18,6 +18,12 @@ from stash_pipeline.api import create_app
 schema = schemathesis.openapi.from_dict(create_app().openapi())
 
 
+@schemathesis.serializer("application/x-ndjson")
+def ndjson(_context, value) -> bytes:  # noqa: ANN001
+    """JSON Lines bodies for the import route: the generated string, as UTF-8."""
+    return value if isinstance(value, bytes) else str(value).encode("utf-8")
+
+
 @pytest.fixture
 def seeded(api: Api) -> tuple[Api, str]:
     _, client = api.account("ana")
