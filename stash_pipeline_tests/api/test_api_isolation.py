@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 import sqlalchemy as sa
-from conftest import Api, import_traces, succeed
+from api_helpers import Api, import_traces, succeed
 
 from stash_pipeline.store import Release, TraceScore
 from stash_pipeline.store.readonly_sql import SqlRefused, postgres
@@ -94,6 +94,10 @@ SQL_TRICKS = [
     "SET ROLE postgres",
     "EXPLAIN SELECT * FROM public.traces",
     "SELECT * FROM traces t, LATERAL (SELECT * FROM accounts) a",
+    "SELECT * FROM traces WHERE id IN (SELECT id FROM main.traces)",
+    "SELECT (SELECT group_concat(id) FROM main.traces)",
+    "SELECT * FROM pragma_table_info('traces')",
+    "SELECT load_extension('x')",
 ]
 
 

@@ -7,7 +7,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from conftest import Api, import_traces, succeed
+from api_helpers import Api, import_traces, succeed
 
 from stash_pipeline.objects import UrlSigner
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import httpx
 import pytest
 import schemathesis
-from conftest import Api, import_traces
+from api_helpers import Api, import_traces
 from hypothesis import HealthCheck, settings
 
 from stash_pipeline.api import create_app

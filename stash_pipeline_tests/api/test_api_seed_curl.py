@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import checkpoint_archive, loopback_socket
+from api_helpers import checkpoint_archive, loopback_socket
 
 from stash_pipeline.objects import object_store_from_env, reward_model_checkpoint_key
 from stash_pipeline.store import Store, schema

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from conftest import SETTINGS, Api, import_traces
+from api_helpers import SETTINGS, Api, import_traces
 
 from stash_pipeline.store import ActionScore, Release, Store, TraceScore
 from stash_pipeline.store.readonly_sql import ReadonlySql, SqlUnavailable

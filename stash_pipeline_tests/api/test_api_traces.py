@@ -6,7 +6,7 @@ import json
 
 import httpx
 import pytest
-from conftest import SETTINGS, Api, import_traces, trace_object
+from api_helpers import SETTINGS, Api, import_traces, trace_object
 
 from stash_pipeline.store import ActionScore, Release, TraceScore
 
