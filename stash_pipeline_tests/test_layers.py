@@ -10,10 +10,12 @@ HEAVY = ("torch", "transformers", "datasets")
 
 
 def test_entry_points_never_import_torch():
+    """The CLI, the Dagster definitions and the HTTP API (its app and every route) load no torch."""
     code = (
         "import sys\n"
         "import stash_pipeline.definitions, stash_pipeline.cli, stash_pipeline.store\n"
         "from stash_pipeline.cli import build_parser; build_parser()\n"
+        "from stash_pipeline.api import create_app; create_app().openapi()\n"
         f"heavy = [m for m in {HEAVY!r} if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )

@@ -63,16 +63,15 @@ def split_target(target: str) -> tuple[str, str | None]:
 
 
 def comment_of(args: argparse.Namespace) -> Comment:
+    from stash_pipeline.services.feedback import comment_item
     trace_id, action_id = split_target(args.target)
-    return Comment(feedback_id("comment", trace_id, action_id, args.text, args.author),
-                   trace_id, args.text, action_id=action_id, author=args.author)
+    return comment_item(trace_id, args.text, action_id, args.author)
 
 
 def rating_of(args: argparse.Namespace) -> Rating:
+    from stash_pipeline.services.feedback import rating_item
     trace_id, action_id = split_target(args.target)
-    # One rating per author and target: rating again replaces the earlier value.
-    return Rating(feedback_id("rating", trace_id, action_id, args.author), trace_id, args.value,
-                  action_id=action_id, author=args.author)
+    return rating_item(trace_id, args.value, action_id, args.author)
 
 
 def comparison_of(args: argparse.Namespace) -> ReviewedComparison:

@@ -53,6 +53,8 @@ def _text(data: Mapping[str, Any], field: str, limit: int, default: str | None =
         raise _fail(field, f"expected a non-empty string, got {value!r}")
     if len(value) > limit:
         raise _fail(field, f"is {len(value)} characters long; at most {limit} are allowed")
+    if "\x00" in value:  # PostgreSQL text cannot hold it; refuse it on SQLite alike
+        raise _fail(field, "cannot contain NUL characters")
     return value
 
 
@@ -77,7 +79,8 @@ def _trace_ids(data: Mapping[str, Any]) -> tuple[str, ...]:
     if len(value) > MAX_TRACE_IDS:
         raise _fail("trace_ids", f"lists {len(value)} traces; at most {MAX_TRACE_IDS} are allowed")
     for index, item in enumerate(value):
-        if not isinstance(item, str) or not item or len(item) > MAX_TRACE_ID_LENGTH:
+        if not isinstance(item, str) or not item or len(item) > MAX_TRACE_ID_LENGTH \
+                or "\x00" in item:
             raise _fail(f"trace_ids[{index}]",
                         f"expected a trace id of 1 to {MAX_TRACE_ID_LENGTH} characters, got {item!r}")
     return tuple(dict.fromkeys(value))  # a repeated id selects its trace once

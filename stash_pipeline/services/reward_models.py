@@ -11,9 +11,10 @@ from typing import Any, Protocol
 
 from stash_pipeline.core.errors import NotFoundError
 from stash_pipeline.core.requests import parse_reward_model_request
+from stash_pipeline.core.training_settings import DOWNLOAD_URL_EXPIRES_S
 from stash_pipeline.store import RewardModelRecord, Store
 
-WEIGHTS_URL_SECONDS = 300  # the seed: a five-minute signed URL
+WEIGHTS_URL_SECONDS = DOWNLOAD_URL_EXPIRES_S  # the seed: a five-minute signed URL
 
 
 class DownloadUrls(Protocol):

@@ -8,7 +8,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
-from stash_pipeline.core.errors import NotFoundError
+from stash_pipeline.core.errors import InputError, NotFoundError
 from stash_pipeline.store import schema
 
 
@@ -18,6 +18,7 @@ class Account:
     api_key_hash: str | None
     reward_models_enabled: bool
     created_at: datetime
+    name: str | None = None
 
 
 def ensure_accounts(connection: sa.Connection, ids: Iterable[str]) -> None:
@@ -31,10 +32,29 @@ def ensure_accounts(connection: sa.Connection, ids: Iterable[str]) -> None:
 
 
 def create_account(connection: sa.Connection, account_id: str, *, api_key_hash: str | None = None,
-                   reward_models_enabled: bool = True) -> Account:
-    connection.execute(schema.accounts.insert().values(
-        id=account_id, api_key_hash=api_key_hash, reward_models_enabled=reward_models_enabled))
+                   reward_models_enabled: bool = True, name: str | None = None) -> Account:
+    a = schema.accounts
+    if connection.scalar(sa.select(a.c.id).where(a.c.id == account_id)) is not None:
+        raise InputError(f"account {account_id} already exists", field="id")
+    connection.execute(a.insert().values(
+        id=account_id, name=name, api_key_hash=api_key_hash,
+        reward_models_enabled=reward_models_enabled))
     return get_account(connection, account_id)
+
+
+def list_accounts(connection: sa.Connection) -> list[Account]:
+    a = schema.accounts
+    return [Account(**row._asdict())
+            for row in connection.execute(sa.select(a).order_by(a.c.created_at, a.c.id))]
+
+
+def set_api_key_hash(connection: sa.Connection, account_id: str, api_key_hash: str) -> None:
+    """Replace the account's key (the old key stops working at once)."""
+    a = schema.accounts
+    result = connection.execute(a.update().where(a.c.id == account_id)
+                                .values(api_key_hash=api_key_hash))
+    if result.rowcount != 1:
+        raise NotFoundError(f"account {account_id} does not exist")
 
 
 def get_account(connection: sa.Connection, account_id: str) -> Account:

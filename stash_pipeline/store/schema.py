@@ -37,6 +37,8 @@ def _created() -> sa.Column:
 accounts = sa.Table(
     "accounts", metadata,
     sa.Column("id", ID, primary_key=True),
+    sa.Column("name", sa.String(256), nullable=True),  # display name; null for import-made accounts
+    # SHA-256 (hex) of the account's API key; the key itself is shown once and never stored.
     sa.Column("api_key_hash", sa.String(128), nullable=True, unique=True),
     _created(),
     # False for accounts that existed before the reward-model rollout: their RM routes answer 404.

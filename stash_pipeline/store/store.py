@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -14,11 +15,12 @@ from stash_pipeline.core.requests import RewardModelRequest
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.store import accounts, engine, feedback, imports, models, pairs, releases
-from stash_pipeline.store import scores, traces
+from stash_pipeline.store import scores, trace_pages, traces
 from stash_pipeline.store.imports import ImportSummary
 from stash_pipeline.store.models import RewardModelRecord
 from stash_pipeline.store.releases import BenchmarkComparison, Release
 from stash_pipeline.store.scores import ActionScore, TraceScore
+from stash_pipeline.store.trace_pages import TraceListItem
 from stash_pipeline.store.traces import TraceSummary
 
 
@@ -64,6 +66,24 @@ class Store:
         with self.transaction() as c:
             return traces.list_traces(c, owner, action_evaluator)
 
+    def page_traces(self, owner: str, *, shared_evaluator: str | None,
+                    model_ids: Sequence[str] | None = None, sort: str = "-created",
+                    limit: int = 50, offset: int = 0) -> tuple[list[TraceListItem], int]:
+        """One sorted page of the owner's trace list and the owner's trace count."""
+        with self.transaction() as c:
+            return trace_pages.page_traces(c, owner, shared_evaluator=shared_evaluator,
+                                           model_ids=model_ids, sort=sort, limit=limit,
+                                           offset=offset)
+
+    def scored_version(self, trace_id: str, evaluator: str) -> int | None:
+        with self.transaction() as c:
+            return trace_pages.scored_version(c, trace_id, evaluator)
+
+    def trace_times(self, trace_id: str) -> tuple[datetime, datetime] | None:
+        """(created_at, updated_at), or None for no such trace."""
+        with self.transaction() as c:
+            return trace_pages.trace_times(c, trace_id)
+
     def trace_ids(self, owner: str | None = None, contribute: bool | None = None) -> list[str]:
         with self.transaction() as c:
             return traces.trace_ids(c, owner, contribute)
@@ -90,10 +110,21 @@ class Store:
 
     # Accounts
     def create_account(self, account_id: str, *, api_key_hash: str | None = None,
-                       reward_models_enabled: bool = True) -> accounts.Account:
+                       reward_models_enabled: bool = True,
+                       name: str | None = None) -> accounts.Account:
+        """InputError (field ``id``) when the id is taken."""
         with self.transaction() as c:
             return accounts.create_account(c, account_id, api_key_hash=api_key_hash,
-                                           reward_models_enabled=reward_models_enabled)
+                                           reward_models_enabled=reward_models_enabled,
+                                           name=name)
+
+    def list_accounts(self) -> list[accounts.Account]:
+        with self.transaction() as c:
+            return accounts.list_accounts(c)
+
+    def set_api_key_hash(self, account_id: str, api_key_hash: str) -> None:
+        with self.transaction() as c:
+            accounts.set_api_key_hash(c, account_id, api_key_hash)
 
     def get_account(self, account_id: str) -> accounts.Account:
         with self.transaction() as c:

@@ -1,0 +1,69 @@
+"""The ASGI app: ``create_app()`` for uvicorn (``stash-pipeline api``), tests pass their own parts.
+
+No torch, no Dagster: the API only reads and writes the store; the pipeline picks up what it queues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.types import Scope
+
+from stash_pipeline.api import errors
+from stash_pipeline.api.limits import BodyLimit
+from stash_pipeline.api.routes import account, objects, reward_models, sql, traces
+from stash_pipeline.api.settings import ApiSettings
+from stash_pipeline.objects import ObjectStore
+from stash_pipeline.store import Store
+from stash_pipeline.store.readonly_sql import ReadonlySql
+
+IMPORT_PATH = "/api/v1/traces"
+
+
+def create_app(store: Store | None = None, objects_store: ObjectStore | None = None,
+               settings: ApiSettings | None = None) -> FastAPI:
+    """The API over ``store`` and ``objects_store`` (default: both from the environment)."""
+    settings = settings or ApiSettings.from_env()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        owned = store is None
+        app.state.store = store or Store.from_env()
+        app.state.store.migrate()
+        if objects_store is None:
+            from stash_pipeline.objects import object_store_from_env
+            app.state.objects = object_store_from_env()
+        else:
+            app.state.objects = objects_store
+        app.state.sql = ReadonlySql(app.state.store)
+        problem = app.state.sql.prepare()
+        if problem:
+            import logging
+            logging.getLogger(__name__).warning("SQL endpoint unavailable: %s", problem)
+        try:
+            yield
+        finally:
+            app.state.sql.dispose()
+            if owned:
+                app.state.store.dispose()
+
+    app = FastAPI(
+        title="stash-pipeline API",
+        summary="Traces, feedback, personal reward models and read-only SQL over your own rows.",
+        version="1",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    for module in (reward_models, traces, sql, account, objects):
+        app.include_router(module.router)
+    errors.install(app)
+
+    def limit_for(scope: Scope) -> int:
+        if scope.get("method") == "POST" and scope.get("path", "").rstrip("/") == IMPORT_PATH:
+            return settings.max_import_bytes
+        return settings.max_json_bytes
+
+    app.add_middleware(BodyLimit, limit_for=limit_for)
+    return app

@@ -1,0 +1,68 @@
+"""Every refusal as one JSON shape: ``{"detail": message, "field"?, "record"?, "file"?, "code"?}``.
+
+InputError 422 (naming the file, record and field), NotFoundError 404 (another account's id too),
+StatusError and a taken trace id 409, an expired or altered download URL 403, the SQL endpoint not
+set up 503. FastAPI's own validation errors (query parameters, small bodies) get the same shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from stash_pipeline.core.errors import InputError, NotFoundError, OwnershipError
+from stash_pipeline.objects import DownloadRefusedError, ObjectNotFoundError
+from stash_pipeline.store import StatusError
+from stash_pipeline.store.readonly_sql import SqlRefused, SqlUnavailable
+
+
+def error_response(status: int, detail: str, **extra: Any) -> JSONResponse:
+    body = {"detail": detail, **{k: v for k, v in extra.items() if v is not None}}
+    return JSONResponse(body, status_code=status)
+
+
+def input_error(_: Request, error: InputError) -> JSONResponse:
+    code = error.code if isinstance(error, SqlRefused) else None
+    return error_response(422, str(error), field=error.field, record=error.record,
+                          file=error.file, code=code)
+
+
+def validation_error(_: Request, error: RequestValidationError) -> JSONResponse:
+    # An unknown field is named first, as core.requests does: it is the likelier mistake.
+    found = sorted(error.errors(), key=lambda e: e.get("type") != "extra_forbidden")
+    first = found[0] if found else {"loc": (), "msg": "invalid request"}
+    loc = [str(part) for part in first.get("loc", ())]
+    where = loc[0] if loc else None
+    field = ".".join(loc[1:]) or ("body" if where == "body" else None)
+    return error_response(422, f"{where or 'request'} {field or ''}: {first.get('msg')}".strip(),
+                          field=field)
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(InputError, input_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    handlers = (
+        (NotFoundError, 404), (ObjectNotFoundError, 404), (StatusError, 409),
+        (OwnershipError, 409), (DownloadRefusedError, 403), (SqlUnavailable, 503),
+    )
+    for kind, status in handlers:
+        app.add_exception_handler(
+            kind, lambda _request, error, status=status: error_response(status, str(error)))
+    _install_database_value_errors(app)
+
+
+def _install_database_value_errors(app: FastAPI) -> None:
+    """A value the database cannot store (e.g. a NUL character in text) is the input's fault."""
+    import psycopg
+    import sqlalchemy as sa
+
+    def refused(_: Request, error: Exception) -> JSONResponse:
+        original = getattr(error, "orig", error)
+        reason = getattr(getattr(original, "diag", None), "message_primary", None) or "bad value"
+        return error_response(422, f"the database refused a value: {reason}")
+
+    app.add_exception_handler(sa.exc.DataError, refused)
+    app.add_exception_handler(psycopg.DataError, refused)

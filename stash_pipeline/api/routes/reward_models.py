@@ -1,0 +1,61 @@
+"""The seed's personal reward-model routes (``/api/v1/rm/reward-models``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body, Depends, Request
+
+from stash_pipeline.api.auth import current_account
+from stash_pipeline.api.ids import readable_ids
+from stash_pipeline.api.bodies import REWARD_MODEL_REQUEST
+from stash_pipeline.services import reward_models
+from stash_pipeline.store import Account
+
+router = APIRouter(prefix="/api/v1/rm/reward-models", tags=["reward models"],
+                   dependencies=[Depends(readable_ids)])
+NOT_FOUND = {404: {"description": "Not yours, not there, or an account from before the rollout."}}
+
+
+@router.post("", status_code=201, responses={
+    **NOT_FOUND, 422: {"description": "An unknown field, `compute`, a missing or empty "
+                                      "`trace_ids`, a trace that is not yours, a bad value."}},
+    openapi_extra={"requestBody": {"required": True, "content": {
+        "application/json": {"schema": REWARD_MODEL_REQUEST}}}})
+def create_reward_model(request: Request, body: Any = Body(...),
+                        account: Account = Depends(current_account)) -> dict[str, Any]:
+    """Queue a personal reward model; it returns the queued model."""
+    model = reward_models.create(request.app.state.store, account.id, body)
+    return reward_models.view(model)
+
+
+@router.get("", responses=NOT_FOUND)
+def list_reward_models(request: Request,
+                       account: Account = Depends(current_account)) -> dict[str, Any]:
+    models = reward_models.list_models(request.app.state.store, account.id)
+    return {"reward_models": [reward_models.view(m) for m in models]}
+
+
+@router.get("/{model_id}", responses=NOT_FOUND)
+def get_reward_model(model_id: str, request: Request,
+                     account: Account = Depends(current_account)) -> dict[str, Any]:
+    """Status, error, metrics and timestamps."""
+    return reward_models.view(reward_models.get(request.app.state.store, account.id, model_id))
+
+
+@router.get("/{model_id}/weights", responses={
+    404: {"description": "Not yours, or not succeeded (no weights yet)."}})
+def get_weights(model_id: str, request: Request,
+                account: Account = Depends(current_account)) -> dict[str, str]:
+    """A URL of `reward-model.tar.gz` that works for five minutes, without your API key."""
+    state = request.app.state
+    return {"url": reward_models.weights_url(state.store, state.objects, account.id, model_id)}
+
+
+@router.post("/{model_id}/score", status_code=202, responses={
+    **NOT_FOUND, 409: {"description": "The model has not succeeded: no checkpoint to score with."}})
+def score_again(model_id: str, request: Request,
+                account: Account = Depends(current_account)) -> dict[str, Any]:
+    """Score again: a fresh scoring run of the saved checkpoint, without labelling or training."""
+    model = reward_models.score_again(request.app.state.store, account.id, model_id)
+    return reward_models.view(model)

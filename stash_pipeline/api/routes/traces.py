@@ -1,0 +1,102 @@
+"""Traces: import, the sorted and paginated list, one trace, contribution opt-in, feedback."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from starlette.concurrency import run_in_threadpool
+
+from stash_pipeline.api.auth import current_account
+from stash_pipeline.api.ids import readable_ids
+from stash_pipeline.api.bodies import CommentBody, ContributionChange, RatingBody
+from stash_pipeline.core.errors import InputError
+from stash_pipeline.importers import FORMATS
+from stash_pipeline.services import feedback, traces
+from stash_pipeline.store import Account
+from stash_pipeline.store.trace_pages import SORTS
+
+router = APIRouter(prefix="/api/v1/traces", tags=["traces"],
+                   dependencies=[Depends(readable_ids)])
+NOT_FOUND = {404: {"description": "No such trace of yours."}}
+Format = Literal["auto", *FORMATS]  # type: ignore[valid-type]
+Sort = Literal[tuple(SORTS)]  # type: ignore[valid-type]
+
+
+@router.post("", responses={
+    413: {"description": "The body is larger than STASH_API_MAX_IMPORT_BYTES."},
+    409: {"description": "A trace id is already taken."},
+    422: {"description": "Bad input; names the record and field. Nothing was stored."}},
+    openapi_extra={"requestBody": {"required": True, "content": {
+        "application/json": {"schema": {
+            "description": "A trace object, a JSON array of them, an OTLP export or a "
+                           "tau2-bench results file (docs/importing.md)."}},
+        "application/x-ndjson": {"schema": {"type": "string",
+                                            "description": "JSON Lines of trace objects."}}}}})
+async def import_traces(request: Request, format: Format = "auto", contribute: bool = False,
+                        account: Account = Depends(current_account)) -> dict[str, Any]:
+    """Import traces in any importer format, batch or single; all or nothing."""
+    with tempfile.TemporaryDirectory(prefix="stash-api-import-") as folder:
+        path = Path(folder) / "body"
+        size = 0
+        with open(path, "wb") as file:
+            async for chunk in request.stream():
+                size += len(chunk)
+                file.write(chunk)
+        if size == 0:
+            raise InputError("the request body is empty: send traces as JSON, a JSON array or "
+                             "JSON Lines", file="request body")
+        return await run_in_threadpool(
+            traces.import_file, request.app.state.store, account.id, path, format=format,
+            contribute=contribute, label="request body")
+
+
+@router.get("")
+def list_traces(request: Request, sort: Sort = "-created",
+                limit: int = Query(50, ge=1, le=traces.MAX_PAGE_SIZE),
+                offset: int = Query(0, ge=0, le=2**31 - 1),
+                model_id: str | None = Query(None, max_length=64,
+                                             description="Whose `latest_score`: one of your "
+                                                         "reward models (default: any)."),
+                account: Account = Depends(current_account)) -> dict[str, Any]:
+    """Your traces with `latest_score` (personal) apart from the shared evaluator's mean action
+    credit and number of actions scored; `sort` by either (`-` for descending)."""
+    return traces.page(request.app.state.store, account.id, sort=sort, limit=limit,
+                       offset=offset, model_id=model_id)
+
+
+@router.get("/{trace_id}", responses=NOT_FOUND)
+def get_trace(trace_id: str, request: Request,
+              account: Account = Depends(current_account)) -> dict[str, Any]:
+    """Messages, actions, `scores` and `action_scores` of each evaluator, and whether the shared
+    evaluator has scored it (or the deployment still waits for its first release)."""
+    return traces.detail(request.app.state.store, account.id, trace_id)
+
+
+@router.patch("/{trace_id}", responses=NOT_FOUND)
+def change_trace(trace_id: str, body: ContributionChange, request: Request,
+                 account: Account = Depends(current_account)) -> dict[str, Any]:
+    """Contribution opt-in. Turning it off excludes the trace from future candidates; it cannot
+    remove what previously released weights have learned."""
+    return traces.set_contribution(request.app.state.store, account.id, trace_id,
+                                   body.contribute)
+
+
+@router.post("/{trace_id}/ratings", status_code=201, responses=NOT_FOUND)
+def rate(trace_id: str, body: RatingBody, request: Request,
+         account: Account = Depends(current_account)) -> dict[str, Any]:
+    """A trace rating, or a step rating with `action_id`; rating again replaces the value."""
+    item = feedback.rate(request.app.state.store, account.id, trace_id, body.value,
+                         action=body.action_id, author=body.author)
+    return feedback.view(item)
+
+
+@router.post("/{trace_id}/comments", status_code=201, responses=NOT_FOUND)
+def comment(trace_id: str, body: CommentBody, request: Request,
+            account: Account = Depends(current_account)) -> dict[str, Any]:
+    """A comment on the trace, or on one action with `action_id`."""
+    item = feedback.comment(request.app.state.store, account.id, trace_id, body.text,
+                            action=body.action_id, author=body.author)
+    return feedback.view(item)

@@ -1,0 +1,149 @@
+"""Traces as their owner sees them: import, the sorted list, one trace with its scores, opt-in.
+
+Every function acts on the caller's own traces: another account's trace is "not found" (the API's
+404), exactly like one that does not exist. Scores shown are the shared evaluator's (tagged with a
+release version) and the caller's own personal models', kept apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any
+
+from stash_pipeline.core.errors import InputError, NotFoundError, OwnershipError
+from stash_pipeline.core.serialize import message_to_dict
+from stash_pipeline.core.traces import Trace
+from stash_pipeline.services import reward_models
+from stash_pipeline.store import Store
+from stash_pipeline.store.trace_pages import SORTS, TraceListItem
+
+# The shared evaluator's state for one trace (seed: "Until then, traces wait for the first release").
+WAITING = "waiting_for_first_release"
+PENDING = "pending"
+SCORED = "scored"
+MAX_PAGE_SIZE = 500
+
+
+def owned_trace(store: Store, owner: str, trace_id: str) -> Trace:
+    try:
+        trace = store.get_trace(trace_id)
+    except NotFoundError:
+        trace = None
+    if trace is None or trace.owner != owner:
+        raise NotFoundError(f"trace {trace_id} does not exist")
+    return trace
+
+
+def import_file(store: Store, owner: str, path: Path, *, format: str = "auto",
+                contribute: bool = False, label: str | None = None) -> dict[str, Any]:
+    """Import one file of traces for ``owner``, all or nothing, as ``stash-pipeline import`` does.
+
+    ``label`` names the file in errors instead of its path (the API: "request body"). Returns the
+    import summary and the ids of the traces imported, in file order.
+    """
+    from stash_pipeline.importers import read_path
+
+    shown = label or str(path)
+    ids: dict[str, None] = {}
+
+    def records():  # noqa: ANN202
+        for record in read_path(path, format=format, owner=owner, contribute=contribute):
+            ids[record.trace.id] = None
+            yield record
+
+    try:
+        summary = store.import_traces(records())
+    except InputError as error:
+        file = shown if error.file == str(path) else error.file
+        raise InputError(error.reason.replace(str(path), shown), file=file, record=error.record,
+                         field=error.field) from None
+    except OwnershipError as error:
+        # Say no more than that the id is taken: whose it is, is nobody else's business.
+        taken = re.match(r"trace (.*) \(.*\) already belongs", str(error))
+        name = f"trace id {taken.group(1)}" if taken else "a trace id"
+        raise OwnershipError(f"{name} in the {shown} is taken; give the trace another id") \
+            from None
+    return {**summary.as_dict(), "trace_ids": list(ids)}
+
+
+def page(store: Store, owner: str, *, sort: str = "-created", limit: int = 50, offset: int = 0,
+         model_id: str | None = None) -> dict[str, Any]:
+    """One page of the trace list; ``model_id`` picks which personal model's score is shown."""
+    if sort not in SORTS:
+        raise InputError(f"sort is one of {', '.join(SORTS)}", field="sort")
+    if not 1 <= limit <= MAX_PAGE_SIZE:
+        raise InputError(f"limit is 1 to {MAX_PAGE_SIZE}", field="limit")
+    if offset < 0:
+        raise InputError("offset is 0 or more", field="offset")
+    model_ids = None
+    if model_id is not None:
+        model_ids = [reward_models.get(store, owner, model_id).id]
+    release = store.latest_release()
+    shared = release.version if release else None
+    items, total = store.page_traces(owner, shared_evaluator=shared, model_ids=model_ids,
+                                     sort=sort, limit=limit, offset=offset)
+    return {
+        "traces": [list_item_view(item) for item in items],
+        "total": total, "limit": limit, "offset": offset,
+        "next_offset": offset + limit if offset + limit < total else None,
+        "shared_evaluator": shared,
+    }
+
+
+def list_item_view(item: TraceListItem) -> dict[str, Any]:
+    data = dataclasses.asdict(item)
+    data["created_at"] = item.created_at.isoformat()
+    data["updated_at"] = item.updated_at.isoformat()
+    return data
+
+
+def detail(store: Store, owner: str, trace_id: str) -> dict[str, Any]:
+    """One trace: messages, actions, scores of each evaluator and the shared evaluator's state."""
+    trace = owned_trace(store, owner, trace_id)
+    personal = {m.id for m in store.list_reward_models(owner=owner)}
+    shared = {r.version for r in store.list_releases()}
+    release = store.latest_release()
+    if release is None:
+        state = WAITING
+    elif store.scored_version(trace.id, release.version) == trace.version:
+        state = SCORED
+    else:
+        state = PENDING
+
+    def kind(evaluator: str) -> str | None:
+        return "personal" if evaluator in personal else "shared" if evaluator in shared else None
+
+    created, updated = store.trace_times(trace.id)
+    tool_names = {a.id: (trace.tool_call(a).name if a.is_tool_call else None)
+                  for a in trace.actions()}
+    return {
+        "id": trace.id, "agent": trace.agent, "domain": trace.domain, "task_id": trace.task_id,
+        "metadata": trace.metadata, "tools": list(trace.tools), "contribute": trace.contribute,
+        "version": trace.version, "created_at": created.isoformat(),
+        "updated_at": updated.isoformat(),
+        "messages": [{"index": i, **message_to_dict(m)} for i, m in enumerate(trace.messages)],
+        "actions": [{"id": a.id, "local_id": a.local_id, "message_index": a.message_index,
+                     "call_index": a.call_index, "tool_name": tool_names[a.id]}
+                    for a in trace.actions()],
+        "shared_evaluator": {"release": release.version if release else None, "status": state},
+        "scores": [{"evaluator": s.evaluator, "kind": kind(s.evaluator), "raw": s.raw,
+                    "calibrated": s.calibrated}
+                   for s in store.scores_for(trace.id) if kind(s.evaluator)],
+        "action_scores": [{"action_id": s.action_id, "evaluator": s.evaluator,
+                           "kind": kind(s.evaluator), "raw": s.raw, "credit": s.credit}
+                          for s in store.action_scores_for(trace.id) if kind(s.evaluator)],
+        "feedback": [{"type": type(f).__name__, **dataclasses.asdict(f)}
+                     for f in store.feedback_for([trace.id])],
+    }
+
+
+def set_contribution(store: Store, owner: str, trace_id: str, contribute: Any) -> dict[str, Any]:
+    """Opt a trace in or out of shared-evaluator training. Opting out excludes it from future
+    candidates; it cannot remove what released weights have learned."""
+    if not isinstance(contribute, bool):
+        raise InputError(f"contribute is true or false, got {contribute!r}", field="contribute")
+    owned_trace(store, owner, trace_id)
+    store.set_contribute(trace_id, contribute, owner)
+    return {"id": trace_id, "contribute": contribute}

@@ -1,0 +1,110 @@
+"""Helpers of the API suite: a uvicorn server on a loopback port, accounts, traces, checkpoints."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import sys
+import tarfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import uvicorn
+
+from stash_pipeline.api.settings import ApiSettings
+from stash_pipeline.objects import LocalObjectStore, reward_model_checkpoint_key
+from stash_pipeline.services import accounts
+from stash_pipeline.store import Store
+
+# store_samples (small traces with feedback) lives beside the store suite.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
+
+SETTINGS = ApiSettings(max_import_bytes=256 * 1024, max_json_bytes=64 * 1024, sql_max_rows=5,
+                       sql_timeout_s=1.0)
+
+
+@dataclass
+class Api:
+    url: str
+    store: Store
+    objects: LocalObjectStore
+
+    def client(self, key: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+    def account(self, name: str, *, before_rollout: bool = False) -> tuple[str, httpx.Client]:
+        """A new account: its id and a client that sends its key."""
+        account, key = accounts.create(self.store, name,
+                                       reward_models_enabled=not before_rollout)
+        return account.id, self.client(key)
+
+
+def serve(app, sock: socket.socket) -> Iterator[None]:  # noqa: ANN001
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.01)
+    try:
+        yield
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def loopback_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+def trace_object(trace_id: str, *, text: str = "hello", turns: int = 1) -> dict:
+    """An OpenAI-format trace object with a tool call per turn."""
+    messages = [{"role": "system", "content": "Follow the refund policy."},
+                {"role": "user", "content": text}]
+    for turn in range(turns):
+        messages += [
+            {"role": "assistant", "content": f"Looking {turn}", "tool_calls": [
+                {"id": f"c{turn}", "type": "function",
+                 "function": {"name": "get_order", "arguments": json.dumps({"n": turn})}}]},
+            {"role": "tool", "tool_call_id": f"c{turn}", "content": "{\"ok\": true}"},
+        ]
+    messages.append({"role": "assistant", "content": "Done."})
+    return {"id": trace_id, "agent": "support", "domain": "retail",
+            "metadata": {"task_id": "t1"}, "messages": messages}
+
+
+def import_traces(client: httpx.Client, *ids: str) -> httpx.Response:
+    body = "\n".join(json.dumps(trace_object(i)) for i in ids) + "\n"
+    return client.post("/api/v1/traces", content=body,
+                       headers={"Content-Type": "application/x-ndjson"})
+
+
+def checkpoint_archive() -> bytes:
+    """A small reward-model.tar.gz with the seed's layout."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for name, data in (("config.json", b"{}"), ("reward_stats.json", b"{\"mean\": 0}")):
+            info = tarfile.TarInfo(f"reward-model/{name}")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def succeed(store: Store, objects, model_id: str, tmp_path: Path) -> None:  # noqa: ANN001
+    """Run a queued model to success as the pipeline would, with a checkpoint in the store."""
+    archive = tmp_path / f"{model_id}.tar.gz"
+    archive.write_bytes(checkpoint_archive())
+    attempt = store.mark_running(model_id)
+    uri = objects.put_file(reward_model_checkpoint_key(model_id, attempt), archive)
+    store.mark_succeeded(model_id, metrics={"train_pairs": 2}, checkpoint_uri=uri)

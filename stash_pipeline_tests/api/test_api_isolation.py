@@ -1,0 +1,152 @@
+"""A second account tries every route and every SQL trick on the first one's rows: it gets nothing."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+import sqlalchemy as sa
+from api_helpers import Api, import_traces, succeed
+
+from stash_pipeline.store import Release, TraceScore
+from stash_pipeline.store.readonly_sql import SqlRefused, postgres
+
+RM = "/api/v1/rm/reward-models"
+
+
+@pytest.fixture
+def victim(api: Api, tmp_path) -> dict:
+    owner, client = api.account("ana")
+    import_traces(client, "secret-trace")
+    model = client.post(RM, json={"name": "secret-model", "trace_ids": ["secret-trace"]}).json()
+    succeed(api.store, api.objects, model["id"], tmp_path)
+    api.store.save_scores([TraceScore("secret-trace", 1, model["id"], 9.0)])
+    api.store.save_release(Release("v1", "file:///x", {}, {}))
+    return {"owner": owner, "client": client, "model": model["id"]}
+
+
+@pytest.fixture
+def mallory(api: Api) -> httpx.Client:
+    _, client = api.account("mallory")
+    import_traces(client, "mallory-trace")
+    return client
+
+
+def test_every_route_answers_404_for_another_accounts_ids(api: Api, victim: dict,
+                                                        mallory: httpx.Client) -> None:
+    trace, model = "secret-trace", victim["model"]
+    attempts = [
+        ("GET", f"/api/v1/traces/{trace}", None),
+        ("PATCH", f"/api/v1/traces/{trace}", {"contribute": True}),
+        ("POST", f"/api/v1/traces/{trace}/ratings", {"value": 1}),
+        ("POST", f"/api/v1/traces/{trace}/comments", {"text": "x"}),
+        ("GET", f"{RM}/{model}", None),
+        ("GET", f"{RM}/{model}/weights", None),
+        ("POST", f"{RM}/{model}/score", None),
+        ("GET", f"/api/v1/traces?model_id={model}", None),
+    ]
+    for method, path, body in attempts:
+        response = mallory.request(method, path, json=body)
+        assert response.status_code == 404, (method, path, response.text)
+        assert "secret" not in response.text.replace(trace, "").replace(model, "")
+    assert [t["id"] for t in mallory.get("/api/v1/traces").json()["traces"]] == ["mallory-trace"]
+    assert mallory.get(RM).json() == {"reward_models": []}
+    denied = mallory.post(RM, json={"name": "m", "trace_ids": [trace]})
+    assert denied.status_code == 422 and denied.json()["field"] == "trace_ids[0]"
+    unchanged = victim["client"].get(f"/api/v1/traces/{trace}").json()
+    assert (unchanged["contribute"], unchanged["feedback"]) == (False, [])
+    assert api.store.get_reward_model(model).score_generation == 0
+
+
+SQL_TRICKS = [
+    "SELECT id FROM traces WHERE id = 'secret-trace'",
+    "SELECT id FROM traces UNION SELECT id FROM accounts",
+    "SELECT id FROM traces UNION SELECT trace_id FROM comments",
+    "SELECT id, name FROM reward_models UNION SELECT id, name FROM main.reward_models",
+    "SELECT id FROM public.traces",
+    "SELECT id FROM main.traces",
+    "SELECT id FROM stash_sql.traces",
+    "SELECT * FROM stash_sql.callers",
+    "SELECT relname FROM pg_catalog.pg_class",
+    "SELECT query FROM pg_stat_activity",
+    "SELECT * FROM information_schema.tables",
+    "SELECT * FROM sqlite_master",
+    "SELECT * FROM sqlite_temp_master",
+    "WITH traces AS (SELECT id FROM main.traces) SELECT * FROM traces",
+    "WITH traces AS (SELECT id FROM public.traces) SELECT * FROM traces",
+    "SELECT set_config('role', 'none', true), query_to_xml('select id from traces', true, "
+    "true, '')",
+    "SELECT query_to_xml('select id from public.traces', true, true, '')",
+    "SELECT current_setting('data_directory')",
+    "SELECT pg_read_file('/etc/passwd')",
+    "SELECT pg_sleep(30)",
+    "DELETE FROM traces",
+    "UPDATE traces SET contribute = true",
+    "INSERT INTO scores (trace_id) VALUES ('x')",
+    "DROP TABLE traces",
+    "SELECT 1; DELETE FROM traces",
+    "SELECT id FROM traces; SELECT 1",
+    "SELECT * INTO stolen FROM traces",
+    "SELECT * FROM traces FOR UPDATE",
+    "WITH gone AS (DELETE FROM traces RETURNING id) SELECT * FROM gone",
+    "ATTACH DATABASE '/tmp/x.db' AS x",
+    "PRAGMA table_info(traces)",
+    "COPY traces TO STDOUT",
+    "SET ROLE postgres",
+    "EXPLAIN SELECT * FROM public.traces",
+    "SELECT * FROM traces t, LATERAL (SELECT * FROM accounts) a",
+    "SELECT * FROM traces WHERE id IN (SELECT id FROM main.traces)",
+    "SELECT (SELECT group_concat(id) FROM main.traces)",
+    "SELECT * FROM pragma_table_info('traces')",
+    "SELECT load_extension('x')",
+]
+
+
+@pytest.mark.parametrize("query", SQL_TRICKS)
+def test_sql_tricks_get_nothing(api: Api, victim: dict, mallory: httpx.Client,
+                                query: str) -> None:
+    response = mallory.post("/api/v1/sql", json={"sql": query})
+    assert response.status_code in (200, 422), response.text
+    if response.status_code == 200:
+        assert "secret" not in response.text, response.text
+        assert victim["owner"] not in response.text
+    # Nothing changed for the victim, and the endpoint still works for both.
+    own = victim["client"].post("/api/v1/sql", json={"sql": "SELECT id FROM traces"}).json()
+    assert own["rows"] == [["secret-trace"]]
+    assert api.store.get_trace("secret-trace").contribute is False
+
+
+def test_the_victims_own_query_sees_only_its_rows(victim: dict, mallory: httpx.Client) -> None:
+    for client, expected in ((victim["client"], "secret-trace"), (mallory, "mallory-trace")):
+        rows = client.post("/api/v1/sql", json={"sql": "SELECT id FROM traces"}).json()["rows"]
+        assert rows == [[expected]]
+    models = mallory.post("/api/v1/sql", json={"sql": "SELECT * FROM reward_models"}).json()
+    scores = mallory.post("/api/v1/sql", json={"sql": "SELECT * FROM scores"}).json()
+    assert models["rows"] == [] and scores["rows"] == []
+
+
+@pytest.mark.postgres
+def test_the_database_alone_stops_an_escape_from_the_reader_role(api: Api, victim: dict,
+                                                                 monkeypatch) -> None:
+    """Without the parser's allow-list the query reaches PostgreSQL as is: `SET ROLE` would be
+    undone by set_config, but the session user itself is the reader, so it reads nothing."""
+    if api.store.engine.dialect.name != "postgresql":
+        pytest.skip("PostgreSQL's reader role")
+    monkeypatch.setattr(postgres, "check_select", lambda sql: None)
+    reader = sa.create_engine(postgres.reader_url(api.store.url))
+    try:
+        escapes = [
+            "SELECT set_config('role', 'none', true), "
+            "query_to_xml('select id from public.traces', true, true, '')",
+            "SELECT set_config('role', 'postgres', true)",
+            "SELECT set_config('session_authorization', 'postgres', true)",
+            "SELECT id FROM public.traces",
+        ]
+        for query in escapes:
+            with pytest.raises(SqlRefused, match="permission denied"):
+                postgres.run(api.store.engine, reader, "mallory", query, max_rows=10,
+                             timeout_s=5)
+        _, rows = postgres.run(api.store.engine, reader, "mallory",
+                                     "SELECT id FROM stash_sql.traces", max_rows=10, timeout_s=5)
+        assert rows == []
+    finally:
+        reader.dispose()

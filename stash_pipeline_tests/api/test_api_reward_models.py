@@ -1,0 +1,127 @@
+"""The seed's reward-model routes over real HTTP: codes, defaults, weights and Score again."""
+
+from __future__ import annotations
+
+import time
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+from api_helpers import Api, import_traces, succeed
+
+from stash_pipeline.objects import UrlSigner
+
+RM = "/api/v1/rm/reward-models"
+
+
+@pytest.fixture
+def ana(api: Api) -> httpx.Client:
+    _, client = api.account("ana")
+    assert import_traces(client, "t1", "t2").status_code == 200
+    return client
+
+
+def test_create_returns_the_queued_model_with_the_seeds_defaults(ana: httpx.Client) -> None:
+    response = ana.post(RM, json={"name": "refund-policy-v2", "trace_ids": ["t1"], "epochs": 2})
+    assert response.status_code == 201
+    model = response.json()
+    assert (model["status"], model["epochs"], model["base_model"], model["max_pairs"]) == \
+        ("queued", 2, "Qwen/Qwen3-0.6B", 4000)
+    assert ana.get(f"{RM}/{model['id']}").json() == model
+    assert ana.get(RM).json() == {"reward_models": [model]}
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"name": "m", "trace_ids": ["t1"], "compute": "modal"}, "compute"),
+    ({"name": "m", "trace_ids": ["t1"], "learning_rate": 1}, "learning_rate"),
+    ({"name": "m"}, "trace_ids"),
+    ({"name": "m", "trace_ids": []}, "trace_ids"),
+    ({"name": "m", "trace_ids": ["nope"]}, "trace_ids[0]"),
+    ({"name": "m", "trace_ids": ["t1"], "epochs": 2.5}, "epochs"),
+    ({"name": "m", "trace_ids": ["t1"], "max_pairs": 0}, "max_pairs"),
+    ({"trace_ids": ["t1"]}, "name"),
+])
+def test_bad_requests_are_422_naming_the_field(ana: httpx.Client, body: dict,
+                                               field: str) -> None:
+    response = ana.post(RM, json=body)
+    assert response.status_code == 422
+    assert response.json()["field"] == field
+    assert ana.get(RM).json() == {"reward_models": []}
+
+
+@pytest.mark.parametrize("content", [b"[1, 2]", b"{not json", b""])
+def test_a_body_that_is_not_a_json_object_is_422(ana: httpx.Client, content: bytes) -> None:
+    response = ana.post(RM, content=content, headers={"Content-Type": "application/json"})
+    assert response.status_code == 422
+
+
+def test_an_account_from_before_the_rollout_gets_404_everywhere(api: Api) -> None:
+    _, old = api.account("old", before_rollout=True)
+    assert import_traces(old, "o1").status_code == 200
+    assert old.post(RM, json={"name": "m", "trace_ids": ["o1"]}).status_code == 404
+    assert old.get(RM).status_code == 404
+    for path in ("x", "x/weights"):
+        assert old.get(f"{RM}/{path}").status_code == 404
+    assert old.post(f"{RM}/x/score").status_code == 404
+
+
+def test_weights_are_404_until_succeeded_then_a_signed_url_that_needs_no_key(
+        api: Api, ana: httpx.Client, tmp_path) -> None:
+    model = ana.post(RM, json={"name": "m", "trace_ids": ["t1"]}).json()
+    assert ana.get(f"{RM}/{model['id']}/weights").status_code == 404
+    succeed(api.store, api.objects, model["id"], tmp_path)
+    assert ana.get(f"{RM}/{model['id']}").json()["status"] == "succeeded"
+    url = ana.get(f"{RM}/{model['id']}/weights").json()["url"]
+    assert url.startswith(f"{api.url}/api/v1/objects/")
+    query = parse_qs(urlsplit(url).query)
+    assert int(query["expires"][0]) - time.time() == pytest.approx(300, abs=5)
+    download = httpx.get(url)  # no Authorization header
+    assert download.status_code == 200 and download.content[:2] == b"\x1f\x8b"
+
+
+def test_altered_and_expired_download_urls_are_403(api: Api, ana: httpx.Client,
+                                                   tmp_path) -> None:
+    model = ana.post(RM, json={"name": "m", "trace_ids": ["t1"]}).json()
+    succeed(api.store, api.objects, model["id"], tmp_path)
+    url = ana.get(f"{RM}/{model['id']}/weights").json()["url"]
+    path, query = urlsplit(url).path, parse_qs(urlsplit(url).query)
+    key = path.removeprefix("/api/v1/objects/")
+    expires, signature = query["expires"][0], query["signature"][0]
+    altered = [
+        f"{path}?expires={int(expires) + 60}&signature={signature}",
+        f"{path}?expires={expires}&signature={'0' * len(signature)}",
+        f"/api/v1/objects/{key.replace('reward-models', 'shared-evaluator')}"
+        f"?expires={expires}&signature={signature}",
+        path,
+    ]
+    for target in altered:
+        assert httpx.get(api.url + target).status_code == 403, target
+    old_expires, old_signature = UrlSigner(b"k" * 32).sign(key, 1, now=time.time() - 60)
+    expired = httpx.get(f"{api.url}{path}?expires={old_expires}&signature={old_signature}")
+    assert expired.status_code == 403 and "expired" in expired.json()["detail"]
+
+
+def test_score_again_needs_a_succeeded_model(api: Api, ana: httpx.Client, tmp_path) -> None:
+    model = ana.post(RM, json={"name": "m", "trace_ids": ["t1"]}).json()
+    assert ana.post(f"{RM}/{model['id']}/score").status_code == 409
+    succeed(api.store, api.objects, model["id"], tmp_path)
+    response = ana.post(f"{RM}/{model['id']}/score")
+    assert response.status_code == 202 and response.json()["status"] == "succeeded"
+    assert api.store.get_reward_model(model["id"]).score_generation == 1
+
+
+@pytest.mark.parametrize("authorization", [None, "Bearer", "Bearer stash_wrong",
+                                           "Basic YTpi", "stash_no_scheme"])
+def test_missing_or_bad_keys_are_401(api: Api, authorization: str | None) -> None:
+    api.account("ana")
+    headers = {"Authorization": authorization} if authorization else {}
+    for method, path in (("GET", RM), ("POST", RM), ("GET", "/api/v1/traces"),
+                         ("POST", "/api/v1/sql"), ("GET", "/api/v1/account")):
+        response = httpx.request(method, api.url + path, headers=headers, json={})
+        assert response.status_code == 401, (method, path)
+        assert response.headers["www-authenticate"] == "Bearer"
+
+
+def test_the_account_route_says_whose_key_it_is(api: Api) -> None:
+    account_id, client = api.account("ana")
+    assert client.get("/api/v1/account").json()["id"] == account_id

@@ -1,0 +1,118 @@
+"""The seed's two curl snippets, verbatim but for the host, key and ids, against
+`stash-pipeline api` started as a command (curl and jq in a subprocess)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from api_helpers import checkpoint_archive, loopback_socket
+
+from stash_pipeline.objects import object_store_from_env, reward_model_checkpoint_key
+from stash_pipeline.store import Store, schema
+
+SAMPLES = Path(__file__).resolve().parents[2] / "stash_pipeline" / "samples"
+CLI = [sys.executable, "-m", "stash_pipeline"]
+
+# "Start a personal training job", with <trace_id> filled in.
+CREATE = """curl -s "$STASH_URL/api/v1/rm/reward-models" \\
+  -H "Authorization: Bearer $STASH_API_KEY" \\
+  -H "Content-Type: application/json" \\
+  -d '{
+    "name": "refund-policy-v2",
+    "trace_ids": ["<trace_id>"],
+    "epochs": 2
+  }'
+"""
+# "Downloading the weights", with <id> filled in.
+DOWNLOAD = """set -euo pipefail
+reward_weights_url="$(curl -fsS "$STASH_URL/api/v1/rm/reward-models/<id>/weights" -H "Authorization: Bearer $STASH_API_KEY" | jq -er '.url')"
+curl -fL "$reward_weights_url" --output reward-model.tar.gz
+tar xzf reward-model.tar.gz
+"""
+
+pytestmark = pytest.mark.skipif(not (shutil.which("curl") and shutil.which("jq")),
+                                reason="the seed's snippets need curl and jq")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def environment(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("S3_", "STASH_", "DATABASE_URL"))}
+    env["STASH_HOME"] = str(tmp_path / "home")
+    if request.param == "postgresql":
+        store = request.getfixturevalue("postgres_store")
+        with store.transaction() as connection:  # start from empty tables
+            for table in reversed(schema.metadata.sorted_tables):
+                connection.execute(table.delete())
+        env["DATABASE_URL"] = store.url
+    return env
+
+
+def cli(env: dict[str, str], *args: str) -> str:
+    done = subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+def test_the_seeds_curl_snippets_work_verbatim(environment: dict[str, str],
+                                               tmp_path: Path) -> None:
+    env = environment
+    account = json.loads(cli(env, "accounts", "create", "--name", "ana", "--json"))
+    assert set(account) >= {"id", "api_key"}
+    cli(env, "import", str(SAMPLES), "--owner", account["id"])
+    sock = loopback_socket()
+    port = sock.getsockname()[1]
+    sock.close()
+    server = subprocess.Popen([*CLI, "api", "--port", str(port)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_until_up(url, server)
+        shell_env = {**env, "STASH_URL": url, "STASH_API_KEY": account["api_key"]}
+        trace_id = httpx.get(f"{url}/api/v1/traces",
+                             headers={"Authorization": f"Bearer {account['api_key']}"}
+                             ).json()["traces"][0]["id"]
+        created = subprocess.run(["bash", "-c", CREATE.replace("<trace_id>", trace_id)],
+                                 env=shell_env, capture_output=True, text=True, check=True)
+        model = json.loads(created.stdout)
+        assert (model["status"], model["epochs"], model["trace_ids"]) == \
+            ("queued", 2, [trace_id])
+
+        # The pipeline's part, done here: the model succeeds with a checkpoint in the object store.
+        store = Store(env.get("DATABASE_URL") or f"sqlite:///{tmp_path / 'home' / 'stash.db'}")
+        objects = object_store_from_env(env)
+        archive = tmp_path / "archive.tar.gz"
+        archive.write_bytes(checkpoint_archive())
+        attempt = store.mark_running(model["id"])
+        uri = objects.put_file(reward_model_checkpoint_key(model["id"], attempt), archive)
+        store.mark_succeeded(model["id"], metrics={"train_pairs": 2}, checkpoint_uri=uri)
+        store.dispose()
+
+        work = tmp_path / "download"
+        work.mkdir()
+        subprocess.run(["bash", "-c", DOWNLOAD.replace("<id>", model["id"])], env=shell_env,
+                       cwd=work, capture_output=True, text=True, check=True)
+        assert (work / "reward-model" / "config.json").read_text() == "{}"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _wait_until_up(url: str, server: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise AssertionError(f"stash-pipeline api exited: {server.stdout.read()}")
+        try:
+            httpx.get(f"{url}/openapi.json", timeout=1)
+            return
+        except httpx.TransportError:
+            time.sleep(0.2)
+    raise AssertionError("stash-pipeline api did not start")
