@@ -4,7 +4,7 @@ API keys already have their column (``accounts.api_key_hash``, a SHA-256 of the 
 endpoint's views and its reader role are created at API start-up (``store.readonly_sql.prepare``),
 not here: they are rebuilt from the code on every start and need no data migration.
 
-Revision ID: 0003_api
+Revision ID: 0004_api
 Revises: 0003_pipeline
 """
 from __future__ import annotations
@@ -12,8 +12,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003_api"
-# Chained after the pipeline's migration so this branch has one head; re-chained at merge.
+revision = "0004_api"
 down_revision = "0003_pipeline"
 branch_labels = None
 depends_on = None
