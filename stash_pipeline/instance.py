@@ -49,6 +49,18 @@ def record_traces_import(instance: dg.DagsterInstance, summary: Mapping[str, int
     instance.report_runless_asset_event(dg.AssetMaterialization("traces", metadata=metadata))
 
 
+def record_import(report: Any, warn: Callable[[str], None]) -> None:
+    """Record an import (``services.imports.ImportReport``) as a ``traces`` materialisation.
+
+    The import is already committed: a failure here is only warned about, never raised.
+    """
+    try:
+        with get_instance() as instance:
+            record_traces_import(instance, report.summary, report.breakdown)
+    except Exception as error:  # noqa: BLE001 - the UI's record never undoes a stored import
+        warn(f"the import is stored, but recording it in Dagster failed: {error}")
+
+
 def definitions() -> dg.Definitions:
     from stash_pipeline.definitions import defs
 

@@ -34,6 +34,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from stash_pipeline.importers import read_path
+    from stash_pipeline.instance import record_import
     from stash_pipeline.services.imports import import_records
 
     store = open_store()
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         for path in args.paths
     )
     report = import_records(store, progress(records, desc="importing", unit=" traces"))
-    record_in_dagster(report)
+    record_import(report, lambda warning: print(f"warning: {warning}", file=sys.stderr))
     counts = report.as_dict()
     if args.json:
         print_json(counts)
@@ -60,15 +61,3 @@ def format_summary(counts: dict) -> str:
     if any(feedback.values()):
         lines.append("Feedback: " + ", ".join(f"{v} {k}" for k, v in feedback.items()) + ".")
     return "\n".join(lines)
-
-
-def record_in_dagster(report) -> None:  # noqa: ANN001 - services.imports.ImportReport
-    """A materialisation of the ``traces`` asset; the import itself is already committed."""
-    try:
-        from stash_pipeline.instance import get_instance, record_traces_import
-
-        with get_instance() as instance:
-            record_traces_import(instance, report.summary, report.breakdown)
-    except Exception as error:  # noqa: BLE001 - never fail a stored import for the UI's record
-        print(f"warning: the import is stored, but recording it in Dagster failed: {error}",
-              file=sys.stderr)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from stash_pipeline.core.errors import InputError, NotFoundError, OwnershipError
 from stash_pipeline.core.serialize import message_to_dict
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.services import reward_models
+from stash_pipeline.services.imports import ImportReport, import_records
 from stash_pipeline.store import Store
 from stash_pipeline.store.trace_pages import SORTS, TraceListItem
 
@@ -37,11 +39,13 @@ def owned_trace(store: Store, owner: str, trace_id: str) -> Trace:
 
 
 def import_file(store: Store, owner: str, path: Path, *, format: str = "auto",
-                contribute: bool = False, label: str | None = None) -> dict[str, Any]:
+                contribute: bool = False, label: str | None = None,
+                on_imported: Callable[[ImportReport], None] | None = None) -> dict[str, Any]:
     """Import one file of traces for ``owner``, all or nothing, as ``stash-pipeline import`` does.
 
-    ``label`` names the file in errors instead of its path (the API: "request body"). Returns the
-    import summary and the ids of the traces imported, in file order.
+    ``label`` names the file in errors instead of its path (the API: "request body");
+    ``on_imported`` gets the report once the import is committed. Returns the import summary, its
+    counts by format, owner and domain, and the ids of the traces imported, in file order.
     """
     from stash_pipeline.importers import read_path
 
@@ -54,7 +58,7 @@ def import_file(store: Store, owner: str, path: Path, *, format: str = "auto",
             yield record
 
     try:
-        summary = store.import_traces(records())
+        report = import_records(store, records())
     except InputError as error:
         file = shown if error.file == str(path) else error.file
         raise InputError(error.reason.replace(str(path), shown), file=file, record=error.record,
@@ -65,7 +69,9 @@ def import_file(store: Store, owner: str, path: Path, *, format: str = "auto",
         name = f"trace id {taken.group(1)}" if taken else "a trace id"
         raise OwnershipError(f"{name} in the {shown} is taken; give the trace another id") \
             from None
-    return {**summary.as_dict(), "trace_ids": list(ids)}
+    if on_imported is not None:
+        on_imported(report)
+    return {**report.as_dict(), "trace_ids": list(ids)}
 
 
 def page(store: Store, owner: str, *, sort: str = "-created", limit: int = 50, offset: int = 0,

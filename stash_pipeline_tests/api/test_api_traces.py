@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -198,3 +199,17 @@ def test_nul_characters_get_the_same_answer_on_both_databases(ana) -> None:
         assert response.status_code == 422 and response.json()["field"] == field
     model = client.post("/api/v1/rm/reward-models", json={"name": "a\x00", "trace_ids": ["t"]})
     assert model.status_code == 422 and model.json()["field"] == "name"
+
+
+def test_an_import_materialises_the_traces_asset(ana) -> None:
+    import os
+
+    import dagster as dg
+
+    _, client = ana
+    import_traces(client, "m1", "m2")
+    home = Path(os.environ["STASH_HOME"]) / "dagster"
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        [event] = instance.fetch_materializations(dg.AssetKey("traces"), limit=5).records
+    metadata = event.asset_materialization.metadata
+    assert metadata["traces"].value == 2 and "openai" in metadata["by_format"].value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from pathlib import Path
 from typing import Any, Literal
@@ -15,8 +16,11 @@ from stash_pipeline.api.bodies import CommentBody, ContributionChange, RatingBod
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.importers import FORMATS
 from stash_pipeline.services import feedback, traces
+from stash_pipeline.services.imports import ImportReport
 from stash_pipeline.store import Account
 from stash_pipeline.store.trace_pages import SORTS
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/api/v1/traces", tags=["traces"],
                    dependencies=[Depends(readable_ids)])
@@ -50,7 +54,14 @@ async def import_traces(request: Request, format: Format = "auto", contribute: b
                              "JSON Lines", file="request body")
         return await run_in_threadpool(
             traces.import_file, request.app.state.store, account.id, path, format=format,
-            contribute=contribute, label="request body")
+            contribute=contribute, label="request body", on_imported=_record_import)
+
+
+def _record_import(report: ImportReport) -> None:
+    """The import as a materialisation of the `traces` asset, on the deployment's instance."""
+    from stash_pipeline.instance import record_import
+
+    record_import(report, log.warning)
 
 
 @router.get("")
