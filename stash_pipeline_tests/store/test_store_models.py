@@ -156,3 +156,19 @@ def test_a_split_labels_every_stored_pair(store: Store, owned) -> None:
                      reward_model_id=model.id)
     assert store.load_pairs(reward_model_id=model.id, split="train") == pairs[:2]
     assert store.load_pairs(reward_model_id=model.id, split="eval") == pairs[2:]
+
+
+def test_success_is_all_or_nothing(store: Store, owned) -> None:
+    """Metrics, checkpoint and scores land with the status in one transaction, or none of them."""
+    model = store.create_reward_model("ana", request("m", owned))
+    store.mark_running(model.id, "run-1")
+    action = make_trace("t0").actions()[0]
+    with pytest.raises(ValueError):
+        store.mark_succeeded(
+            model.id, metrics={"train_pairs": 3}, checkpoint_uri="file:///m.tar.gz",
+            scores=[TraceScore("t0", 1, model.id, 1.5, 0.7)], scored={"t0": 1},
+            # an action score of another evaluator: refused after the status and scores were written
+            action_scores=[ActionScore(action.id, "t0", 1, "someone-else", 0.3, 0.2)])
+    after = store.get_reward_model(model.id)
+    assert (after.status, after.metrics, after.checkpoint_uri) == ("running", None, None)
+    assert store.scores_for("t0") == [] and store.action_scores_for("t0") == []
