@@ -31,14 +31,25 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
+# An import PostgreSQL rolled back to break a deadlock is read and stored again from the start.
+DEADLOCK_ATTEMPTS = 3
+
+
 def run(args: argparse.Namespace) -> int:
     from stash_pipeline.importers import read_path
+    from stash_pipeline.store.locks import ConcurrentWriteError
     store = open_store()
-    records = itertools.chain.from_iterable(
-        read_path(path, format=args.format, owner=args.owner, contribute=args.contribute)
-        for path in args.paths
-    )
-    summary = store.import_traces(progress(records, desc="importing", unit=" traces"))
+    for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
+        records = itertools.chain.from_iterable(
+            read_path(path, format=args.format, owner=args.owner, contribute=args.contribute)
+            for path in args.paths
+        )
+        try:
+            summary = store.import_traces(progress(records, desc="importing", unit=" traces"))
+            break
+        except ConcurrentWriteError as error:
+            if not error.deadlock or attempt == DEADLOCK_ATTEMPTS:
+                raise
     counts = summary.as_dict()
     if args.json:
         print_json(counts)
