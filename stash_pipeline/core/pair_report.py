@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from stash_pipeline.core.extraction_inputs import extraction_inputs
-from stash_pipeline.core.feedback import Comment, Feedback
+from stash_pipeline.core.feedback import Comment, Feedback, split_orphaned
 from stash_pipeline.core.pair_builders import Audience, audience_traces, build_feedback_pairs
 from stash_pipeline.core.pairs import SOURCE_KINDS, Pair
 from stash_pipeline.core.sampling import cap_pairs
@@ -27,13 +27,15 @@ def by_source(pairs: Iterable[Pair]) -> dict[str, int]:
 
 
 def pair_report(pairs: Sequence[Pair], dropped_by_max_pairs: int,
-                split: PairSplit | None) -> dict[str, Any]:
-    """The counts a job and the preview report: by source, split sizes, action and tool pairs."""
+                split: PairSplit | None, *, orphaned_feedback: int = 0) -> dict[str, Any]:
+    """The counts a job and the preview report: by source, split sizes, action and tool pairs,
+    and the feedback left out because its action no longer exists (``orphaned_feedback``)."""
     counts = split.counts() if split else {name: 0 for name in SPLIT_COUNT_FIELDS}
     return {
         "by_source": by_source(pairs),
         "pairs": len(pairs),
         "dropped_by_max_pairs": dropped_by_max_pairs,
+        "orphaned_feedback": orphaned_feedback,
         **{name: counts[name] for name in SPLIT_COUNT_FIELDS},
         "action_pairs": sum(p.kind == "action" for p in pairs),
         "tool_pairs": sum(p.is_tool_call for p in pairs),
@@ -51,6 +53,7 @@ def preview_pairs(traces: Sequence[Trace], feedback: Sequence[Feedback], *,
     so ``by_source`` shows zero for comment, correction and assessment.
     """
     selected = audience_traces(traces, audience)
+    feedback, orphaned = split_orphaned(selected, feedback)
     capped = cap_pairs(build_feedback_pairs(selected, feedback, audience), max_pairs)
     error = None
     try:
@@ -66,7 +69,7 @@ def preview_pairs(traces: Sequence[Trace], feedback: Sequence[Feedback], *,
         "audience": audience,
         "traces": len(selected),
         "max_pairs": max_pairs,
-        **pair_report(capped.pairs, capped.dropped, split),
+        **pair_report(capped.pairs, capped.dropped, split, orphaned_feedback=len(orphaned)),
         "pending_extraction": {"traces": len(pending),
                                **{k: pending_counts.get(k, 0)
                                   for k in ("comment", "correction", "assessment")}},
