@@ -42,9 +42,9 @@ def lock_traces(connection: sa.Connection, trace_ids: Iterable[str]) -> None:
     if connection.dialect.name != "postgresql":
         return
     keys = sorted({lock_key(f"trace:{trace_id}") for trace_id in trace_ids})
-    if keys:
-        connection.execute(sa.text("SELECT pg_advisory_xact_lock(k) FROM unnest(CAST(:keys AS bigint[])) AS k"),
-                           {"keys": keys})
+    if keys:  # unnest yields the array in order, and each row takes its lock in turn
+        connection.execute(sa.text("SELECT pg_advisory_xact_lock(k) "
+                                   "FROM unnest(CAST(:keys AS bigint[])) AS k"), {"keys": keys})
 
 
 def lock_migrations(connection: sa.Connection) -> None:

@@ -20,7 +20,7 @@ from stash_pipeline.core.feedback import (
     Comment, Rating, ReviewedComparison, VerifiedOutcome, feedback_id,
 )
 from stash_pipeline.core.records import ImportedTrace
-from stash_pipeline.core.traces import Message, ToolCall, Trace
+from stash_pipeline.core.traces import Trace
 from stash_pipeline.store import Store
 from store_samples import make_record, make_trace
 
