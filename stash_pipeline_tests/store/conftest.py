@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 import sqlalchemy as sa
@@ -20,11 +19,10 @@ POSTGRES_SERVER = os.environ.get("STASH_TEST_POSTGRES",
                                  "postgresql+psycopg://postgres@127.0.0.1:5432")
 
 
-@contextmanager
-def temporary_database(prefix: str) -> Iterator[str]:
-    """The URL of a new, empty PostgreSQL database, dropped afterwards."""
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
     admin = sa.create_engine(f"{POSTGRES_SERVER}/postgres", isolation_level="AUTOCOMMIT")
-    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    name = f"stash_test_{uuid.uuid4().hex[:12]}"
     try:
         with admin.connect() as connection:
             connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
@@ -37,12 +35,6 @@ def temporary_database(prefix: str) -> Iterator[str]:
         with admin.connect() as connection:
             connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
-
-
-@pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str]:
-    with temporary_database("stash_test") as url:
-        yield url
 
 
 @pytest.fixture(scope="session")
@@ -66,13 +58,3 @@ def store(request: pytest.FixtureRequest, tmp_path) -> Iterator[Store]:
         for table in reversed(schema.metadata.sorted_tables):
             connection.execute(table.delete())
     yield store
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def fresh_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
-    """The URL of a database nobody has migrated yet (PostgreSQL: created for the test)."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'fresh.db'}"
-        return
-    with temporary_database("stash_fresh") as url:
-        yield url

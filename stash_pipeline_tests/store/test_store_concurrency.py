@@ -13,7 +13,8 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,11 +22,10 @@ import pytest
 
 from stash_pipeline.core.errors import NotFoundError
 from stash_pipeline.core.feedback import Rating, feedback_id
-from stash_pipeline.core.pair_report import preview_pairs
 from stash_pipeline.store import Store
 from stash_pipeline.store.engine import current_revision, head_revision
 from stash_pipeline.store.locks import ConcurrentWriteError, lock_traces
-from store_samples import feedback_on, make_record, make_trace
+from store_samples import feedback_on, make_record, make_trace, preview_report
 
 SAMPLES = Path(__file__).resolve().parents[2] / "stash_pipeline" / "samples"
 
@@ -92,7 +92,8 @@ def test_concurrent_first_imports_of_new_traces_and_a_new_owner(store: Store) ->
     assert store.get_account("newcomer").reward_models_enabled
 
 
-def test_feedback_written_during_reimports_is_kept_or_cleanly_refused(store: Store) -> None:
+def test_feedback_written_during_reimports_is_kept_or_cleanly_refused(store: Store, monkeypatch,
+                                                                      capsys) -> None:
     """Reimports swap a long and a short version of a trace while feedback names an action only
     the long one has: each feedback call is stored or refused as 'not found', and what was stored
     is either on an existing action or listed as orphaned; pairs build all along."""
@@ -138,7 +139,7 @@ def test_feedback_written_during_reimports_is_kept_or_cleanly_refused(store: Sto
     on_actions = {a.id for a in trace.actions()}
     assert all(r.action_id in on_actions or r.id in orphaned for r in ratings)
     assert len(ratings) + len(refused) >= 6  # every author tried three times; ids repeat
-    report = preview_pairs([trace], ratings)
+    report = preview_report(store, monkeypatch, capsys, "t")
     assert report["orphaned_feedback"] == (0 if target in on_actions else len(ratings))
 
 
@@ -175,6 +176,25 @@ def test_a_lost_bump_can_never_mark_new_content_scored(store: Store) -> None:
         assert scored[trace.version] == trace.messages[1].content
     store.save_action_scores("shared-v1", {"t": trace.version - 1}, [])
     assert store.traces_pending_scoring("shared-v1") == [("t", trace.version)]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def fresh_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
+    """The URL of a database nobody has migrated yet (on PostgreSQL, created beside the test
+    session's database and dropped afterwards)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'fresh.db'}"
+        return
+    session: Store = request.getfixturevalue("postgres_store")
+    server = session.engine.execution_options(isolation_level="AUTOCOMMIT")
+    name = f"stash_fresh_{uuid.uuid4().hex[:12]}"
+    with server.connect() as connection:
+        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{session.url.rsplit('/', 1)[0]}/{name}"
+    finally:
+        with server.connect() as connection:
+            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_8_first_commands_at_once_on_a_fresh_store(fresh_url: str, tmp_path) -> None:

@@ -13,9 +13,8 @@ import pytest
 from stash_pipeline.cli import main
 from stash_pipeline.core.errors import NotFoundError
 from stash_pipeline.core.feedback import Comment, Rating, ReviewedComparison, feedback_id
-from stash_pipeline.core.pair_report import preview_pairs
 from stash_pipeline.store import Store
-from store_samples import make_record, make_trace
+from store_samples import make_record, make_trace, preview_report
 
 GONE = "t/m5.call0"  # an action of the two-turn trace that the one-turn trace does not have
 KEPT = "t/m2.call0"
@@ -46,14 +45,14 @@ def orphan_ids(store: Store, owner: str | None = None) -> set[str]:
     return {item.id for item in store.orphaned_feedback(owner)}
 
 
-def test_orphans_are_kept_listed_and_left_out_of_pairs(reimported: Store) -> None:
+def test_orphans_are_kept_listed_and_left_out_of_pairs(reimported: Store, monkeypatch,
+                                                       capsys) -> None:
     store = reimported
     expected = {on(GONE, -1, "ana").id, on("t/m8", 1, "ana").id, "k-gone", "c-gone"}
     assert orphan_ids(store) == expected
     assert orphan_ids(store, "local") == expected and orphan_ids(store, "bo") == set()
     assert len(store.feedback_for(["t"])) == 6  # nothing was deleted
-    trace = store.get_trace("t")
-    report = preview_pairs([trace], store.feedback_for(["t"]))
+    report = preview_report(store, monkeypatch, capsys, "t")
     assert report["orphaned_feedback"] == 4
     assert report["by_source"]["step_rating"] == 1  # m2.call0 over m2.call1 only
     assert report["pending_extraction"]["comment"] == 0  # the orphaned comment is not read
@@ -93,13 +92,13 @@ def test_the_cli_lists_removes_and_previews(reimported: Store, monkeypatch, caps
 
 
 def test_a_repeated_id_with_a_shorter_second_copy_orphans_the_first_copys_feedback(
-        store: Store) -> None:
+        store: Store, monkeypatch, capsys) -> None:
     long, short = make_trace("t", turns=2), make_trace("t", turns=1)
     store.import_traces([make_record(long, feedback=[on(GONE, -1.0, "a"), on(KEPT, 1.0, "a")]),
                          make_record(short)])
     assert store.get_trace("t").version == 2
     assert orphan_ids(store) == {on(GONE, -1.0, "a").id}
-    report = preview_pairs([store.get_trace("t")], store.feedback_for(["t"]))
+    report = preview_report(store, monkeypatch, capsys)
     assert report["orphaned_feedback"] == 1 and report["error"]  # one usable rating: no pair
 
 
