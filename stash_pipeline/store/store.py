@@ -171,7 +171,7 @@ class Store:
 
     def load_pairs(self, *, reward_model_id: str | None = None,
                    candidate: str | None = None) -> list[Pair]:
-        with self.reading() as c:
+        with self.transaction() as c:
             return pairs.load_pairs(c, reward_model_id=reward_model_id, candidate=candidate)
 
     # Scores
