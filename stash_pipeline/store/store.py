@@ -137,12 +137,12 @@ class Store:
             return models.create_reward_model(c, **fields)
 
     def get_reward_model(self, model_id: str, owner: str | None = None) -> RewardModelRecord:
-        with self.transaction() as c:
+        with self.reading() as c:
             return models.get_reward_model(c, model_id, owner)
 
     def list_reward_models(self, owner: str | None = None,
                            status: str | None = None) -> list[RewardModelRecord]:
-        with self.transaction() as c:
+        with self.reading() as c:
             return models.list_reward_models(c, owner, status)
 
     def mark_running(self, model_id: str) -> None:
