@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
-from stash_pipeline.cli.output import print_json
+from stash_pipeline.cli.output import print_json, print_table
 from stash_pipeline.cli.store import open_store
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import (
     REVIEW_STATUSES, Comment, Feedback, Rating, ReviewedComparison, VerifiedOutcome, feedback_id,
 )
-from stash_pipeline.core.traces import DEFAULT_OWNER
+from stash_pipeline.core.traces import DEFAULT_OWNER, parse_action_address
 
 TARGET_HELP = "a trace id, or an action as <trace id>/<action> (e.g. <trace id>/m4.call0)"
 
@@ -53,13 +54,31 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         kind.add_argument("--author", help="who gave it (comments and ratings)")
         kind.add_argument("--json", action="store_true", help="end with one JSON line")
 
+    orphaned = sub.add_parser(
+        "orphaned", help="list feedback on actions that a reimport removed",
+        description="Feedback on an action its trace no longer has (a shorter reimport removed "
+                    "it) is kept but left out of pairs; `pairs preview` counts it. Remove it with "
+                    "`feedback remove`.")
+    orphaned.add_argument("--owner", help="only feedback on this account's traces (default: all)")
+    orphaned.add_argument("--json", action="store_true", help="print one JSON object")
+    orphaned.set_defaults(handler=run_orphaned)
+
+    remove = sub.add_parser("remove", help="remove feedback by id (all or nothing)")
+    remove.add_argument("ids", nargs="+", metavar="ID", help="feedback ids (`feedback orphaned`, "
+                                                             "`traces show`)")
+    remove.add_argument("--owner", default=DEFAULT_OWNER,
+                        help=f"the account whose traces the feedback is on (default: "
+                             f"{DEFAULT_OWNER})")
+    remove.add_argument("--json", action="store_true", help="end with one JSON line")
+    remove.set_defaults(handler=run_remove)
+
 
 def split_target(target: str) -> tuple[str, str | None]:
     """'<trace>' or '<trace>/<local action id>' -> (trace id, full action id or None)."""
-    trace_id, _, local = target.partition("/")
-    if not trace_id:
-        raise InputError(f"{target!r} names no trace", field="target")
-    return trace_id, (f"{trace_id}/{local}" if local else None)
+    try:
+        return parse_action_address(target)
+    except ValueError as error:
+        raise InputError(str(error), field="target") from None
 
 
 def comment_of(args: argparse.Namespace) -> Comment:
@@ -102,3 +121,32 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"Stored {type(item).__name__} {item.id}.")
     return 0
+
+
+def run_orphaned(args: argparse.Namespace) -> int:
+    items = open_store().orphaned_feedback(owner=args.owner)
+    rows = [{"id": f.id, "kind": type(f).__name__, **dataclasses.asdict(f)} for f in items]
+    if args.json:
+        print_json({"orphaned_feedback": rows, "count": len(rows)})
+        return 0
+    print_table([{"id": f.id, "kind": type(f).__name__, "target": _target(f)} for f in items],
+                ["id", "kind", "target"])
+    print(f"{len(rows)} orphaned feedback item(s)"
+          + ("; remove with `stash-pipeline feedback remove ID...`" if rows else ""))
+    return 0
+
+
+def run_remove(args: argparse.Namespace) -> int:
+    removed = open_store().remove_feedback(args.ids, owner=args.owner)
+    if args.json:
+        print_json({"removed": removed})
+    else:
+        print(f"Removed {removed} feedback item(s).")
+    return 0
+
+
+def _target(item: Feedback) -> str:
+    if isinstance(item, ReviewedComparison):
+        return f"{item.chosen_action_id or item.chosen_trace_id} > " \
+               f"{item.rejected_action_id or item.rejected_trace_id}"
+    return getattr(item, "action_id", None) or item.trace_id

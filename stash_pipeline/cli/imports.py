@@ -38,11 +38,14 @@ def run(args: argparse.Namespace) -> int:
     from stash_pipeline.services.imports import import_records
 
     store = open_store()
-    records = itertools.chain.from_iterable(
-        read_path(path, format=args.format, owner=args.owner, contribute=args.contribute)
-        for path in args.paths
-    )
-    report = import_records(store, progress(records, desc="importing", unit=" traces"))
+
+    def read():  # noqa: ANN202 - the records, read again if the import must be retried
+        records = itertools.chain.from_iterable(
+            read_path(path, format=args.format, owner=args.owner, contribute=args.contribute)
+            for path in args.paths)
+        return progress(records, desc="importing", unit=" traces")
+
+    report = import_records(store, read)
     record_import(report, lambda warning: print(f"warning: {warning}", file=sys.stderr))
     counts = report.as_dict()
     if args.json:

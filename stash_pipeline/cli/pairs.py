@@ -50,6 +50,9 @@ def print_report(report: dict) -> None:
           f"{report['tool_train_pairs']}), eval {report['eval_pairs']} (action "
           f"{report['action_eval_pairs']}, tool {report['tool_eval_pairs']}), excluded cross-trace "
           f"{report['excluded_cross_trace_pairs']}")
+    if report["orphaned_feedback"]:
+        print(f"left out: {report['orphaned_feedback']} orphaned feedback item(s) on actions a "
+              "reimport removed (`stash-pipeline feedback orphaned` lists them)")
     if report["pairs"] and not report["eval_available"]:
         print("evaluation unavailable: no independent trace-level split")
     pending = report["pending_extraction"]

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from stash_pipeline.core.traces import STASH_NAMESPACE
+from stash_pipeline.core.traces import STASH_NAMESPACE, Trace, local_part
 
 FeedbackKind = Literal["comment", "rating", "comparison", "outcome"]
 REVIEW_STATUSES = ("pending", "approved", "rejected")
@@ -14,7 +15,11 @@ REVIEW_STATUSES = ("pending", "approved", "rejected")
 
 def feedback_id(kind: str, *parts: object) -> str:
     """A stable id, so importing the same feedback twice stores it once."""
-    return str(uuid.uuid5(STASH_NAMESPACE, "|".join([kind, *map(str, parts)])))
+    name = "|".join([kind, *map(str, parts)])
+    # Text with a lone surrogate cannot be encoded: escape it, so the id exists and validation
+    # can refuse the text itself with a clear error.
+    name = name.encode("utf-8", "backslashreplace").decode("utf-8")
+    return str(uuid.uuid5(STASH_NAMESPACE, name))
 
 
 @dataclass(frozen=True)
@@ -95,3 +100,33 @@ def count_by_kind(items: list[Feedback]) -> dict[str, int]:
     for item in items:
         counts[names[type(item)]] += 1
     return counts
+
+
+def named_actions(item: Feedback) -> tuple[tuple[str, str], ...]:
+    """(trace id, action id) of every action the item is about."""
+    if isinstance(item, ReviewedComparison):
+        sides = ((item.chosen_trace_id, item.chosen_action_id),
+                 (item.rejected_trace_id, item.rejected_action_id))
+    elif isinstance(item, (Comment, Rating)):
+        sides = ((item.trace_id, item.action_id),)
+    else:
+        sides = ()
+    return tuple((trace_id, action) for trace_id, action in sides if action)
+
+
+def split_orphaned(traces: Iterable[Trace],
+                   feedback: Iterable[Feedback]) -> tuple[list[Feedback], list[Feedback]]:
+    """(usable, orphaned): orphaned feedback names an action its trace, among ``traces``, no
+    longer has (a shorter reimport removed it). It is kept in the store, but no pair or extraction
+    request can be built from it, and reports count it as ``orphaned_feedback``.
+
+    Feedback on traces outside ``traces`` is left to the caller (it is usable or not by selection).
+    """
+    actions = {t.id: {a.local_id for a in t.actions()} for t in traces}
+    usable: list[Feedback] = []
+    orphaned: list[Feedback] = []
+    for item in feedback:
+        gone = any(trace_id in actions and local_part(action, trace_id) not in actions[trace_id]
+                   for trace_id, action in named_actions(item))
+        (orphaned if gone else usable).append(item)
+    return usable, orphaned

@@ -16,6 +16,7 @@ from typing import Literal
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import (
     Comment, Feedback, Rating, ReviewedComparison, VerifiedOutcome, feedback_trace_ids,
+    split_orphaned,
 )
 from stash_pipeline.core.pairs import Pair, PairSide, SourceKind, pair_id
 from stash_pipeline.core.traces import Action, ToolCall, Trace, action_messages
@@ -44,15 +45,18 @@ def build_feedback_pairs(traces: Sequence[Trace], feedback: Iterable[Feedback],
     """Every deterministic pair the feedback supports among ``traces``, sorted by pair id.
 
     Feedback that refers to a trace outside ``traces`` (not selected, or not opted in for the
-    shared audience) yields no pair: only the selected traces supply training pairs.
+    shared audience) yields no pair: only the selected traces supply training pairs. Nor does
+    orphaned feedback (on an action a reimport removed; ``split_orphaned`` counts it).
     """
     usable = {t.id: t for t in audience_traces(traces, audience)}
-    by_type: dict[type, list] = defaultdict(list)
+    feedback = list(feedback)
     for index, item in enumerate(feedback):
         if not isinstance(item, FEEDBACK_TYPES):
             # Scores and predictions are not labels (seed: never reused as training labels).
             raise TypeError(f"feedback[{index}] is a {type(item).__name__}, not feedback; "
                             "pairs are built from human feedback and verified outcomes only")
+    by_type: dict[type, list] = defaultdict(list)
+    for item in split_orphaned(usable.values(), feedback)[0]:
         if all(trace_id in usable for trace_id in feedback_trace_ids(item)):
             by_type[type(item)].append(item)
     ratings = by_type[Rating]

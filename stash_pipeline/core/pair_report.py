@@ -21,13 +21,15 @@ def by_source(pairs: Iterable[Pair]) -> dict[str, int]:
 
 
 def pair_report(pairs: Sequence[Pair], dropped_by_max_pairs: int,
-                split: PairSplit | None) -> dict[str, Any]:
-    """The counts a job and the preview report: by source, split sizes, action and tool pairs."""
+                split: PairSplit | None, *, orphaned_feedback: int = 0) -> dict[str, Any]:
+    """The counts a job and the preview report: by source, split sizes, action and tool pairs,
+    and the feedback left out because its action no longer exists (``orphaned_feedback``)."""
     counts = split.counts() if split else {name: 0 for name in SPLIT_COUNT_FIELDS}
     return {
         "by_source": by_source(pairs),
         "pairs": len(pairs),
         "dropped_by_max_pairs": dropped_by_max_pairs,
+        "orphaned_feedback": orphaned_feedback,
         **{name: counts[name] for name in SPLIT_COUNT_FIELDS},
         "action_pairs": sum(p.kind == "action" for p in pairs),
         "tool_pairs": sum(p.is_tool_call for p in pairs),

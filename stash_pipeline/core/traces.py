@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -11,6 +12,10 @@ from typing import Any, Literal
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
 DEFAULT_OWNER = "local"
+# An action's address is "<trace id>/<local action id>"; trace ids never contain it (see
+# core.validation.check_trace_id), so an address splits one way only.
+ACTION_ADDRESS_SEPARATOR = "/"
+LOCAL_ACTION_ID = re.compile(r"m(\d+)(?:\.call(\d+))?")
 # Namespace for ids derived from content, so the same source always maps to the same id.
 STASH_NAMESPACE = uuid.UUID("5f0c6b8e-2d2c-4a8e-9a43-53a5c1e0b7d1")
 
@@ -43,7 +48,7 @@ class Action:
 
     @property
     def local_id(self) -> str:
-        return self.id.split("/", 1)[1]
+        return local_action_id(self.message_index, self.call_index)
 
     @property
     def is_tool_call(self) -> bool:
@@ -76,7 +81,7 @@ class Trace:
 
     def action(self, action_id: str) -> Action:
         """The action with this full or local id; KeyError names the trace when there is none."""
-        local = action_id.split("/", 1)[1] if action_id.startswith(self.id + "/") else action_id
+        local = local_part(action_id, self.id)
         for action in self.actions():
             if action.local_id == local:
                 return action
@@ -91,9 +96,43 @@ class Trace:
         return replace(self, messages=messages)
 
 
+def local_action_id(message_index: int, call_index: int | None = None) -> str:
+    """``m<i>`` for a message's text, ``m<i>.call<k>`` for its k-th tool call."""
+    return f"m{message_index}" + ("" if call_index is None else f".call{call_index}")
+
+
 def action_id(trace_id: str, message_index: int, call_index: int | None = None) -> str:
-    suffix = "" if call_index is None else f".call{call_index}"
-    return f"{trace_id}/m{message_index}{suffix}"
+    return f"{trace_id}{ACTION_ADDRESS_SEPARATOR}{local_action_id(message_index, call_index)}"
+
+
+def local_part(action_id: str, trace_id: str) -> str:
+    """The local id of a full action id of ``trace_id`` (a local id is returned as is).
+
+    The trace id is known beside the action id, so it is cut off whole, never split on ``/``.
+    """
+    prefix = trace_id + ACTION_ADDRESS_SEPARATOR
+    return action_id[len(prefix):] if action_id.startswith(prefix) else action_id
+
+
+def parse_action_address(address: str) -> tuple[str, str | None]:
+    """``<trace id>`` or ``<trace id>/<local action id>`` -> (trace id, full action id or None).
+
+    Split at the last ``/``: a local action id never holds one, so even a trace id stored before
+    ids with ``/`` were refused resolves to its own trace. Raises ValueError when the part after
+    the ``/`` is not a local action id (``m4``, ``m4.call0``).
+    """
+    trace_id, separator, local = address.rpartition(ACTION_ADDRESS_SEPARATOR)
+    if not separator:
+        trace_id, local = local, ""
+    if not trace_id:
+        raise ValueError(f"{address!r} names no trace")
+    if not separator:
+        return trace_id, None
+    if not LOCAL_ACTION_ID.fullmatch(local):
+        raise ValueError(f"{local!r} is not an action: actions are m<message index> or "
+                         "m<message index>.call<k> (see `traces show`), and trace ids never "
+                         f"contain {ACTION_ADDRESS_SEPARATOR!r}")
+    return trace_id, f"{trace_id}{ACTION_ADDRESS_SEPARATOR}{local}"
 
 
 def trace_actions(trace: Trace) -> list[Action]:

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from stash_pipeline.core.extraction_inputs import ASSESSMENT_SOURCE_ID, ExtractionInput
+from stash_pipeline.core.traces import local_part
 from stash_pipeline.extraction.schema import RECORD_PREFERENCES_TOOL, TOOL_NAME
 
 # Long tool results would crowd out the rest; quotes stay verbatim because we only cut, never edit.
@@ -51,7 +52,8 @@ def render_input(item: ExtractionInput) -> str:
     if item.comments:
         lines += ["", "Comments (source kind comment):"]
         for comment in item.comments:
-            target = comment.action_id.split("/", 1)[-1] if comment.action_id else "whole trace"
+            target = local_part(comment.action_id, comment.trace_id) if comment.action_id \
+                else "whole trace"
             lines.append(f"[{comment.id}] on {target}: {comment.text}")
     if item.corrections:
         lines += ["", "Later user messages (possible corrections; source kind correction):"]

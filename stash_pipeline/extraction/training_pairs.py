@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stash_pipeline.core.extraction_inputs import extraction_inputs
-from stash_pipeline.core.feedback import Comment, Feedback
+from stash_pipeline.core.feedback import Comment, Feedback, split_orphaned
 from stash_pipeline.core.pair_builders import Audience, audience_traces, build_feedback_pairs
 from stash_pipeline.core.pair_report import pair_report
 from stash_pipeline.core.pairs import Pair
@@ -52,6 +52,7 @@ def training_pairs(traces: Sequence[Trace], feedback: Sequence[Feedback], *,
     """
     config = config or ExtractionConfig.from_env()
     selected = audience_traces(traces, audience)
+    feedback, orphaned = split_orphaned(selected, feedback)
     built = build_feedback_pairs(selected, feedback, audience)
     pending = extraction_inputs(selected, [f for f in feedback if isinstance(f, Comment)], audience)
     extracted = extract_items(pending, config) if extract and config.enabled else ExtractionResult()
@@ -66,7 +67,8 @@ def training_pairs(traces: Sequence[Trace], feedback: Sequence[Feedback], *,
             not_extracted.update(item.counts())
     report = {
         "audience": audience, "traces": len(selected), "max_pairs": max_pairs,
-        **pair_report(capped.pairs, capped.dropped, split),
+        **pair_report(capped.pairs, capped.dropped, split,
+                      orphaned_feedback=len(orphaned)),
         "extraction": "on" if config.enabled else "off",
         "extraction_requests": extracted.requests,
         "skipped_ambiguous": extracted.skipped_count,

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from stash_pipeline.core.extraction_inputs import ASSESSMENT_SOURCE_ID, ExtractionInput
-from stash_pipeline.core.traces import Action, ToolCall
+from stash_pipeline.core.traces import LOCAL_ACTION_ID, Action, ToolCall, local_part
 from stash_pipeline.extraction.errors import ExtractionError
 
 
@@ -101,11 +100,11 @@ def _action(item: ExtractionInput, action_id: Any, where: str) -> Action:
     if not _text(action_id):
         raise ExtractionError(f"malformed answer: {where}.action_id must be text",
                               trace_id=trace.id)
-    local = action_id.split("/", 1)[1] if action_id.startswith(trace.id + "/") else action_id
+    local = local_part(action_id, trace.id)
     for action in item.actions:
         if action.local_id == local:
             return action
-    match = re.fullmatch(r"m(\d+)(?:\.call\d+)?", local)
+    match = LOCAL_ACTION_ID.fullmatch(local)
     if match and int(match.group(1)) < len(trace.messages):
         role = trace.messages[int(match.group(1))].role
         reason = (f"{local} is a {role} message, not an assistant action" if role != "assistant"

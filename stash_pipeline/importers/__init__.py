@@ -21,7 +21,8 @@ from stash_pipeline.importers import (
 )
 from stash_pipeline.importers.common import ImportOptions
 from stash_pipeline.importers.detect import detect_format
-from stash_pipeline.importers.jsonio import DEFAULT_MAX_RECORD_BYTES
+from stash_pipeline.importers.jsonio import check_file_size
+from stash_pipeline.importers.limits import DEFAULT_MAX_RECORD_BYTES, ImportLimits
 
 Reader = Callable[[Path, ImportOptions], Iterator[ImportedTrace]]
 
@@ -36,30 +37,34 @@ FORMATS: tuple[str, ...] = tuple(READERS)
 # The files a directory import reads; anything else there (READMEs, hidden files) is no trace.
 TRACE_FILE_SUFFIXES = (".json", ".jsonl", ".ndjson")
 
-__all__ = ["DEFAULT_MAX_RECORD_BYTES", "FORMATS", "ImportOptions", "detect_format", "read_path",
-           "trace_files"]
+__all__ = ["DEFAULT_MAX_RECORD_BYTES", "FORMATS", "ImportLimits", "ImportOptions", "detect_format",
+           "read_path", "trace_files"]
 
 
 def read_path(path: str | Path, *, format: str = "auto", owner: str = DEFAULT_OWNER,
-              contribute: bool = False,
-              max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator[ImportedTrace]:
+              contribute: bool = False, limits: ImportLimits | None = None,
+              max_record_bytes: int | None = None) -> Iterator[ImportedTrace]:
     """Every trace in a file, or in each trace file of a directory (sorted by name), lazily.
 
-    ``format`` is ``auto`` (detected per file from its content) or one of ``FORMATS``. Errors are
-    InputErrors naming the file, the record (line or index) and the field.
+    ``format`` is ``auto`` (detected per file from its content) or one of ``FORMATS``. ``limits``
+    (default ``ImportLimits()``; ``max_record_bytes`` overrides its record size) bound what a file
+    may hold, checked before memory is spent. Errors are InputErrors naming the file, the record
+    (line or index) and the field.
     """
     if format != "auto" and format not in READERS:
         raise InputError(f"unknown format {format!r}; expected auto or one of {', '.join(FORMATS)}",
                          field="format")
-    if max_record_bytes <= 0:
-        raise InputError("max_record_bytes must be positive", field="max_record_bytes")
-    options = ImportOptions(owner=owner, contribute=contribute, max_record_bytes=max_record_bytes)
+    limits = limits or ImportLimits()
+    if max_record_bytes is not None:
+        limits = replace(limits, max_record_bytes=max_record_bytes)
+    options = ImportOptions(owner=owner, contribute=contribute, limits=limits)
     return _read_files(trace_files(Path(path)), format, options)
 
 
 def _read_files(files: list[Path], format: str, options: ImportOptions) -> Iterator[ImportedTrace]:
     for file in files:
-        name = detect_format(file, options.max_record_bytes) if format == "auto" else format
+        check_file_size(file, options.limits)
+        name = detect_format(file, options.limits) if format == "auto" else format
         for record in READERS[name](file, options):
             yield replace(record, format=name)
 

@@ -9,7 +9,6 @@ it), ``tools`` the trace's tools. The dataset gives no trace id: it is derived f
 from __future__ import annotations
 
 import ast
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import Feedback, Rating, feedback_id
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.core.traces import Trace, content_trace_id
+from stash_pipeline.core.validation import MAX_JSON_DEPTH
 from stash_pipeline.importers.common import (
     ImportOptions,
     finish,
@@ -27,7 +27,7 @@ from stash_pipeline.importers.common import (
     trace_object,
 )
 from stash_pipeline.importers.fields import expect_object, number, optional_str
-from stash_pipeline.importers.jsonio import iter_records
+from stash_pipeline.importers.jsonio import iter_records, loads_text
 from stash_pipeline.importers.openai_chat import convert_messages
 
 FORMAT = "agentprocessbench"
@@ -36,10 +36,11 @@ IDENTITY_KEYS = ("data_source", "total_index")
 
 def read(path: Path, options: ImportOptions) -> Iterator[ImportedTrace]:
     file = str(path)
-    for record in iter_records(path, options.max_record_bytes):
+    for record in iter_records(path, options.limits):
         with locating(file, record.label):
             trace, feedback = convert_record(trace_object(record), options)
-        yield finish(trace, feedback, file=file, record=record.label, number=record.number)
+        yield finish(trace, feedback, file=file, record=record.label, number=record.number,
+                     limits=options.limits)
 
 
 def convert_record(record: dict[str, Any],
@@ -88,7 +89,7 @@ def _python_or_json(value: Any, field: str) -> Any:
     if not isinstance(value, str):
         return value
     try:
-        return json.loads(value)
+        return loads_text(value, field, MAX_JSON_DEPTH)
     except ValueError:
         pass
     try:

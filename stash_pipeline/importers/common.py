@@ -12,21 +12,22 @@ from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import Feedback, Rating, feedback_id
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.core.traces import DEFAULT_OWNER, Message, Trace, content_trace_id
-from stash_pipeline.core.validation import validate_trace
+from stash_pipeline.core.validation import validate_feedback, validate_trace
 from stash_pipeline.importers.fields import (
     expect_list,
     expect_object,
     optional_object,
     optional_str,
 )
-from stash_pipeline.importers.jsonio import DEFAULT_MAX_RECORD_BYTES, RawRecord, iter_records
+from stash_pipeline.importers.jsonio import RawRecord, iter_records
+from stash_pipeline.importers.limits import ImportLimits
 
 
 @dataclass(frozen=True)
 class ImportOptions:
     owner: str = DEFAULT_OWNER
     contribute: bool = False
-    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    limits: ImportLimits = ImportLimits()
 
 
 @contextmanager
@@ -39,10 +40,15 @@ def locating(file: str, record: str) -> Iterator[None]:
 
 
 def finish(trace: Trace, feedback: tuple[Feedback, ...], *, file: str, record: str,
-           number: int) -> ImportedTrace:
-    """Validate the trace and name the file and record in any error."""
+           number: int, limits: ImportLimits) -> ImportedTrace:
+    """Validate the trace and its feedback under the limits; errors name the file and record."""
     with locating(file, record):
-        validate_trace(trace)
+        validate_trace(trace, max_depth=limits.max_depth, max_text_chars=limits.max_string_chars)
+        for index, item in enumerate(feedback):
+            try:
+                validate_feedback(item, max_text_chars=limits.max_string_chars)
+            except InputError as error:
+                raise InputError(error.reason, field=f"feedback[{index}].{error.field}") from None
     return ImportedTrace(trace, feedback, source=f"{file}:{number}")
 
 
@@ -53,10 +59,11 @@ def read_trace_objects(path: Path, options: ImportOptions,
                        convert: TraceObjectConverter) -> Iterator[ImportedTrace]:
     """Each record of a JSON, JSON-array or JSONL file of trace objects, converted and validated."""
     file = str(path)
-    for record in iter_records(path, options.max_record_bytes):
+    for record in iter_records(path, options.limits):
         with locating(file, record.label):
             trace, feedback = convert(trace_object(record), options)
-        yield finish(trace, feedback, file=file, record=record.label, number=record.number)
+        yield finish(trace, feedback, file=file, record=record.label, number=record.number,
+                     limits=options.limits)
 
 
 def trace_object(record: RawRecord) -> dict[str, Any]:

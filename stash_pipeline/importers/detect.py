@@ -7,6 +7,7 @@ from typing import Any
 
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.importers.jsonio import iter_records, sniff_layout, top_level_keys
+from stash_pipeline.importers.limits import ImportLimits
 
 # Keys that settle a whole-file JSON object's format without reading the rest of it.
 _DOCUMENT_KEYS = {"resourceSpans": "otel", "simulations": "tau2"}
@@ -15,13 +16,14 @@ _ANTHROPIC_ONLY_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_think
                           "server_tool_use"}
 
 
-def detect_format(path: Path, max_record_bytes: int) -> str:
-    if sniff_layout(path, max_record_bytes) == "object":
-        keys = top_level_keys(path, set(_DOCUMENT_KEYS))
+def detect_format(path: Path, limits: ImportLimits | None = None) -> str:
+    limits = limits or ImportLimits()
+    if sniff_layout(path, limits) == "object":
+        keys = top_level_keys(path, set(_DOCUMENT_KEYS), limits)
         for key, name in _DOCUMENT_KEYS.items():
             if key in keys:
                 return name
-    first = next(iter(iter_records(path, max_record_bytes)))
+    first = next(iter(iter_records(path, limits)))
     name = classify_record(first.data)
     if name is None:
         raise InputError(

@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 from stash_pipeline.core.errors import InputError
+from stash_pipeline.core.validation import MAX_JSON_DEPTH, check_number
+from stash_pipeline.importers.jsonio import loads_text
 
 # Text parts of one message (OpenAI content parts, Anthropic text blocks, OTel text parts) are
 # joined with a newline: they are consecutive pieces of one turn.
@@ -64,6 +66,7 @@ def optional_object(record: dict[str, Any], key: str, field: str) -> dict[str, A
 def number(value: Any, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"expected a number, got {json_type(value)}", field=field)
+    check_number(value, field)  # 1e999 reads as infinity
     return float(value)
 
 
@@ -85,12 +88,16 @@ def parse_arguments(value: Any, field: str, *, keep_unparsed: bool = False) -> d
         if not value.strip():
             return {}
         try:
-            value = json.loads(value)
+            value = loads_text(value, field, MAX_JSON_DEPTH)
         except json.JSONDecodeError as error:
             if keep_unparsed:
                 return {UNPARSED_ARGUMENTS_KEY: raw}
             raise InputError(f"arguments are not valid JSON: {error.msg} at character {error.pos}",
                              field=field) from None
+        except InputError:  # nested too deep, or NaN / Infinity
+            if keep_unparsed:
+                return {UNPARSED_ARGUMENTS_KEY: raw}
+            raise
     if not isinstance(value, dict):
         if keep_unparsed:
             return {UNPARSED_ARGUMENTS_KEY: raw if isinstance(raw, str) else json.dumps(raw)}

@@ -1,7 +1,8 @@
-"""Streaming reads of JSON, JSON-array and JSONL files: a record at a time, each under a size limit.
+"""Streaming reads of JSON, JSON-array and JSONL files: a record at a time, each under the limits.
 
-Memory stays bounded by the largest record, not the file: JSONL is read line by line, arrays and
-nested arrays (tau2's ``simulations``, OTLP spans) item by item with ijson.
+Memory stays bounded by the limits, not by the file: JSONL is read line by line, arrays and nested
+arrays (tau2's ``simulations``, OTLP spans) item by item with ijson; every byte is checked for
+nesting depth before a parser sees it (``importers.limits``), and every record for size.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from typing import Any, BinaryIO, Literal
 import ijson
 
 from stash_pipeline.core.errors import InputError
+from stash_pipeline.importers.limits import ImportLimits, JsonRefused, JsonScanner, check_nesting
 
-DEFAULT_MAX_RECORD_BYTES = 64 * 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
 _WHITESPACE = b" \t\r\n"
 _MAX_BUFFER = 64 * 1024
@@ -41,7 +42,38 @@ def too_large(label: str, limit: int) -> InputError:
     )
 
 
-def sniff_layout(path: Path, max_record_bytes: int) -> Layout:
+def check_file_size(path: Path, limits: ImportLimits) -> None:
+    size = os.path.getsize(path)
+    if size > limits.max_file_bytes:
+        raise InputError(f"the file is {size} bytes, over the limit of {limits.max_file_bytes} "
+                         "(max_file_bytes)", file=str(path))
+
+
+def loads_text(text: str, field: str, max_depth: int) -> Any:
+    """JSON held in a string (tool arguments, OTel attributes), under the same nesting limit.
+
+    Raises InputError naming ``field`` for malformed JSON, NaN/Infinity, or too deep nesting.
+    """
+    try:
+        check_nesting(text.encode("utf-8", "surrogatepass"), max_depth)
+    except JsonRefused as error:
+        raise InputError(str(error), field=field) from None
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except _NonFiniteNumber as error:
+        raise InputError(str(error), field=field) from None
+
+
+class _NonFiniteNumber(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    # Python's json reads NaN and Infinity, which are not JSON and which the databases disagree on.
+    raise _NonFiniteNumber(f"{name} is not a JSON number")
+
+
+def sniff_layout(path: Path, limits: ImportLimits) -> Layout:
     """JSON array, JSON Lines, or a single (possibly pretty-printed) JSON document."""
     with open(path, "rb") as handle:
         first = _first_byte(handle)
@@ -52,23 +84,26 @@ def sniff_layout(path: Path, max_record_bytes: int) -> Layout:
         if first != b"{":
             return "jsonl"  # not JSON at all: the line reader reports line 1 as malformed
         handle.seek(0)
-        line = _first_line(handle, max_record_bytes)
+        line = _first_line(handle, limits.max_record_bytes)
     try:
-        json.loads(line)
+        check_nesting(line, limits.max_depth)
+        json.loads(line, parse_constant=_refuse_constant)
+    except (JsonRefused, _NonFiniteNumber):
+        return "jsonl"  # the line reader names line 1 and what is wrong with it
     except ValueError:
         return "object"  # the first line is not a whole record: one multi-line document
     return "jsonl"
 
 
-def iter_records(path: Path, max_record_bytes: int) -> Iterator[RawRecord]:
+def iter_records(path: Path, limits: ImportLimits) -> Iterator[RawRecord]:
     """Every top-level record: each JSONL line, each array item, or the one document."""
-    layout = sniff_layout(path, max_record_bytes)
+    layout = sniff_layout(path, limits)
     if layout == "jsonl":
-        records = _jsonl_records(path, max_record_bytes)
+        records = _jsonl_records(path, limits)
     elif layout == "array":
-        records = iter_items(path, "item", max_record_bytes)
+        records = iter_items(path, "item", limits)
     else:
-        records = iter((read_document(path, max_record_bytes),))
+        records = iter((read_document(path, limits),))
     empty = True
     for record in records:
         empty = False
@@ -77,19 +112,20 @@ def iter_records(path: Path, max_record_bytes: int) -> Iterator[RawRecord]:
         raise InputError("the file holds no records", file=str(path))
 
 
-def read_document(path: Path, max_record_bytes: int) -> RawRecord:
+def read_document(path: Path, limits: ImportLimits) -> RawRecord:
     """The whole file as one record (it must fit the record limit)."""
-    if os.path.getsize(path) > max_record_bytes:
-        raise too_large("document", max_record_bytes).located(file=str(path))
+    if os.path.getsize(path) > limits.max_record_bytes:
+        raise too_large("document", limits.max_record_bytes).located(file=str(path))
     raw = Path(path).read_bytes()
-    return RawRecord(_loads(raw.removeprefix(_BOM), path, line_offset=0), 0, "document")
+    return RawRecord(_loads(raw.removeprefix(_BOM), path, limits, line_offset=0, label="document"),
+                     0, "document")
 
 
-def iter_items(path: Path, prefix: str, max_record_bytes: int,
+def iter_items(path: Path, prefix: str, limits: ImportLimits,
                label: Callable[[int], str] = lambda i: f"index {i}") -> Iterator[RawRecord]:
     """Items of the array at an ijson prefix (``item``, ``simulations.item``), one at a time."""
     with open(path, "rb") as handle:
-        reader = _GuardedReader(handle, max_record_bytes)
+        reader = _GuardedReader(handle, limits.max_depth, limits.max_record_bytes)
         index = 0
         try:
             for item in ijson.items(reader, prefix, use_float=True, buf_size=reader.buffer_size):
@@ -97,52 +133,70 @@ def iter_items(path: Path, prefix: str, max_record_bytes: int,
                 index += 1
                 reader.mark()
         except _RecordTooLarge:
-            raise too_large(label(index), max_record_bytes).located(file=str(path)) from None
+            raise too_large(label(index), limits.max_record_bytes).located(file=str(path)) \
+                from None
+        except JsonRefused as error:
+            raise InputError(str(error), file=str(path), record=label(index)) from None
+        except UnicodeDecodeError:  # what JsonScanner let through, ijson cannot decode either
+            raise InputError("not valid UTF-8 text or \\u escapes", file=str(path),
+                             record=label(index)) from None
         except ijson.JSONError as error:
-            raise _syntax_error(path, error, reader, max_record_bytes) from None
+            raise _syntax_error(path, error, reader, limits) from None
 
 
-def first_value(path: Path, prefix: str, max_record_bytes: int) -> Any:
+def first_value(path: Path, prefix: str, limits: ImportLimits) -> Any:
     """The first value at an ijson prefix (e.g. tau2's ``info``), or None when there is none."""
-    for record in iter_items(path, prefix, max_record_bytes, label=lambda _: prefix):
+    for record in iter_items(path, prefix, limits, label=lambda _: prefix):
         return record.data
     return None
 
 
-def top_level_keys(path: Path, wanted: set[str]) -> set[str]:
+def top_level_keys(path: Path, wanted: set[str], limits: ImportLimits) -> set[str]:
     """Keys of a top-level JSON object, stopping at the first key in ``wanted``: cheap to peek."""
     keys: set[str] = set()
     with open(path, "rb") as handle:
-        reader = _GuardedReader(handle, None)
+        reader = _GuardedReader(handle, limits.max_depth, None)
         try:
             for prefix, event, value in ijson.parse(reader, buf_size=reader.buffer_size):
                 if prefix == "" and event == "map_key":
                     keys.add(value)
                     if value in wanted:
                         break
+        except JsonRefused as error:
+            raise InputError(str(error), file=str(path), record="document") from None
+        except UnicodeDecodeError:
+            raise InputError("not valid UTF-8 text or \\u escapes", file=str(path),
+                             record="document") from None
         except ijson.JSONError as error:
-            raise _syntax_error(path, error, reader, None) from None
+            raise _syntax_error(path, error, reader, limits) from None
     return keys
 
 
-def _jsonl_records(path: Path, max_record_bytes: int) -> Iterator[RawRecord]:
+def _jsonl_records(path: Path, limits: ImportLimits) -> Iterator[RawRecord]:
+    limit = limits.max_record_bytes
     with open(path, "rb") as handle:
         number = 0
         while True:
-            line = handle.readline(max_record_bytes + 1)
+            line = handle.readline(limit + 1)
             if not line:
                 return
             number += 1
-            if len(line) > max_record_bytes and not line.endswith(b"\n"):
-                raise too_large(f"line {number}", max_record_bytes).located(file=str(path))
+            if len(line) > limit and not line.endswith(b"\n"):
+                raise too_large(f"line {number}", limit).located(file=str(path))
             if number == 1:
                 line = line.removeprefix(_BOM)
             if not line.strip():
                 continue
-            yield RawRecord(_loads(line, path, line_offset=number - 1), number, f"line {number}")
+            yield RawRecord(_loads(line, path, limits, line_offset=number - 1,
+                                   label=f"line {number}"), number, f"line {number}")
 
 
-def _loads(raw: bytes, path: Path, *, line_offset: int) -> Any:
+def _loads(raw: bytes, path: Path, limits: ImportLimits, *, line_offset: int, label: str) -> Any:
+    """One whole record's bytes; errors name ``label`` (or the exact line, for syntax errors)."""
+    try:
+        check_nesting(raw, limits.max_depth)
+    except JsonRefused as error:
+        raise InputError(str(error), file=str(path), record=label) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -150,19 +204,21 @@ def _loads(raw: bytes, path: Path, *, line_offset: int) -> Any:
         raise InputError(f"not UTF-8 text (byte {error.start})", file=str(path),
                          record=f"line {line}") from None
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_refuse_constant)
+    except _NonFiniteNumber as error:
+        raise InputError(str(error), file=str(path), record=label) from None
     except json.JSONDecodeError as error:
         raise InputError(f"malformed JSON: {error.msg} at column {error.colno}", file=str(path),
                          record=f"line {line_offset + error.lineno}") from None
 
 
 def _syntax_error(path: Path, error: Exception, reader: _GuardedReader,
-                  max_record_bytes: int | None) -> InputError:
+                  limits: ImportLimits) -> InputError:
     """Name the exact line when the file is small enough to re-parse, else the nearest line read."""
-    limit = max_record_bytes if max_record_bytes is not None else DEFAULT_MAX_RECORD_BYTES
-    if os.path.getsize(path) <= limit:
+    if os.path.getsize(path) <= limits.max_record_bytes:
         try:
-            _loads(Path(path).read_bytes().removeprefix(_BOM), path, line_offset=0)
+            _loads(Path(path).read_bytes().removeprefix(_BOM), path, limits, line_offset=0,
+                   label="document")
         except InputError as exact:
             return exact
     reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
@@ -175,11 +231,14 @@ class _RecordTooLarge(Exception):
 
 
 class _GuardedReader:
-    """A file reader that counts lines and fails once one record has read past the size limit."""
+    """A file reader for ijson that counts lines, and fails before handing over a byte that nests
+    too deep or starts a lone surrogate escape, or once one record has read past the size limit."""
 
-    def __init__(self, handle: BinaryIO, max_record_bytes: int | None):
+    def __init__(self, handle: BinaryIO, max_depth: int, max_record_bytes: int | None):
         self._handle = handle
         self._limit = max_record_bytes
+        self._scanner = JsonScanner(max_depth)
+        self._refused: JsonRefused | None = None
         self._since_mark = 0
         self._started = False
         self.lines_read = 0
@@ -191,15 +250,29 @@ class _GuardedReader:
         self._since_mark = 0
 
     def read(self, size: int = -1) -> bytes:
-        data = self._handle.read(size)
-        if not self._started:
-            self._started = True
-            data = data.removeprefix(_BOM)
-        self._since_mark += len(data)
-        self.lines_read += data.count(b"\n")
-        if self._limit is not None and self._since_mark > self._limit + self.buffer_size:
-            raise _RecordTooLarge
-        return data
+        """Checked bytes only: an escape cut by the end of a read waits for the next one."""
+        if self._refused is not None:
+            raise self._refused
+        while True:
+            data = self._handle.read(size)
+            if not self._started:
+                self._started = True
+                data = data.removeprefix(_BOM)
+            self._since_mark += len(data)
+            if self._limit is not None and self._since_mark > self._limit + self.buffer_size:
+                raise _RecordTooLarge
+            try:
+                checked = self._scanner.feed(data) if data else self._scanner.end()
+            except JsonRefused as refused:
+                if not refused.offset:
+                    raise
+                # Hand the parser everything before the refused byte, so it finishes the records
+                # before it (and the error names the right one); its next read raises.
+                self._refused = refused
+                checked = refused.piece[:refused.offset]
+            if checked or not data:  # b"" is the end of the file for ijson
+                self.lines_read += checked.count(b"\n")
+                return checked
 
 
 def _first_byte(handle: BinaryIO) -> bytes | None:

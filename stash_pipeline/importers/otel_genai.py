@@ -28,6 +28,7 @@ from typing import Any
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.core.traces import ROLES, Message, ToolCall, Trace
+from stash_pipeline.core.validation import MAX_JSON_DEPTH
 from stash_pipeline.importers.common import ImportOptions, finish, locating, openai_tools
 from stash_pipeline.importers.fields import (
     as_text,
@@ -36,6 +37,8 @@ from stash_pipeline.importers.fields import (
     join_text,
     parse_arguments,
 )
+from stash_pipeline.importers.jsonio import loads_text
+from stash_pipeline.importers.limits import ImportLimits
 from stash_pipeline.importers.otlp import OtlpSpan, iter_spans, span_attributes, unix_nanos
 
 FORMAT = "otel"
@@ -76,10 +79,10 @@ class GenAISpan:
 
 def read(path: Path, options: ImportOptions) -> Iterator[ImportedTrace]:
     file = str(path)
-    plan = _plan(path, options.max_record_bytes)
+    plan = _plan(path, options.limits)
     open_groups: dict[str, list[GenAISpan]] = {}
     emitted = 0
-    for ordinal, span in enumerate(iter_spans(path, options.max_record_bytes)):
+    for ordinal, span in enumerate(iter_spans(path, options.limits)):
         attributes = _relevant_attributes(span)
         if attributes is None:
             continue
@@ -111,10 +114,10 @@ class _Plan:
         return f"trace:{trace_id}"
 
 
-def _plan(path: Path, max_record_bytes: int) -> _Plan:
+def _plan(path: Path, limits: ImportLimits) -> _Plan:
     plan = _Plan({}, {})
     pending: list[tuple[int, Any, Any]] = []
-    for ordinal, span in enumerate(iter_spans(path, max_record_bytes)):
+    for ordinal, span in enumerate(iter_spans(path, limits)):
         attributes = _relevant_attributes(span)
         if attributes is None:
             continue
@@ -184,7 +187,8 @@ def build_trace(key: str, spans: list[GenAISpan], options: ImportOptions,
         contribute=options.contribute,
     )
     label = f"conversation {raw_id}" if kind == "conversation" else f"OTLP trace {raw_id}"
-    return finish(trace, (), file=file, record=label, number=spans[0].number)
+    return finish(trace, (), file=file, record=label, number=spans[0].number,
+                  limits=options.limits)
 
 
 def merge_history(history: list[Message], sequence: tuple[Message, ...]) -> None:
@@ -272,7 +276,7 @@ def _json_attribute(attributes: dict[str, Any], key: str) -> Any:
     if not isinstance(value, str):
         return value
     try:
-        return json.loads(value)
+        return loads_text(value, f"attributes.{key}", MAX_JSON_DEPTH)
     except json.JSONDecodeError as error:
         raise InputError(f"not valid JSON: {error.msg} at character {error.pos}",
                          field=f"attributes.{key}") from None

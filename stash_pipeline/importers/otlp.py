@@ -16,6 +16,7 @@ from stash_pipeline.core.errors import InputError
 from stash_pipeline.importers.common import locating
 from stash_pipeline.importers.fields import expect_list, expect_object
 from stash_pipeline.importers.jsonio import iter_items, iter_records, sniff_layout
+from stash_pipeline.importers.limits import ImportLimits
 
 SPANS_PREFIX = "resourceSpans.item.scopeSpans.item.spans.item"
 
@@ -27,17 +28,17 @@ class OtlpSpan:
     data: dict[str, Any]
 
 
-def iter_spans(path: Path, max_record_bytes: int) -> Iterator[OtlpSpan]:
+def iter_spans(path: Path, limits: ImportLimits) -> Iterator[OtlpSpan]:
     file = str(path)
     count = 0
-    if sniff_layout(path, max_record_bytes) == "object":
-        for record in iter_items(path, SPANS_PREFIX, max_record_bytes, label=lambda i: f"span {i}"):
+    if sniff_layout(path, limits) == "object":
+        for record in iter_items(path, SPANS_PREFIX, limits, label=lambda i: f"span {i}"):
             with locating(file, record.label):
                 span = expect_object(record.data, "span")
             count += 1
             yield OtlpSpan(record.number, record.label, span)
     else:
-        for record in iter_records(path, max_record_bytes):
+        for record in iter_records(path, limits):
             with locating(file, record.label):
                 spans = list(_request_spans(expect_object(record.data, "record")))
             for where, span in spans:

@@ -46,14 +46,15 @@ class RunInfo:
 def read(path: Path, options: ImportOptions) -> Iterator[ImportedTrace]:
     file = str(path)
     with locating(file, "info"):
-        run = run_info(first_value(path, "info", options.max_record_bytes))
+        run = run_info(first_value(path, "info", options.limits))
     count = 0
-    for record in iter_items(path, "simulations.item", options.max_record_bytes,
+    for record in iter_items(path, "simulations.item", options.limits,
                              label=lambda i: f"simulations[{i}]"):
         with locating(file, record.label):
             trace, outcome = convert_simulation(record.data, run, options)
         count += 1
-        yield finish(trace, outcome, file=file, record=record.label, number=record.number)
+        yield finish(trace, outcome, file=file, record=record.label, number=record.number,
+                     limits=options.limits)
     if count == 0:
         raise InputError("a tau2-bench result file needs a non-empty 'simulations' array",
                          file=file, field="simulations")

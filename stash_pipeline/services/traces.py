@@ -58,7 +58,7 @@ def import_file(store: Store, owner: str, path: Path, *, format: str = "auto",
             yield record
 
     try:
-        report = import_records(store, records())
+        report = import_records(store, records)
     except InputError as error:
         file = shown if error.file == str(path) else error.file
         raise InputError(error.reason.replace(str(path), shown), file=file, record=error.record,

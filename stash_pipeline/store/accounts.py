@@ -10,6 +10,7 @@ import sqlalchemy as sa
 
 from stash_pipeline.core.errors import InputError, NotFoundError
 from stash_pipeline.store import schema
+from stash_pipeline.store.batching import insert_ignoring_duplicates
 
 
 @dataclass(frozen=True)
@@ -22,13 +23,14 @@ class Account:
 
 
 def ensure_accounts(connection: sa.Connection, ids: Iterable[str]) -> None:
-    """Create the accounts that do not exist yet (new accounts get reward models)."""
-    wanted = set(ids)
-    a = schema.accounts
-    existing = set(connection.scalars(sa.select(a.c.id).where(a.c.id.in_(sorted(wanted)))))
-    missing = sorted(wanted - existing)
-    if missing:
-        connection.execute(a.insert(), [{"id": i, "reward_models_enabled": True} for i in missing])
+    """Create the accounts that do not exist yet (new accounts get reward models).
+
+    An upsert (INSERT ... ON CONFLICT DO NOTHING), so two first imports of one owner at once
+    both succeed: a select-then-insert let the slower one fail on the primary key.
+    """
+    rows = [{"id": i, "reward_models_enabled": True} for i in sorted(set(ids))]
+    if rows:
+        connection.execute(insert_ignoring_duplicates(connection, schema.accounts), rows)
 
 
 def create_account(connection: sa.Connection, account_id: str, *, api_key_hash: str | None = None,

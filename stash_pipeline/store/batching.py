@@ -17,6 +17,15 @@ def chunks(items: Sequence[T], size: int = IN_LIST_SIZE) -> Iterator[Sequence[T]
         yield items[start:start + size]
 
 
+def insert_ignoring_duplicates(connection: sa.Connection, table: sa.Table) -> sa.Insert:
+    """``INSERT ... ON CONFLICT DO NOTHING`` on the table's primary key, in either dialect."""
+    if connection.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert(table).on_conflict_do_nothing()
+
+
 def insert_rows(connection: sa.Connection, table: sa.Table, rows: Sequence[dict[str, Any]]) -> None:
     """Insert rows that all have the same keys; on PostgreSQL through COPY.
 

@@ -1,4 +1,4 @@
-"""Database URLs, engines and migrations."""
+"""Database URLs, engines, transactions and migrations."""
 
 from __future__ import annotations
 
@@ -8,10 +8,20 @@ from pathlib import Path
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
+
+from stash_pipeline.core.errors import InputError
+from stash_pipeline.store.locks import lock_migrations
 
 from stash_pipeline.core.home import stash_home
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+# How long a SQLite writer waits for another one to finish before giving up: as long as a person
+# waits for a command, since a large import holds the write lock for its whole transaction.
+SQLITE_BUSY_TIMEOUT_ENV = "STASH_SQLITE_BUSY_TIMEOUT_S"
+DEFAULT_SQLITE_BUSY_TIMEOUT_S = 600.0
+# Execution option of read-only transactions: on SQLite they begin without taking the write lock.
+READ_ONLY = "stash_read_only"
 
 
 def database_url_from_env() -> str:
@@ -32,18 +42,44 @@ def normalize_url(url: str) -> str:
     return url
 
 
+def sqlite_busy_timeout_s() -> float:
+    raw = os.environ.get(SQLITE_BUSY_TIMEOUT_ENV)
+    if not raw:
+        return DEFAULT_SQLITE_BUSY_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise InputError(f"{SQLITE_BUSY_TIMEOUT_ENV} must be a number of seconds, got {raw!r}",
+                         field=SQLITE_BUSY_TIMEOUT_ENV)
+    return value
+
+
 def create_engine(url: str) -> sa.Engine:
     url = normalize_url(url)
     if url.startswith("sqlite"):
-        engine = sa.create_engine(url)
+        # pysqlite's timeout is SQLite's busy timeout: how long a statement waits for a lock.
+        engine = sa.create_engine(url, connect_args={"timeout": sqlite_busy_timeout_s()})
 
         @sa.event.listens_for(engine, "connect")
-        def _sqlite_pragmas(dbapi_connection, _record) -> None:  # noqa: ANN001
+        def _sqlite_connect(dbapi_connection, _record) -> None:  # noqa: ANN001
+            # Let SQLAlchemy's "begin" below start transactions, not pysqlite: pysqlite begins
+            # only at the first INSERT, so a transaction's earlier reads ran outside it and two
+            # reimports both read version N and both wrote N + 1.
+            dbapi_connection.isolation_level = None
             cursor = dbapi_connection.cursor()
             cursor.execute("PRAGMA foreign_keys=ON")
             # WAL lets the Dagster webserver read while an import writes.
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.close()
+
+        @sa.event.listens_for(engine, "begin")
+        def _sqlite_begin(connection: sa.Connection) -> None:
+            # A writer takes the write lock at its first statement (waiting up to the busy
+            # timeout), so what it reads stays true until it commits; readers take no lock.
+            read_only = connection.get_execution_options().get(READ_ONLY, False)
+            connection.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
         return engine
     return sa.create_engine(url, pool_pre_ping=True)
@@ -57,13 +93,28 @@ def alembic_config(connection: sa.Connection) -> Config:
 
 
 def migrate(engine: sa.Engine, revision: str = "head") -> None:
-    """Upgrade the schema to ``revision``; a no-op when it is already there."""
+    """Upgrade the schema to ``revision``; a no-op when it is already there.
+
+    Every command calls this first, so it must be cheap and safe when many start at once: a read
+    finds the schema at head without taking any lock; otherwise the upgrade runs under the
+    migration lock (on SQLite, the write lock), and alembic reads the version again inside it, so
+    the commands that waited find the work done.
+    """
+    if revision == "head" and current_revision(engine) == head_revision():
+        return
     with engine.begin() as connection:
+        lock_migrations(connection)
         command.upgrade(alembic_config(connection), revision)
+
+
+def head_revision() -> str | None:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    return ScriptDirectory.from_config(config).get_current_head()
 
 
 def current_revision(engine: sa.Engine) -> str | None:
     from alembic.runtime.migration import MigrationContext
 
-    with engine.connect() as connection:
+    with engine.connect().execution_options(**{READ_ONLY: True}) as connection:
         return MigrationContext.configure(connection).get_current_revision()

@@ -1,4 +1,8 @@
-"""Feedback rows: the four kinds of core.feedback, one table each."""
+"""Feedback rows: the four kinds of core.feedback, one table each.
+
+Orphaned feedback (on an action a shorter reimport removed) is not marked: it is found by a query,
+``orphaned_feedback``, so it can never disagree with the actions stored.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,13 @@ import sqlalchemy as sa
 
 from stash_pipeline.core.errors import InputError, NotFoundError
 from stash_pipeline.core.feedback import (
-    Comment, Feedback, Rating, ReviewedComparison, VerifiedOutcome, count_by_kind
+    Comment, Feedback, Rating, ReviewedComparison, VerifiedOutcome, count_by_kind,
+    feedback_trace_ids,
 )
+from stash_pipeline.core.validation import validate_feedback
 from stash_pipeline.store import schema
 from stash_pipeline.store.batching import chunks, insert_rows
+from stash_pipeline.store.locks import lock_traces
 
 TABLES: dict[type, sa.Table] = {
     Comment: schema.comments,
@@ -69,21 +76,33 @@ def missing_ids(connection: sa.Connection, items: Sequence[Feedback],
                 owner: str | None = None) -> set[str]:
     """The trace and action ids these items name that the database does not hold.
 
-    With ``owner``, a trace of anyone else counts as missing (not found, as the API answers).
+    With ``owner``, a trace of anyone else counts as missing (not found, as the API answers). An
+    action counts only when it is stored as an action of the trace named beside it: ownership is
+    checked on the trace the action resolves to, never on a prefix of its id.
     """
-    wanted: dict[str, set[str]] = {"trace": set(), "action": set()}
+    traces: set[str] = set()
+    actions: dict[str, set[str]] = {}  # action id -> the traces items name it with
     for item in items:
-        for _, kind, ref in references(item):
-            wanted[kind].add(ref)
-    missing: set[str] = set()
-    for kind, column in (("trace", schema.traces.c.id), ("action", schema.actions.c.id)):
-        found: set[str] = set()
-        for ids in chunks(sorted(wanted[kind])):
-            query = sa.select(column).where(column.in_(ids))
-            if owner is not None and kind == "trace":
-                query = query.where(schema.traces.c.owner == owner)
-            found.update(connection.scalars(query))
-        missing |= wanted[kind] - found
+        for trace_field, action_field in _REFERENCES[type(item)]:
+            trace_id = getattr(item, trace_field)
+            traces.add(trace_id)
+            action = getattr(item, action_field) if action_field else None
+            if action:
+                actions.setdefault(action, set()).add(trace_id)
+    t, a = schema.traces, schema.actions
+    found_traces: set[str] = set()
+    for ids in chunks(sorted(traces)):
+        query = sa.select(t.c.id).where(t.c.id.in_(ids))
+        if owner is not None:
+            query = query.where(t.c.owner == owner)
+        found_traces.update(connection.scalars(query))
+    found_actions: dict[str, str] = {}
+    for ids in chunks(sorted(actions)):
+        found_actions.update(connection.execute(
+            sa.select(a.c.id, a.c.trace_id).where(a.c.id.in_(ids))).all())
+    missing = traces - found_traces
+    missing.update(action for action, named in actions.items()
+                   if found_actions.get(action) not in named or len(named) > 1)
     return missing
 
 
@@ -93,10 +112,14 @@ def add_feedback(connection: sa.Connection, items: Sequence[Feedback],
     to ``owner`` when given); otherwise nothing is written."""
     for index, item in enumerate(items):
         try:
+            validate_feedback(item)
             references(item)
         except InputError as error:
             raise InputError(error.reason, record=f"{index} ({item.id})",
                              field=error.field) from None
+    # A reimport of these traces waits, or is waited for: the actions checked next still exist
+    # when the feedback is written.
+    lock_traces(connection, [tid for item in items for tid in feedback_trace_ids(item)])
     missing = missing_ids(connection, items, owner)
     for item in items:
         for _, kind, ref in references(item):
@@ -123,3 +146,70 @@ def feedback_for(connection: sa.Connection, trace_ids: Sequence[str]) -> list[Fe
     order = {kind: i for i, kind in enumerate(TABLES)}
     return sorted(items.values(), key=lambda item: (order[type(item)], item.id))
 
+
+
+def _action_sides(table: sa.Table) -> list[tuple[sa.Column, sa.Column]]:
+    """(trace column, action column) of each side of a feedback table that names actions."""
+    if table is schema.reviewed_comparisons:
+        return [(table.c.chosen_trace_id, table.c.chosen_action_id),
+                (table.c.rejected_trace_id, table.c.rejected_action_id)]
+    if "action_id" in table.c:
+        return [(table.c.trace_id, table.c.action_id)]
+    return []
+
+
+def _trace_columns(table: sa.Table) -> list[sa.Column]:
+    if table is schema.reviewed_comparisons:
+        return [table.c.chosen_trace_id, table.c.rejected_trace_id]
+    return [table.c.trace_id]
+
+
+def _owned_by(table: sa.Table, owner: str) -> sa.ColumnElement[bool]:
+    """Every trace the feedback names belongs to ``owner`` (as add_feedback requires)."""
+    owned = sa.select(schema.traces.c.id).where(schema.traces.c.owner == owner)
+    return sa.and_(*(column.in_(owned) for column in _trace_columns(table)))
+
+
+def orphaned_feedback(connection: sa.Connection, owner: str | None = None) -> list[Feedback]:
+    """Feedback on an action its trace no longer has (a shorter reimport removed it).
+
+    Kept, since the person's judgment stays true of what they saw; left out of pairs (see
+    core.feedback.split_orphaned); listed here so it can be removed with ``remove_feedback``.
+    """
+    a = schema.actions
+    items: list[Feedback] = []
+    for kind, table in TABLES.items():
+        sides = _action_sides(table)
+        if not sides:
+            continue
+        gone = [sa.and_(action.is_not(None), ~sa.exists().where(a.c.id == action,
+                                                                a.c.trace_id == trace))
+                for trace, action in sides]
+        query = sa.select(*(table.c[name] for name in _FIELDS[kind])).where(sa.or_(*gone))
+        if owner is not None:
+            query = query.where(_owned_by(table, owner))
+        items.extend(kind(**row._asdict()) for row in connection.execute(query))
+    order = {kind: i for i, kind in enumerate(TABLES)}
+    return sorted(items, key=lambda item: (order[type(item)], item.id))
+
+
+def remove_feedback(connection: sa.Connection, ids: Sequence[str],
+                    owner: str | None = None) -> int:
+    """Delete feedback by id, all or nothing: an id that does not exist, or (owner given) names a
+    trace of another owner, is a NotFoundError and nothing is removed."""
+    wanted = list(dict.fromkeys(ids))
+    found: dict[str, sa.Table] = {}
+    for table in TABLES.values():
+        for chunk in chunks(wanted):
+            query = sa.select(table.c.id).where(table.c.id.in_(chunk))
+            if owner is not None:
+                query = query.where(_owned_by(table, owner))
+            found.update((feedback, table) for feedback in connection.scalars(query))
+    missing = [i for i in wanted if i not in found]
+    if missing:
+        whose = f" owned by {owner}" if owner is not None else ""
+        raise NotFoundError(f"no feedback {', '.join(missing)}{whose}; nothing was removed")
+    for table in {*found.values()}:
+        for chunk in chunks([i for i, t in found.items() if t is table]):
+            connection.execute(table.delete().where(table.c.id.in_(chunk)))
+    return len(found)

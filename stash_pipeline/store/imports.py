@@ -8,18 +8,18 @@ from dataclasses import asdict, dataclass
 import sqlalchemy as sa
 
 from stash_pipeline.core.errors import InputError, OwnershipError
-from stash_pipeline.core.feedback import Feedback, count_by_kind
+from stash_pipeline.core.feedback import Feedback, count_by_kind, feedback_trace_ids
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.core.serialize import message_to_dict
 from stash_pipeline.core.traces import Action, Trace
-from stash_pipeline.core.validation import validate_trace
+from stash_pipeline.core.validation import validate_feedback, validate_trace
 from stash_pipeline.store import schema
 from stash_pipeline.store.accounts import ensure_accounts
 from stash_pipeline.store.batching import insert_rows
 from stash_pipeline.store.feedback import missing_ids, references, write_feedback
+from stash_pipeline.store.locks import lock_traces
 
 CHUNK_SIZE = 500
-MAX_ID_LENGTH = 64  # schema.ID
 
 
 @dataclass
@@ -80,15 +80,13 @@ def _location(source: str) -> dict[str, str | None]:
 
 
 def _check_record(record: ImportedTrace) -> None:
-    trace = record.trace
+    """The checks both databases rely on (core.validation), before anything of the chunk is
+    written: whatever one database would refuse, both refuse here with the same InputError."""
     try:
-        if not isinstance(trace.id, str) or not trace.id or len(trace.id) > MAX_ID_LENGTH:
-            raise InputError(f"a trace id is 1 to {MAX_ID_LENGTH} characters", field="id")
-        if not trace.owner or len(trace.owner) > MAX_ID_LENGTH:
-            raise InputError(f"an owner is 1 to {MAX_ID_LENGTH} characters", field="owner")
-        validate_trace(trace)
+        validate_trace(record.trace)
         for index, item in enumerate(record.feedback):
             try:
+                validate_feedback(item)
                 references(item)
             except InputError as error:
                 raise InputError(error.reason, field=f"feedback[{index}].{error.field}") from None
@@ -101,8 +99,12 @@ def _write_chunk(connection: sa.Connection, batch: Sequence[ImportedTrace],
                  on_progress: Callable[[int], None] | None) -> None:
     t = schema.traces
     ids = [record.trace.id for record in batch]
+    # Concurrent imports of the same traces take turns per trace (PostgreSQL; SQLite's writer
+    # already holds the write lock): what is read next stays true until this transaction ends.
+    lock_traces(connection, [*ids, *(tid for r in batch for f in r.feedback
+                                     for tid in feedback_trace_ids(f))])
     stored = {row.id: row for row in connection.execute(
-        sa.select(t.c.id, t.c.owner, t.c.version, t.c.contribute).where(t.c.id.in_(ids)))}
+        sa.select(t.c.id, t.c.owner).where(t.c.id.in_(ids)))}
     for record in batch:
         row = stored.get(record.trace.id)
         if row is not None and row.owner != record.trace.owner:
@@ -115,9 +117,8 @@ def _write_chunk(connection: sa.Connection, batch: Sequence[ImportedTrace],
     actions = {record.trace.id: record.trace.actions() for record in batch}
     new = [trace_row(r.trace, actions[r.trace.id], version=1, contribute=r.trace.contribute)
            for r in batch if r.trace.id not in stored]
-    updated = [trace_row(r.trace, actions[r.trace.id],
-                          version=stored[r.trace.id].version + 1,
-                          contribute=r.trace.contribute or stored[r.trace.id].contribute)
+    updated = [trace_row(r.trace, actions[r.trace.id], version=None,
+                          contribute=r.trace.contribute)
                for r in batch if r.trace.id in stored]
     insert_rows(connection, t, new)
     if updated:
@@ -138,15 +139,20 @@ def _write_chunk(connection: sa.Connection, batch: Sequence[ImportedTrace],
         on_progress(len(batch))
 
 
-def trace_row(trace: Trace, actions: list[Action], *, version: int, contribute: bool) -> dict:
-    """The traces row of a trace (messages in core.serialize's form)."""
-    return {
+def trace_row(trace: Trace, actions: list[Action], *, version: int | None,
+              contribute: bool) -> dict:
+    """The traces row of a trace (messages in core.serialize's form); without a version for an
+    update, which increments the stored one."""
+    row = {
         "id": trace.id, "owner": trace.owner, "agent": trace.agent, "domain": trace.domain,
         "task_id": trace.task_id, "metadata": trace.metadata, "tools": list(trace.tools),
         "messages": [message_to_dict(m) for m in trace.messages],
         "message_count": len(trace.messages), "action_count": len(actions),
-        "contribute": contribute, "version": version,
+        "contribute": contribute,
     }
+    if version is not None:
+        row["version"] = version
+    return row
 
 
 def action_row(trace: Trace, action: Action) -> dict:
@@ -159,18 +165,22 @@ def action_row(trace: Trace, action: Action) -> dict:
 def _replace_traces(connection: sa.Connection, rows: list[dict]) -> None:
     """New content and version; old actions and scores go (the seed: reimporting clears them).
 
-    The trace's scoring mark now names an older version, so the shared evaluator sees it pending.
+    The version is incremented in the statement itself, so no bump is ever lost; the trace's
+    scoring mark now names an older version, so every evaluator sees it pending. An opt-in
+    (``contribute``) survives: only set_contribute turns it off.
     """
     t = schema.traces
     ids = [row["id"] for row in rows]
     for table in (schema.action_scores, schema.scores, schema.actions):
         connection.execute(table.delete().where(table.c.trace_id.in_(ids)))
     now = schema.utcnow()
-    columns = [c for c in rows[0] if c != "id"] + ["updated_at"]
+    columns = [c for c in rows[0] if c not in ("id", "contribute")] + ["updated_at"]
     # Bind names differ from column names: SQLAlchemy reserves those for SET.
+    values = {c: sa.bindparam(f"b_{c}") for c in columns}
+    values["version"] = t.c.version + 1
+    values["contribute"] = sa.or_(t.c.contribute, sa.bindparam("b_contribute", type_=sa.Boolean))
     connection.execute(
-        t.update().where(t.c.id == sa.bindparam("b_id"))
-        .values({c: sa.bindparam(f"b_{c}") for c in columns}),
+        t.update().where(t.c.id == sa.bindparam("b_id")).values(values),
         [{f"b_{k}": v for k, v in {**row, "updated_at": now}.items()} for row in rows],
     )
 
@@ -194,6 +204,7 @@ def _write_record_feedback(connection: sa.Connection, batch: Sequence[ImportedTr
 
 
 def _write_waiting_feedback(connection: sa.Connection, waiting: list[_PendingFeedback]) -> None:
+    lock_traces(connection, [tid for entry in waiting for tid in feedback_trace_ids(entry.item)])
     missing = missing_ids(connection, [entry.item for entry in waiting])
     for entry in waiting:
         _raise_if_missing(entry, references(entry.item), missing)

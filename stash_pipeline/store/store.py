@@ -17,6 +17,7 @@ from stash_pipeline.core.traces import Trace
 from stash_pipeline.store import accounts, engine, feedback, imports, models, pairs, releases
 from stash_pipeline.store import scores, trace_pages, traces
 from stash_pipeline.store.imports import ImportSummary
+from stash_pipeline.store.locks import concurrent_write_errors
 from stash_pipeline.store.models import RewardModelRecord
 from stash_pipeline.store.releases import BenchmarkComparison, Release
 from stash_pipeline.store.scores import ActionScore, TraceScore
@@ -28,6 +29,8 @@ class Store:
     def __init__(self, url: str):
         self.url = engine.normalize_url(url)
         self.engine = engine.create_engine(self.url)
+        self._busy_timeout_s = engine.sqlite_busy_timeout_s() \
+            if self.engine.dialect.name == "sqlite" else None
 
     @classmethod
     def from_env(cls) -> Store:
@@ -35,17 +38,32 @@ class Store:
         return cls(engine.database_url_from_env())
 
     def migrate(self) -> None:
-        """Upgrade the schema to the newest migration; safe to call every start."""
-        engine.migrate(self.engine)
+        """Upgrade the schema to the newest migration; safe to call every start, from many
+        processes at once (one migrates under a lock, the others find the schema at head)."""
+        with concurrent_write_errors(self._busy_timeout_s):
+            engine.migrate(self.engine)
 
     def dispose(self) -> None:
         self.engine.dispose()
 
     @contextmanager
     def transaction(self) -> Iterator[sa.Connection]:
-        """For callers that compose several store functions into one transaction."""
-        with self.engine.begin() as connection:
+        """A write transaction, for callers that compose several store functions into one.
+
+        On SQLite it holds the database's write lock from its first statement (waiting for it
+        up to STASH_SQLITE_BUSY_TIMEOUT_S); a lock wait that runs out, or a PostgreSQL deadlock,
+        is a ConcurrentWriteError, and nothing of the transaction is stored.
+        """
+        with concurrent_write_errors(self._busy_timeout_s), self.engine.begin() as connection:
             yield connection
+
+    @contextmanager
+    def reading(self) -> Iterator[sa.Connection]:
+        """A read-only transaction: one consistent view, and on SQLite no write lock taken."""
+        with concurrent_write_errors(self._busy_timeout_s), self.engine.connect() as connection:
+            connection.execution_options(**{engine.READ_ONLY: True})
+            with connection.begin():
+                yield connection
 
     # Traces
     def import_traces(self, records: Iterable[ImportedTrace], *,
@@ -58,34 +76,34 @@ class Store:
         return self.get_traces([trace_id])[0]
 
     def get_traces(self, ids: Sequence[str]) -> list[Trace]:
-        with self.transaction() as c:
+        with self.reading() as c:
             return traces.get_traces(c, ids)
 
     def list_traces(self, owner: str | None = None,
                     action_evaluator: str | None = None) -> list[TraceSummary]:
-        with self.transaction() as c:
+        with self.reading() as c:
             return traces.list_traces(c, owner, action_evaluator)
 
     def page_traces(self, owner: str, *, shared_evaluator: str | None,
                     model_ids: Sequence[str] | None = None, sort: str = "-created",
                     limit: int = 50, offset: int = 0) -> tuple[list[TraceListItem], int]:
         """One sorted page of the owner's trace list and the owner's trace count."""
-        with self.transaction() as c:
+        with self.reading() as c:
             return trace_pages.page_traces(c, owner, shared_evaluator=shared_evaluator,
                                            model_ids=model_ids, sort=sort, limit=limit,
                                            offset=offset)
 
     def scored_version(self, trace_id: str, evaluator: str) -> int | None:
-        with self.transaction() as c:
+        with self.reading() as c:
             return trace_pages.scored_version(c, trace_id, evaluator)
 
     def trace_times(self, trace_id: str) -> tuple[datetime, datetime] | None:
         """(created_at, updated_at), or None for no such trace."""
-        with self.transaction() as c:
+        with self.reading() as c:
             return trace_pages.trace_times(c, trace_id)
 
     def trace_ids(self, owner: str | None = None, contribute: bool | None = None) -> list[str]:
-        with self.transaction() as c:
+        with self.reading() as c:
             return traces.trace_ids(c, owner, contribute)
 
     def set_contribute(self, trace_id: str, flag: bool, owner: str) -> None:
@@ -94,12 +112,12 @@ class Store:
 
     def traces_pending_scoring(self, evaluator: str,
                                limit: int | None = None) -> list[tuple[str, int]]:
-        with self.transaction() as c:
+        with self.reading() as c:
             return traces.traces_pending_scoring(c, evaluator, limit)
 
     # Feedback
     def feedback_for(self, trace_ids: Sequence[str]) -> list[Feedback]:
-        with self.transaction() as c:
+        with self.reading() as c:
             return feedback.feedback_for(c, trace_ids)
 
     def add_feedback(self, items: Sequence[Feedback],
@@ -107,6 +125,16 @@ class Store:
         """One transaction; NotFoundError (nothing written) for an unknown or unowned id."""
         with self.transaction() as c:
             return feedback.add_feedback(c, list(items), owner)
+
+    def orphaned_feedback(self, owner: str | None = None) -> list[Feedback]:
+        """Feedback on actions that a reimport removed (kept, left out of pairs)."""
+        with self.reading() as c:
+            return feedback.orphaned_feedback(c, owner)
+
+    def remove_feedback(self, ids: Sequence[str], owner: str | None = None) -> int:
+        """All or nothing; NotFoundError for an unknown id or one naming another owner's trace."""
+        with self.transaction() as c:
+            return feedback.remove_feedback(c, ids, owner)
 
     # Accounts
     def create_account(self, account_id: str, *, api_key_hash: str | None = None,
@@ -119,7 +147,7 @@ class Store:
                                            name=name)
 
     def list_accounts(self) -> list[accounts.Account]:
-        with self.transaction() as c:
+        with self.reading() as c:
             return accounts.list_accounts(c)
 
     def set_api_key_hash(self, account_id: str, api_key_hash: str) -> None:
@@ -127,11 +155,11 @@ class Store:
             accounts.set_api_key_hash(c, account_id, api_key_hash)
 
     def get_account(self, account_id: str) -> accounts.Account:
-        with self.transaction() as c:
+        with self.reading() as c:
             return accounts.get_account(c, account_id)
 
     def account_by_key_hash(self, api_key_hash: str) -> accounts.Account | None:
-        with self.transaction() as c:
+        with self.reading() as c:
             return accounts.account_by_key_hash(c, api_key_hash)
 
     # Reward models
@@ -143,12 +171,12 @@ class Store:
             return models.create_reward_model(c, owner, request, model_id=model_id)
 
     def get_reward_model(self, model_id: str, owner: str | None = None) -> RewardModelRecord:
-        with self.transaction() as c:
+        with self.reading() as c:
             return models.get_reward_model(c, model_id, owner)
 
     def list_reward_models(self, owner: str | None = None,
                            status: str | None = None) -> list[RewardModelRecord]:
-        with self.transaction() as c:
+        with self.reading() as c:
             return models.list_reward_models(c, owner, status)
 
     def mark_running(self, model_id: str, run_id: str | None = None) -> int:
@@ -198,7 +226,7 @@ class Store:
 
     def load_pairs(self, *, reward_model_id: str | None = None, candidate: str | None = None,
                    split: str | None = None) -> list[Pair]:
-        with self.transaction() as c:
+        with self.reading() as c:
             return pairs.load_pairs(c, reward_model_id=reward_model_id, candidate=candidate,
                                     split=split)
 
@@ -213,17 +241,17 @@ class Store:
             return scores.save_action_scores(c, evaluator, scored, items)
 
     def scores_for(self, trace_id: str) -> list[TraceScore]:
-        with self.transaction() as c:
+        with self.reading() as c:
             return scores.scores_for(c, trace_id)
 
     def scores_of_evaluator(self, evaluator: str) -> list[TraceScore]:
         """Highest raw reward first; only scores of the traces' current versions."""
-        with self.transaction() as c:
+        with self.reading() as c:
             return scores.scores_of_evaluator(c, evaluator)
 
     def action_scores_for(self, trace_id: str,
                           evaluator: str | None = None) -> list[ActionScore]:
-        with self.transaction() as c:
+        with self.reading() as c:
             return scores.action_scores_for(c, trace_id, evaluator)
 
     # Releases and the benchmark
@@ -232,15 +260,15 @@ class Store:
             return releases.save_release(c, release)
 
     def get_release(self, version: str) -> Release:
-        with self.transaction() as c:
+        with self.reading() as c:
             return releases.get_release(c, version)
 
     def latest_release(self) -> Release | None:
-        with self.transaction() as c:
+        with self.reading() as c:
             return releases.latest_release(c)
 
     def list_releases(self) -> list[Release]:
-        with self.transaction() as c:
+        with self.reading() as c:
             return releases.list_releases(c)
 
     def save_benchmark_comparison(self, *, candidate: str, incumbent: str | None,
@@ -252,5 +280,5 @@ class Store:
 
     def list_benchmark_comparisons(self,
                                    candidate: str | None = None) -> list[BenchmarkComparison]:
-        with self.transaction() as c:
+        with self.reading() as c:
             return releases.list_benchmark_comparisons(c, candidate)

@@ -3,7 +3,9 @@ from __future__ import annotations
 import pytest
 
 from stash_pipeline.core.errors import InputError
-from stash_pipeline.core.feedback import Comment, Rating, ReviewedComparison, VerifiedOutcome
+from stash_pipeline.core.feedback import (
+    Comment, Rating, ReviewedComparison, VerifiedOutcome, split_orphaned,
+)
 from stash_pipeline.core.pair_builders import build_feedback_pairs
 from stash_pipeline.core.pairs import Pair, pair_context
 from stash_pipeline.core.traces import Message
@@ -47,9 +49,18 @@ def test_mean_of_several_ratings_of_one_action_and_ties_give_no_pair():
     assert build_feedback_pairs([trace], ratings) == []
 
 
-def test_step_rating_on_unknown_action_names_the_rating_and_field():
-    with pytest.raises(InputError, match=r"record rating r9.*field 'action_id'"):
-        build_feedback_pairs([tool_trace()], [Rating("r9", "t1", 1, "m1")])
+def test_feedback_on_an_action_the_trace_no_longer_has_is_orphaned_not_an_error():
+    # After a shorter reimport, m9 is gone and m1 is a user message: neither is an action.
+    trace = tool_trace()
+    ratings = [Rating("r9", "t1", 1, "t1/m9"), Rating("r1", "t1", 1, "m1"),
+               Rating("r2", "t1", 1, "m5"), Rating("r3", "t1", 0, "m7")]
+    comparison = ReviewedComparison("c1", "t1", "t1", "t1/m9", "t1/m5")
+    comment = Comment("k1", "t1", "gone", "t1/m9")
+    usable, orphaned = split_orphaned([trace], [*ratings, comparison, comment])
+    assert [f.id for f in orphaned] == ["r9", "r1", "c1", "k1"]
+    assert [f.id for f in usable] == ["r2", "r3"]
+    pairs = build_feedback_pairs([trace], [*ratings, comparison, comment])
+    assert [(p.chosen.action_id, p.rejected.action_id) for p in pairs] == [("t1/m5", "t1/m7")]
 
 
 def test_trace_ratings_pair_within_owner_and_task_else_agent():

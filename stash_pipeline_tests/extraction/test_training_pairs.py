@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from stash_pipeline.core.feedback import Comment, Rating
@@ -73,3 +75,18 @@ def test_a_deployment_without_extraction_trains_on_deterministic_pairs():
     assert result.report["pending_extraction"]["traces"] == 12
     with pytest.raises(ValueError, match="STASH_EXTRACTION"):
         ExtractionConfig.from_env({"STASH_EXTRACTION": "maybe"})
+
+
+def test_orphaned_feedback_is_left_out_and_counted(fake_anthropic, extraction_config):
+    """Feedback on an action a reimport removed (m9 here) never stops training: the rating and
+    the comment on it are left out, the comment is not sent for extraction, and the report
+    counts both."""
+    for t in TRACES:
+        fake_anthropic.reply_tool(answer_for(t.id))
+    orphans = [Rating("gone", "t0", 1, "t0/m9"), Comment("k-gone", "t1", "bad", "t1/m9")]
+    result = training_pairs(TRACES, [*RATINGS, *orphans], max_pairs=20,
+                            config=extraction_config)
+    assert result.report["orphaned_feedback"] == 2
+    assert result.report["extraction_requests"] == 12
+    assert all("k-gone" not in json.dumps(body) for body in fake_anthropic.requests)
+    assert not any("gone" in p.source_id for p in result.pairs)

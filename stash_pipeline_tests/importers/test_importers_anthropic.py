@@ -39,7 +39,7 @@ def refund_trace(**extra):
 
 def test_blocks_map_onto_the_model(tmp_path):
     path = write_json(tmp_path, "a.json", refund_trace())
-    assert detect_format(path, 1 << 20) == "anthropic"
+    assert detect_format(path) == "anthropic"
     [record] = read_all(path)
     trace = record.trace
     assert trace.agent == "claude-x"
@@ -68,11 +68,11 @@ def test_a_string_system_and_the_explicit_format(tmp_path):
     # Plain text turns read the same in both formats: without a hint it is OpenAI, the default.
     plain = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
     path = write_jsonl(tmp_path, "p.jsonl", [plain])
-    assert detect_format(path, 1 << 20) == "openai"
+    assert detect_format(path) == "openai"
     [record] = read_all(path, format="anthropic")
     assert [m.role for m in record.trace.messages] == ["user", "assistant"]
     with_system = write_jsonl(tmp_path, "s.jsonl", [{"system": "Be brief.", **plain}])
-    assert detect_format(with_system, 1 << 20) == "anthropic"
+    assert detect_format(with_system) == "anthropic"
     assert read_all(with_system)[0].trace.messages[0].content == "Be brief."
 
 

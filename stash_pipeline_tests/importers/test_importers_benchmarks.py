@@ -34,7 +34,7 @@ def test_tau2_leaves_out_the_user_simulators_own_tools(tmp_path):
          "messages": messages},
         {"id": "s2", "task_id": "t9", "messages": messages[:1], "reward_info": None},
     ]))
-    assert detect_format(path, 1 << 20) == "tau2"
+    assert detect_format(path) == "tau2"
     first, second = read_all(path)
     trace = first.trace
     assert [(m.role, m.content) for m in trace.messages] == [

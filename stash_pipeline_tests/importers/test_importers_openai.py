@@ -67,7 +67,7 @@ def test_every_file_layout_reads_the_same(tmp_path, layout):
         paths = [path]
     ids = [r.trace.id for p in paths for r in read_all(p)]
     assert ids == ["a", "b"]
-    assert all(detect_format(p, 1 << 20) == "openai" for p in paths)
+    assert all(detect_format(p) == "openai" for p in paths)
 
 
 def test_without_an_id_the_id_comes_from_the_content(tmp_path):
@@ -104,7 +104,7 @@ def test_content_parts_developer_role_and_flat_calls(tmp_path):
 def test_unicode_long_messages_and_empty_assistant_turns(tmp_path):
     long_text = "très long 長い " * 100_000
     path = write_jsonl(tmp_path, "t.jsonl", [{"id": "u", "messages": [
-        {"role": "user", "content": "Ünïcödé ✓ 🚀 \u0000 mixed"},
+        {"role": "user", "content": "Ünïcödé ✓ 🚀 \u0007 mixed"},
         {"role": "assistant", "content": ""},
         {"role": "user", "content": long_text},
         {"role": "assistant", "content": "   "},
@@ -112,7 +112,7 @@ def test_unicode_long_messages_and_empty_assistant_turns(tmp_path):
     ]}])
     [record] = read_all(path)
     trace = record.trace
-    assert trace.messages[0].content == "Ünïcödé ✓ 🚀 \u0000 mixed"
+    assert trace.messages[0].content == "Ünïcödé ✓ 🚀 \u0007 mixed"
     assert trace.messages[2].content == long_text
     assert [a.local_id for a in trace.actions()] == ["m4"]  # empty turns are no actions
 

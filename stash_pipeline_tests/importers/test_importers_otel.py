@@ -55,7 +55,7 @@ def weather_spans():
 
 def test_a_conversation_is_assembled_once_from_repeated_histories(tmp_path):
     path = write_json(tmp_path, "otel.json", export(*weather_spans()))
-    assert detect_format(path, 1 << 20) == "otel"
+    assert detect_format(path) == "otel"
     [record] = read_all(path)
     trace = record.trace
     assert trace.id == "conv-1"

@@ -43,7 +43,7 @@ def test_tau2_run_counts_and_mapping(run):
             expected["tool_calls"] += len(m.get("tool_calls") or []) if m["role"] == "assistant" else 0
     assert summarize([r.trace for r in records]) == expected
 
-    assert detect_format(run, 1 << 26) == "tau2"
+    assert detect_format(run) == "tau2"
     for simulation, record in zip(simulations, records, strict=True):
         trace = record.trace
         assert trace.id == simulation["id"]
@@ -75,7 +75,7 @@ def test_tau2_keeps_tool_error_flags_across_all_runs():
 def test_agentprocessbench_counts_and_labels():
     source = [json.loads(line) for line in HOTPOTQA.read_text().splitlines() if line.strip()]
     records = read_all(HOTPOTQA)
-    assert detect_format(HOTPOTQA, 1 << 26) == "agentprocessbench"
+    assert detect_format(HOTPOTQA) == "agentprocessbench"
 
     expected = {"traces": len(source), "messages": 0, "actions": 0, "tool_calls": 0}
     expected_step_ratings = 0

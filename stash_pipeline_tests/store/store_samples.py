@@ -51,3 +51,16 @@ def feedback_on(trace: Trace) -> list:
 def comparison(chosen: Trace, rejected: Trace) -> ReviewedComparison:
     return ReviewedComparison(feedback_id("comparison", chosen.id, rejected.id), chosen.id,
                               rejected.id, reviewer="bo", status="approved", rationale="why")
+
+
+def preview_report(store, monkeypatch, capsys, *trace_ids: str) -> dict:
+    """`stash-pipeline pairs preview --json` on this store: the pair report a person sees."""
+    import json
+
+    from stash_pipeline.cli import main
+
+    monkeypatch.setenv("DATABASE_URL", store.url)
+    selection = ["--trace-ids", *trace_ids] if trace_ids else ["--all-traces"]
+    capsys.readouterr()
+    assert main(["pairs", "preview", *selection, "--json"]) == 0
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
