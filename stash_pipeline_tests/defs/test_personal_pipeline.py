@@ -197,3 +197,26 @@ def test_a_worker_killed_mid_training_fails_the_model_with_the_log_and_the_signa
     assert model.error.rstrip().endswith("worker killed (signal 9)")
     assert "step 1/" in model.error  # the log's tail: how far training got
     assert not list((home / "stash" / "objects").rglob("*.tar.gz"))
+
+
+def test_a_reimport_that_orphans_feedback_still_trains(store, instance, tiny_base_model):
+    """Ratings on actions a shorter reimport removed are kept, left out of pairs and counted."""
+    import dataclasses
+
+    records = agentprocessbench_records(6)
+    store.import_traces(records)
+    shortened = records[0]
+    rated = {r.action_id for r in store.feedback_for([shortened.trace.id])
+             if getattr(r, "action_id", None)}
+    last = max(a.message_index for a in shortened.trace.actions() if a.id in rated)
+    cut = dataclasses.replace(shortened.trace, messages=shortened.trace.messages[:last])
+    store.import_traces([dataclasses.replace(shortened, trace=cut, feedback=())])
+    assert store.orphaned_feedback(owner="ana")
+
+    model_id = request(store, [r.trace.id for r in records], str(tiny_base_model))
+    runs = run_sensor_requests(instance, definitions(), "queued_reward_models")
+    assert runs[0].status == dg.DagsterRunStatus.SUCCESS
+    assert store.get_reward_model(model_id).status == "succeeded"
+    pairs = instance.fetch_materializations(dg.AssetKey("personal_pairs"), limit=1)
+    metadata = pairs.records[0].asset_materialization.metadata
+    assert metadata["orphaned_feedback"].value > 0

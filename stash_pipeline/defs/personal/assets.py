@@ -64,6 +64,7 @@ def personal_pairs(context: dg.AssetExecutionContext, database: StoreResource,
         report = steps.build_pairs(store, model, extraction.config())
     return dg.MaterializeResult(metadata={
         "pairs": report["pairs"], "dropped_by_max_pairs": report["dropped_by_max_pairs"],
+        "orphaned_feedback": report["orphaned_feedback"],
         "by_source": metadata.key_values(report["by_source"]),
         "extraction": metadata.key_values({
             "extraction": report["extraction"], "requests": report["extraction_requests"],
