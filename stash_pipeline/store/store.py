@@ -8,7 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from stash_pipeline.core.feedback import Feedback
+from stash_pipeline.core.feedback import Feedback, ReviewedComparison
 from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.requests import RewardModelRequest
 from stash_pipeline.core.records import ImportedTrace
@@ -87,6 +87,12 @@ class Store:
         """One transaction; NotFoundError (nothing written) for an unknown or unowned id."""
         with self.transaction() as c:
             return feedback.add_feedback(c, list(items), owner)
+
+    def review_comparison(self, comparison_id: str, *, reviewer: str, status: str,
+                          owner: str | None = None) -> ReviewedComparison:
+        with self.transaction() as c:
+            return feedback.review_comparison(c, comparison_id, reviewer=reviewer, status=status,
+                                              owner=owner)
 
     # Accounts
     def create_account(self, account_id: str, *, api_key_hash: str | None = None,
