@@ -1,4 +1,5 @@
-"""Learnable synthetic contributions for the shared evaluator, one kind of decision per domain.
+"""Learnable synthetic contributions for the shared evaluator, one kind of decision per domain
+(importable from every suite, like tiny_models).
 
 In each domain a trace holds a good and a bad action, and what tells them apart is a different
 feature: airline, which tool is called (search_flights over cancel_all_bookings); retail, what the
