@@ -15,7 +15,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from stash_pipeline.compute.job import CHECKPOINT_INPUT, PAIR_REWARDS, JobSettings, read_jsonl, write_job
+from stash_pipeline.compute.job import (
+    CHECKPOINT_INPUT, PAIR_REWARDS, JobSettings, read_jsonl, write_job,
+)
 from stash_pipeline.core.errors import NotFoundError, StashError
 from stash_pipeline.core.pair_report import by_source
 from stash_pipeline.core.release_gate import BenchmarkOutcome, release_gate
