@@ -24,10 +24,12 @@ from stash_pipeline.core.release_gate import BenchmarkOutcome, release_gate
 from stash_pipeline.core.shared_data import (
     assign_roles, benchmark_pairs, check_disjoint, crossing_comparisons,
 )
+from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.split import PairSplit
+from stash_pipeline.core.traces import Trace
 from stash_pipeline.core.training_settings import DEFAULT_BASE_MODEL, DEFAULT_EPOCHS
 from stash_pipeline.extraction.config import ExtractionConfig
-from stash_pipeline.extraction.training_pairs import training_pairs
+from stash_pipeline.extraction.training_pairs import TrainingPairs, training_pairs
 from stash_pipeline.objects.keys import shared_evaluator_checkpoint_key
 from stash_pipeline.services.worker_jobs import (
     JobResults, read_results, split_stored_pairs, traces_in_chunks,
@@ -60,31 +62,45 @@ def checkpoint_key(candidate: str) -> str:
 
 # The candidate's data -------------------------------------------------------------------------
 
-def build_pairs(store: Store, candidate: str, *, max_pairs: int,
-                config: ExtractionConfig | None = None) -> dict[str, Any]:
-    """Opted-in traces split into training and benchmark; the training pairs built, extracted and
-    capped (``training_pairs``), the benchmark pairs built; no source trace in both (checked);
-    both stored with the candidate. Returns the report."""
-    _require_unreleased(store, candidate)
+@dataclass(frozen=True)
+class SharedData:
+    training: TrainingPairs  # built, extracted, capped and split: what the candidate trains on
+    benchmark: tuple[Pair, ...]
+    report: dict[str, Any]
+
+
+def assemble(store: Store, traces: Sequence[Trace], *, max_pairs: int,
+             config: ExtractionConfig | None = None, extract: bool = True) -> SharedData:
+    """The shared evaluator's data among ``traces`` (its opted-in ones): split into training and
+    benchmark traces (the incumbent's training traces never benchmark), the training pairs built,
+    extracted and capped (``training_pairs``), the benchmark pairs built, and no source trace in
+    both (checked: OverlapError). ``pairs preview --shared`` calls it with ``extract=False``."""
     incumbent = store.latest_release()
     trained_before = (incumbent.data_snapshot.get("training_traces") or {}) if incumbent else {}
-    ids = store.trace_ids(contribute=True)
-    traces = list(traces_in_chunks(store, ids))
-    feedback = store.feedback_for(ids)
+    feedback = store.feedback_for([t.id for t in traces])
     roles = assign_roles(traces, feedback, trained_before=trained_before)
     assembled = training_pairs(roles.training, feedback, audience=AUDIENCE, max_pairs=max_pairs,
-                               config=config)
+                               extract=extract, config=config)
     benchmark = benchmark_pairs(roles.benchmark, feedback)
-    disjoint = check_disjoint(assembled.pairs, benchmark)
-    store.save_pairs(assembled.pairs, candidate=candidate)
-    store.save_benchmark_pairs(benchmark, candidate=candidate)
-    return {
-        **assembled.report, "candidate": candidate,
-        "incumbent": incumbent.version if incumbent else None,
-        "opted_in_traces": len(traces), **roles.counts(),
+    report = {
+        **assembled.report, "incumbent": incumbent.version if incumbent else None,
+        "opted_in_traces": len(roles.training) + len(roles.benchmark), **roles.counts(),
         "benchmark_pairs": len(benchmark), "benchmark_by_source": by_source(benchmark),
-        "crossing_comparisons": crossing_comparisons(roles, feedback), **disjoint,
+        "crossing_comparisons": crossing_comparisons(roles, feedback),
+        **check_disjoint(assembled.pairs, benchmark),
     }
+    return SharedData(assembled, tuple(benchmark), report)
+
+
+def build_pairs(store: Store, candidate: str, *, max_pairs: int,
+                config: ExtractionConfig | None = None) -> dict[str, Any]:
+    """A new candidate's data from every opted-in trace (``assemble``), stored with it."""
+    _require_unreleased(store, candidate)
+    traces = list(traces_in_chunks(store, store.trace_ids(contribute=True)))
+    data = assemble(store, traces, max_pairs=max_pairs, config=config)
+    store.save_pairs(data.training.pairs, candidate=candidate)
+    store.save_benchmark_pairs(data.benchmark, candidate=candidate)
+    return {**data.report, "candidate": candidate}
 
 
 def split(store: Store, candidate: str) -> PairSplit:
