@@ -46,18 +46,18 @@ def test_traces_wait_before_the_first_release(store, instance):
 
 
 def test_fifty_imports_between_two_ticks_are_all_scored(store, instance, release, monkeypatch):
-    monkeypatch.setenv("STASH_SCORING_BATCH", "20")
+    monkeypatch.setenv("STASH_SCORING_BATCH", "25")
     for i in range(50):  # fifty separate imports, one trace each, before the sensor looks
         store.import_traces([record(i, "retail" if i % 2 else "airline")])
     first = tick(instance)
     handed_out = [p for batch in batches(first) for p in batch]
-    assert [len(batch) for batch in batches(first)] == [20, 20, 10]
+    assert [len(batch) for batch in batches(first)] == [25, 25]
     assert sorted(handed_out) == sorted(store.traces_pending_scoring("r1")) and len(handed_out) == 50
-    assert len({r.run_key for r in first.run_requests}) == 3
+    assert len({r.run_key for r in first.run_requests}) == 2
     assert {r.tags[RELEASE_TAG] for r in first.run_requests} == {"r1"}
 
     runs = run_sensor_requests(instance, definitions(), "pending_action_scoring")
-    assert [run.status for run in runs] == [dg.DagsterRunStatus.SUCCESS] * 3
+    assert [run.status for run in runs] == [dg.DagsterRunStatus.SUCCESS] * 2
     assert store.traces_pending_scoring("r1") == []
     listing = store.list_traces()
     assert len(listing) == 50 and {row.scoring_state for row in listing} == {"scored"}
@@ -81,6 +81,18 @@ def test_a_batch_in_flight_is_not_handed_out_twice_and_a_failed_one_is_again(
     again = tick(instance, cursor=first.cursor)
     assert batches(again) == [pending[:2], pending[2:]]
     assert [r.run_key for r in again.run_requests] == ["r1:8:0", "r1:8:1"]
+
+
+def test_a_backlog_waits_in_the_database_beyond_the_runs_in_flight(store, instance, release,
+                                                                   monkeypatch):
+    from stash_pipeline.defs.shared.sensors import MAX_SCORING_RUNS
+
+    monkeypatch.setenv("STASH_SCORING_BATCH", "2")
+    store.import_traces([record(i) for i in range(7)])
+    pending = store.traces_pending_scoring("r1")
+    result = tick(instance)
+    assert batches(result) == [pending[i:i + 2] for i in range(0, 2 * MAX_SCORING_RUNS, 2)]
+    assert store.traces_pending_scoring("r1") == pending  # nothing is lost: still queued
 
 
 def test_a_failed_scoring_run_leaves_its_traces_pending(store, instance, release):

@@ -19,8 +19,10 @@ REQUEST_TAG = "stash/shared_training_request"
 RELEASE_TAG = "stash/release"
 TRAINING_INTERVAL_S = 10
 SCORING_INTERVAL_S = 5
-# Scoring runs queued or running at once: the rest of a backlog waits in the database.
-MAX_SCORING_RUNS = 10
+# Scoring runs queued or running at once: the rest of a backlog waits in the database. The
+# reward_worker pool runs one scoring step at a time anyway; one run working and one ready next keep
+# it busy without holding the deployment's run slots (deploy/dagster.yaml: 10) away from training.
+MAX_SCORING_RUNS = 2
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED,
              dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
              dg.DagsterRunStatus.CANCELING]
