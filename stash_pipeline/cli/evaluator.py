@@ -47,8 +47,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
+    from stash_pipeline.core.requests import parse_shared_training_request
+
+    wanted = parse_shared_training_request({"base_model": args.base_model, "epochs": args.epochs})
     store = open_store()
-    request = store.request_shared_training(base_model=args.base_model, epochs=args.epochs)
+    request = store.request_shared_training(base_model=wanted.base_model, epochs=wanted.epochs)
     if not args.wait:
         if args.json:
             print_json({"request": request.id, "status": "queued"})
