@@ -69,10 +69,14 @@ def definitions() -> dg.Definitions:
 
 def run_sensor_requests(instance: dg.DagsterInstance, defs: dg.Definitions, sensor_name: str, *,
                         partition_keys: Sequence[str] | None = None,
+                        run_keys: Sequence[str] | None = None,
                         on_run: Callable[[str], None] | None = None) -> list[dg.DagsterRun]:
-    """One tick of ``sensor_name``, and each run it asks for executed here, in turn.
+    """One tick of ``sensor_name``, and each run it asks for executed here, in turn, with the
+    request's run config and tags.
 
-    ``partition_keys`` keeps only those partitions' runs. Returns the finished runs.
+    ``partition_keys`` keeps only those partitions' runs, ``run_keys`` only the runs of those
+    keys (a tick here starts from no cursor, and run keys are not deduplicated in-process).
+    Returns the finished runs.
     """
     sensor = defs.resolve_sensor_def(sensor_name)
     with dg.build_sensor_context(instance=instance, definitions=defs,
@@ -85,12 +89,15 @@ def run_sensor_requests(instance: dg.DagsterInstance, defs: dg.Definitions, sens
     for request in data.run_requests or ():
         if partition_keys is not None and request.partition_key not in partition_keys:
             continue
+        if run_keys is not None and request.run_key not in run_keys:
+            continue
         job = defs.resolve_job_def(request.job_name or sensor.job_name)
         if on_run:
-            on_run(f"running {job.name} for {request.partition_key}")
+            on_run(f"running {job.name} for {request.partition_key or request.run_key}")
         result = job.execute_in_process(instance=instance, partition_key=request.partition_key,
                                         tags=dict(request.tags), raise_on_error=False,
-                                        run_config=CONSOLE_INFO)
+                                        run_config={**dict(request.run_config or {}),
+                                                    **CONSOLE_INFO})
         runs.append(result.dagster_run)
         if not result.success:
             _record_failed_run(instance, defs, result)

@@ -10,14 +10,16 @@ from stash_pipeline.core.errors import StashError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from stash_pipeline.cli import accounts, api, dev, feedback, imports, pairs, rm, traces
+    from stash_pipeline.cli import (
+        accounts, api, dev, evaluator, feedback, imports, pairs, rm, traces,
+    )
 
     parser = argparse.ArgumentParser(
         prog="stash-pipeline",
         description="Turn feedback on agent traces into reward models, and keep every trace scored.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (imports, traces, feedback, pairs, rm, accounts, api, dev):
+    for module in (imports, traces, feedback, pairs, rm, evaluator, accounts, api, dev):
         module.add_parser(commands)
     return parser
 

@@ -34,13 +34,27 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     rate.add_argument("value", type=float)
     rate.set_defaults(handler=run, build=lambda a: rating_of(a))
 
-    compare = sub.add_parser("compare", help="a reviewed comparison: CHOSEN beats REJECTED")
+    compare = sub.add_parser(
+        "compare", help="a comparison: CHOSEN beats REJECTED (pending until someone reviews it)",
+        description="Record a comparison by its author. It stays pending until reviewed (`feedback "
+                    "review`, or --reviewer with --status here). The shared evaluator learns only "
+                    "from comparisons approved by a reviewer other than the author.")
     compare.add_argument("chosen", help=TARGET_HELP)
     compare.add_argument("rejected", help=TARGET_HELP)
-    compare.add_argument("--reviewer", required=True, help="who reviewed the comparison")
-    compare.add_argument("--status", default="approved", choices=REVIEW_STATUSES)
+    compare.add_argument("--author", required=True, help="who made the comparison")
+    compare.add_argument("--reviewer", help="who reviewed it (with --status approved|rejected)")
+    compare.add_argument("--status", default="pending", choices=REVIEW_STATUSES,
+                         help="review status (default: pending)")
     compare.add_argument("--rationale")
     compare.set_defaults(handler=run, build=lambda a: comparison_of(a))
+
+    review = sub.add_parser("review", help="approve (or reject) a stored comparison",
+                            description="Review a comparison. Approval by its own author does not "
+                                        "count as independent: the shared evaluator ignores it.")
+    review.add_argument("comparison_id", metavar="ID", help="the comparison's id")
+    review.add_argument("--reviewer", required=True, help="who reviews it")
+    review.add_argument("--reject", action="store_true", help="reject instead of approving")
+    review.set_defaults(handler=run_review)
 
     outcome = sub.add_parser("outcome", help="a verified task outcome (1 succeeded, 0 failed)")
     outcome.add_argument("trace_id")
@@ -48,11 +62,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     outcome.add_argument("--source", help="what checked it (e.g. tau2-bench)")
     outcome.set_defaults(handler=run, build=lambda a: outcome_of(a))
 
-    for kind in (comment, rate, compare, outcome):
+    for kind in (comment, rate, compare, review, outcome):
         kind.add_argument("--owner", default=DEFAULT_OWNER,
                           help=f"the account giving feedback on its traces (default: {DEFAULT_OWNER})")
-        kind.add_argument("--author", help="who gave it (comments and ratings)")
         kind.add_argument("--json", action="store_true", help="end with one JSON line")
+    for kind in (comment, rate):
+        kind.add_argument("--author", help="who gave it")
 
     orphaned = sub.add_parser(
         "orphaned", help="list feedback on actions that a reimport removed",
@@ -99,11 +114,14 @@ def comparison_of(args: argparse.Namespace) -> ReviewedComparison:
     if (chosen_action is None) != (rejected_action is None):
         raise InputError("compare two actions or two whole traces, not an action with a trace",
                          field="rejected")
+    if args.status != "pending" and not args.reviewer:
+        raise InputError(f"a comparison {args.status} needs its --reviewer", field="reviewer")
+    # One comparison per author and sides: comparing again replaces the earlier one.
     return ReviewedComparison(
-        feedback_id("comparison", args.chosen, args.rejected, args.reviewer),
+        feedback_id("comparison", args.chosen, args.rejected, args.author),
         chosen_trace, rejected_trace, chosen_action_id=chosen_action,
         rejected_action_id=rejected_action, reviewer=args.reviewer, status=args.status,
-        rationale=args.rationale,
+        rationale=args.rationale, author=args.author,
     )
 
 
@@ -120,6 +138,22 @@ def run(args: argparse.Namespace) -> int:
         print_json({"id": item.id, "kind": type(item).__name__, **counts})
     else:
         print(f"Stored {type(item).__name__} {item.id}.")
+    return 0
+
+
+def run_review(args: argparse.Namespace) -> int:
+    store = open_store()
+    status = "rejected" if args.reject else "approved"
+    comparison = store.review_comparison(args.comparison_id, reviewer=args.reviewer,
+                                         status=status, owner=args.owner)
+    if args.json:
+        print_json({"id": comparison.id, "status": comparison.status,
+                    "reviewer": comparison.reviewer, "author": comparison.author,
+                    "independently_reviewed": comparison.independently_reviewed})
+    else:
+        note = "" if comparison.independently_reviewed or status == "rejected" else (
+            " (by its own author or without one: the shared evaluator will not learn from it)")
+        print(f"Comparison {comparison.id} {status} by {args.reviewer}{note}.")
     return 0
 
 

@@ -21,7 +21,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                          help=f"cap on rating and feedback pairs together (default "
                               f"{DEFAULT_MAX_PAIRS})")
     preview.add_argument("--shared", action="store_true",
-                         help="the shared evaluator's view: opted-in traces only")
+                         help="the shared evaluator's view: opted-in traces only, benchmark "
+                              "traces set apart")
     preview.add_argument("--json", action="store_true", help="print one JSON object last")
     preview.set_defaults(handler=run_preview)
 
@@ -31,9 +32,13 @@ def run_preview(args: argparse.Namespace) -> int:
     store = open_store()
     trace_ids = store.trace_ids() if args.all_traces else list(dict.fromkeys(args.trace_ids))
     traces = store.get_traces(trace_ids)
-    feedback = store.feedback_for([t.id for t in traces])
-    report = training_pairs(traces, feedback, audience="shared" if args.shared else "personal",
-                            max_pairs=args.max_pairs, extract=False).report
+    if args.shared:  # what a candidate would train on: the benchmark's traces are set apart
+        from stash_pipeline.services.shared_evaluator import assemble
+
+        report = assemble(store, traces, max_pairs=args.max_pairs, extract=False).report
+    else:
+        report = training_pairs(traces, store.feedback_for([t.id for t in traces]),
+                                max_pairs=args.max_pairs, extract=False).report
     if args.json:
         print_json(report)
     else:
@@ -53,6 +58,10 @@ def print_report(report: dict) -> None:
     if report["orphaned_feedback"]:
         print(f"left out: {report['orphaned_feedback']} orphaned feedback item(s) on actions a "
               "reimport removed (`stash-pipeline feedback orphaned` lists them)")
+    if "benchmark_pairs" in report:
+        print(f"benchmark (kept apart): {report['benchmark_traces']} trace(s), "
+              f"{report['benchmark_pairs']} pair(s); {report['training_traces']} training "
+              "trace(s)")
     if report["pairs"] and not report["eval_available"]:
         print("evaluation unavailable: no independent trace-level split")
     pending = report["pending_extraction"]

@@ -10,8 +10,11 @@ from stash_pipeline.cli.store import open_store
 from stash_pipeline.core.serialize import trace_to_dict
 from stash_pipeline.core.traces import DEFAULT_OWNER
 
+# latest_score is the newest personal whole-trace score; scoring_state, mean_action_credit and
+# actions_scored are the shared evaluator's (the seed: shown separately).
 LIST_COLUMNS = ["id", "owner", "agent", "domain", "task_id", "version", "messages", "actions",
-                "contribute", "latest_score", "mean_action_credit"]
+                "contribute", "latest_score", "scoring_state", "mean_action_credit",
+                "actions_scored"]
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -42,7 +45,9 @@ def run_list(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"traces": rows, "count": len(rows)})
     else:
-        print_table(rows, [c for c in LIST_COLUMNS if not rows or c in rows[0]])
+        shown = [{k: f"{v:.3f}" if isinstance(v, float) else v for k, v in row.items()}
+                 for row in rows]
+        print_table(shown, [c for c in LIST_COLUMNS if not rows or c in rows[0]])
         print(f"{len(rows)} traces")
     return 0
 

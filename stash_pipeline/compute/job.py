@@ -3,11 +3,12 @@
 This module is torch-free: the caller imports it to write a job and read its results; the worker
 (``runner.py``) runs it. Layout of ``RM_ARTIFACT_DIR/<job>/`` (docs/worker.md has the full contract):
 
-inputs   settings.json; train_pairs, eval_pairs, score_traces: Hugging Face datasets saved with
-         ``save_to_disk`` (column ``pair`` / ``trace``: the core JSON form as a string), or the same
-         rows as ``<name>.jsonl``, which the worker turns into the dataset before it starts
-outputs  metrics.json (written last), scores.jsonl, action_scores.jsonl, reward-model/,
-         reward-model.tar.gz, worker.log (ends with the reason when the job failed)
+inputs   settings.json; train_pairs, eval_pairs, score_traces, benchmark_pairs: Hugging Face
+         datasets saved with ``save_to_disk`` (column ``pair`` / ``trace``: the core JSON form as a
+         string), or the same rows as ``<name>.jsonl``, which the worker turns into the dataset
+         before it starts
+outputs  metrics.json (written last), scores.jsonl, action_scores.jsonl, pair_rewards.jsonl,
+         reward-model/, reward-model.tar.gz, worker.log (ends with the reason when the job failed)
 """
 
 from __future__ import annotations
@@ -28,14 +29,19 @@ from stash_pipeline.core.training_settings import ERROR_TAIL_CHARS, MAX_LENGTH
 
 SETTINGS = "settings.json"
 TRAIN_PAIRS, EVAL_PAIRS, SCORE_TRACES = "train_pairs", "eval_pairs", "score_traces"
+# Pairs only scored, never trained on: the shared evaluator's benchmark (pair_rewards.jsonl).
+BENCHMARK_PAIRS = "benchmark_pairs"
+PAIR_REWARDS = "pair_rewards.jsonl"
 PAIR_COLUMN, TRACE_COLUMN = "pair", "trace"
 METRICS, SCORES, ACTION_SCORES, LOG = "metrics.json", "scores.jsonl", "action_scores.jsonl", "worker.log"
 LOSSES = "losses.json"  # the Bradley-Terry loss of every training step, for the loss curve
 CHECKPOINT_DIR, ARCHIVE_NAME = "reward-model", "reward-model.tar.gz"  # outputs of a training job
 # A scoring-only job's checkpoint, when the caller downloads it into the job directory.
 CHECKPOINT_INPUT = "checkpoint.tar.gz"
-INPUT_FILES = (SETTINGS, *(f"{name}.jsonl" for name in (TRAIN_PAIRS, EVAL_PAIRS, SCORE_TRACES)))
-OUTPUT_KINDS: tuple[str, ...] = ("checkpoint", "scores", "action_scores")
+INPUT_FILES = (SETTINGS, *(f"{name}.jsonl" for name in (TRAIN_PAIRS, EVAL_PAIRS, SCORE_TRACES,
+                                                        BENCHMARK_PAIRS)))
+OUTPUT_KINDS: tuple[str, ...] = ("checkpoint", "scores", "action_scores", "pair_rewards")
+DEFAULT_OUTPUTS: tuple[str, ...] = ("checkpoint", "scores", "action_scores")
 
 
 @dataclass(frozen=True)
@@ -48,7 +54,7 @@ class JobSettings:
     checkpoint: str | None = None  # a reward-model/ directory or reward-model.tar.gz
     epochs: int = 1
     seed: int = 0
-    outputs: tuple[str, ...] = OUTPUT_KINDS
+    outputs: tuple[str, ...] = DEFAULT_OUTPUTS
     excluded_cross_trace_pairs: int = 0  # from the split, reported in metrics
     max_length: int = MAX_LENGTH
 
@@ -85,7 +91,7 @@ class JobSettings:
             value = data.get(name, cls.__dataclass_fields__[name].default)
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise fail(name, f"expected an integer of at least {least}, got {value!r}")
-        outputs = data.get("outputs", list(OUTPUT_KINDS))
+        outputs = data.get("outputs", list(DEFAULT_OUTPUTS))
         if not isinstance(outputs, list) or any(o not in OUTPUT_KINDS for o in outputs):
             raise fail("outputs", f"expected a list drawn from {OUTPUT_KINDS}")
         if "checkpoint" in outputs and data.get("base_model") is None:
@@ -94,7 +100,8 @@ class JobSettings:
 
 
 def write_job(job_dir: Path, settings: JobSettings, *, train_pairs: Iterable[Pair] = (),
-              eval_pairs: Iterable[Pair] = (), score_traces: Iterable[Trace] = ()) -> Path:
+              eval_pairs: Iterable[Pair] = (), score_traces: Iterable[Trace] = (),
+              benchmark_pairs: Iterable[Pair] = ()) -> Path:
     """Write a job's inputs (JSON Lines; the worker makes them datasets). Needs no ML libraries."""
     job_dir.mkdir(parents=True, exist_ok=True)
     (job_dir / SETTINGS).write_text(json.dumps(settings.to_dict(), indent=2))
@@ -102,6 +109,7 @@ def write_job(job_dir: Path, settings: JobSettings, *, train_pairs: Iterable[Pai
         TRAIN_PAIRS: (json.dumps(p.to_dict()) for p in train_pairs),
         EVAL_PAIRS: (json.dumps(p.to_dict()) for p in eval_pairs),
         SCORE_TRACES: (json.dumps(trace_to_dict(t)) for t in score_traces),
+        BENCHMARK_PAIRS: (json.dumps(p.to_dict()) for p in benchmark_pairs),
     }
     for name, lines in rows.items():
         with (job_dir / f"{name}.jsonl").open("w") as out:

@@ -13,7 +13,9 @@ from typing import Any
 
 import dagster as dg
 
-from stash_pipeline.compute.job import ACTION_SCORES, INPUT_FILES, LOG, LOSSES, METRICS, SCORES
+from stash_pipeline.compute.job import (
+    ACTION_SCORES, INPUT_FILES, LOG, LOSSES, METRICS, PAIR_REWARDS, SCORES,
+)
 from stash_pipeline.compute.outcome import WorkerFailed
 from stash_pipeline.compute.run import record_upload
 
@@ -47,9 +49,9 @@ def write_results(job_dir: Path, result: dict[str, Any]) -> str | None:
         raise WorkerFailed(result.get("log_tail") or f"the Modal worker exited {result.get('exit_code')}")
     (job_dir / METRICS).write_text(json.dumps(result["metrics"], indent=2))
     (job_dir / SCORES).write_text("".join(json.dumps(row) + "\n" for row in result["scores"]))
-    if result.get("action_scores") is not None:
-        (job_dir / ACTION_SCORES).write_text(
-            "".join(json.dumps(row) + "\n" for row in result["action_scores"]))
+    for name, key in ((ACTION_SCORES, "action_scores"), (PAIR_REWARDS, "pair_rewards")):
+        if result.get(key) is not None:
+            (job_dir / name).write_text("".join(json.dumps(row) + "\n" for row in result[key]))
     if result.get("losses") is not None:
         (job_dir / LOSSES).write_text(json.dumps(result["losses"]))
     uri = result.get("checkpoint_uri")

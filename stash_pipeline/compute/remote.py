@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from stash_pipeline.compute.job import (
-    ACTION_SCORES, ARCHIVE_NAME, CHECKPOINT_INPUT, LOSSES, METRICS, SCORES, failure_reason,
-    read_jsonl,
+    ACTION_SCORES, ARCHIVE_NAME, CHECKPOINT_INPUT, LOSSES, METRICS, PAIR_REWARDS, SCORES,
+    failure_reason, read_jsonl,
 )
 
 # The seed: "storage and model-provider credentials, but no database, queue, or integration
@@ -71,5 +71,7 @@ def run_remote_job(*, inputs: Mapping[str, str], upload_key: str | None = None,
     result.update(metrics=metrics, scores=read_jsonl(job_dir / SCORES),
                   action_scores=read_jsonl(job_dir / ACTION_SCORES)
                   if (job_dir / ACTION_SCORES).is_file() else None,
+                  pair_rewards=read_jsonl(job_dir / PAIR_REWARDS)
+                  if (job_dir / PAIR_REWARDS).is_file() else None,
                   losses=json.loads(losses.read_text()) if losses.is_file() else None)
     return result

@@ -50,7 +50,10 @@ class Rating:
 
 @dataclass(frozen=True)
 class ReviewedComparison:
-    """A reviewed A-vs-B judgment: chosen beats rejected. Sides are traces or actions."""
+    """A reviewed A-vs-B judgment: chosen beats rejected. Sides are traces or actions.
+
+    ``author`` made the comparison; ``reviewer`` approved (or rejected) it.
+    """
 
     id: str
     chosen_trace_id: str
@@ -60,6 +63,7 @@ class ReviewedComparison:
     reviewer: str | None = None
     status: str = "approved"
     rationale: str | None = None
+    author: str | None = None
 
     @property
     def is_action_comparison(self) -> bool:
@@ -68,6 +72,13 @@ class ReviewedComparison:
     @property
     def usable(self) -> bool:
         return self.status == "approved"
+
+    @property
+    def independently_reviewed(self) -> bool:
+        """Approved by a known reviewer who is not its known author: what the shared evaluator
+        learns from and is benchmarked on (the seed's "independently reviewed comparisons")."""
+        return (self.usable and bool(self.reviewer) and bool(self.author)
+                and self.reviewer != self.author)
 
 
 @dataclass(frozen=True)

@@ -23,12 +23,14 @@ from stash_pipeline.core.traces import Action, ToolCall, Trace, action_messages
 
 Audience = Literal["personal", "shared"]
 AUDIENCES: tuple[str, ...] = ("personal", "shared")
-# The seed: traces contribute "corrections, step ratings and independently reviewed comparisons";
-# verified outcomes feed the shared benchmark. Automatic assessment and trace ratings are personal.
+# The seed: opted-in traces contribute "corrections, step ratings and independently reviewed
+# comparisons" to the shared evaluator, and nothing else (no comments, no automatic assessment, no
+# trace ratings); verified outcomes and reviewed comparisons form its separate benchmark
+# (core.shared_data). Personal models learn from every source.
 AUDIENCE_SOURCES: dict[str, tuple[str, ...]] = {
     "personal": ("step_rating", "trace_rating", "comment", "correction", "assessment",
                  "reviewed_comparison", "verified_outcome"),
-    "shared": ("step_rating", "comment", "correction", "reviewed_comparison", "verified_outcome"),
+    "shared": ("step_rating", "correction", "reviewed_comparison"),
 }
 FEEDBACK_TYPES = (Comment, Rating, ReviewedComparison, VerifiedOutcome)
 
@@ -46,7 +48,8 @@ def build_feedback_pairs(traces: Sequence[Trace], feedback: Iterable[Feedback],
 
     Feedback that refers to a trace outside ``traces`` (not selected, or not opted in for the
     shared audience) yields no pair: only the selected traces supply training pairs. Nor does
-    orphaned feedback (on an action a reimport removed; ``split_orphaned`` counts it).
+    orphaned feedback (on an action a reimport removed; ``split_orphaned`` counts it). The shared
+    audience takes only independently reviewed comparisons (the reviewer is not the author).
     """
     usable = {t.id: t for t in audience_traces(traces, audience)}
     feedback = list(feedback)
@@ -63,7 +66,8 @@ def build_feedback_pairs(traces: Sequence[Trace], feedback: Iterable[Feedback],
     pairs = [
         *step_rating_pairs(usable, [r for r in ratings if r.is_step_rating]),
         *trace_rating_pairs(usable, [r for r in ratings if not r.is_step_rating]),
-        *reviewed_comparison_pairs(usable, by_type[ReviewedComparison]),
+        *reviewed_comparison_pairs(usable, [c for c in by_type[ReviewedComparison]
+                                            if audience == "personal" or c.independently_reviewed]),
         *verified_outcome_pairs(usable, by_type[VerifiedOutcome]),
     ]
     allowed = AUDIENCE_SOURCES[audience]

@@ -102,3 +102,23 @@ def parse_reward_model_request(data: Any) -> RewardModelRequest:
         epochs=_integer(data, "epochs", DEFAULT_EPOCHS, MAX_EPOCHS),
         max_pairs=_integer(data, "max_pairs", DEFAULT_MAX_PAIRS, MAX_MAX_PAIRS),
     )
+
+
+@dataclass(frozen=True)
+class SharedTrainingOptions:
+    """`evaluator train`: both optional; None leaves the deployment's default."""
+
+    base_model: str | None = None
+    epochs: int | None = None
+
+
+def parse_shared_training_request(data: Mapping[str, Any]) -> SharedTrainingOptions:
+    """The same limits as a personal request's fields; InputError names the field."""
+    unknown = sorted(set(data) - {"base_model", "epochs"})
+    if unknown:
+        raise _fail(unknown[0], "unknown field")
+    return SharedTrainingOptions(
+        base_model=None if data.get("base_model") is None
+        else _text(data, "base_model", MAX_BASE_MODEL_LENGTH),
+        epochs=None if data.get("epochs") is None
+        else _integer(data, "epochs", DEFAULT_EPOCHS, MAX_EPOCHS))

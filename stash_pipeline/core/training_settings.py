@@ -23,3 +23,14 @@ ERROR_TAIL_CHARS = 2000
 
 # How long a checkpoint's download URL stays valid (seed, "Downloading the weights": five minutes).
 DOWNLOAD_URL_EXPIRES_S = 300
+
+# The shared evaluator (docs/shared-evaluator.md). Not the seed's numbers: the project's choices.
+# Of the task groups (or traces without a task) that carry reviewed comparisons but no verified
+# outcome, this share goes to the benchmark, chosen by a stable hash so a group never moves.
+BENCHMARK_SHARE = 0.2
+# The release gate's confidence level (two-sided 95%), and the widest interval, half-width at 50%
+# accuracy, that a slice may have to be judged at all: MIN_SLICE_PAIRS follows from both.
+GATE_Z = 1.959963984540054
+MAX_SLICE_HALF_WIDTH = 0.25
+# The first release needs at least this many training pairs from independently reviewed comparisons.
+MIN_REVIEWED_TRAINING_PAIRS = 1

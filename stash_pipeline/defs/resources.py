@@ -17,9 +17,12 @@ from stash_pipeline.compute.run import ComputeTarget
 from stash_pipeline.extraction.config import ExtractionConfig
 from stash_pipeline.store import Store
 from stash_pipeline.core.home import stash_home
+from stash_pipeline.core.training_settings import DEFAULT_BASE_MODEL
 from stash_pipeline.store.engine import database_url_from_env
 
 COMPUTE_KINDS = ("local", "modal")
+# Traces a scoring run covers: large enough to amortise starting the worker and loading the release.
+DEFAULT_SCORING_BATCH = 200
 MODAL_APP = "stash-reward-worker"
 MODAL_FUNCTION = "run_reward_job"
 
@@ -90,9 +93,31 @@ class ExtractionResource(dg.ConfigurableResource):
         return ExtractionConfig.from_env()
 
 
+class SharedEvaluatorResource(dg.ConfigurableResource):
+    """The shared evaluator's deployment settings: ``STASH_SHARED_BASE_MODEL`` (the candidates'
+    base model, default ``Qwen/Qwen3-0.6B``) and ``STASH_SCORING_BATCH`` (traces a scoring run)."""
+
+    base_model: str | None = None
+    scoring_batch: int | None = None
+
+    def default_base_model(self) -> str:
+        return self.base_model or os.environ.get("STASH_SHARED_BASE_MODEL") or DEFAULT_BASE_MODEL
+
+    def batch_size(self) -> int:
+        value = self.scoring_batch or os.environ.get("STASH_SCORING_BATCH") or DEFAULT_SCORING_BATCH
+        try:
+            size = int(value)
+        except ValueError:
+            size = 0
+        if size < 1:
+            raise ValueError(f"STASH_SCORING_BATCH must be a positive integer, not {value!r}")
+        return size
+
+
 @dg.definitions
 def resources() -> dg.Definitions:
     return dg.Definitions(resources={
         "database": StoreResource(), "objects": ObjectStoreResource(),
         "compute": ComputeResource(), "extraction": ExtractionResource(),
+        "shared_evaluator": SharedEvaluatorResource(),
     })

@@ -7,34 +7,21 @@ through ``compute``.
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stash_pipeline.compute.job import (
-    ACTION_SCORES, CHECKPOINT_INPUT, METRICS, SCORES, JobSettings, read_jsonl, write_job,
-)
-from stash_pipeline.core.split import PairSplit, split_pairs
+from stash_pipeline.compute.job import CHECKPOINT_INPUT, JobSettings, write_job
+from stash_pipeline.core.split import PairSplit
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.extraction.config import ExtractionConfig
 from stash_pipeline.extraction.training_pairs import training_pairs
 from stash_pipeline.objects.keys import reward_model_checkpoint_key
-from stash_pipeline.store import ActionScore, RewardModelRecord, StatusError, Store, TraceScore
-
-TRACE_CHUNK = 500  # traces read from the store at a time while a job's inputs are written
-
-
-@dataclass(frozen=True)
-class JobResults:
-    """What a finished worker job gives the store: metrics and the model's scores."""
-
-    metrics: dict[str, Any]
-    scores: tuple[TraceScore, ...]
-    action_scores: tuple[ActionScore, ...]
-    scored: dict[str, int]  # {trace id: version} of every trace the action scorer covered
+from stash_pipeline.services.worker_jobs import (  # noqa: F401 - part of this module's steps
+    JobResults, read_losses, read_results, split_stored_pairs, traces_in_chunks,
+)
+from stash_pipeline.store import RewardModelRecord, StatusError, Store
 
 
 def job_directory(artifact_dir: str | Path, model_id: str, attempt: int) -> Path:
@@ -68,20 +55,12 @@ def build_pairs(store: Store, model: RewardModelRecord,
 
 def split(store: Store, model: RewardModelRecord) -> PairSplit:
     """The one split over the stored pairs, labelled in the store; NotEnoughPairsError under two."""
-    pairs = store.load_pairs(reward_model_id=model.id)
-    result = split_pairs(pairs)
-    labels = {pair.id: "excluded" for pair in pairs}
-    labels.update({pair.id: "train" for pair in result.train})
-    labels.update({pair.id: "eval" for pair in result.eval})
-    store.save_split(labels, reward_model_id=model.id)
-    return result
+    return split_stored_pairs(store, reward_model_id=model.id)
 
 
 def owner_traces(store: Store, owner: str) -> Iterator[Trace]:
     """Every trace the owner has, read a chunk at a time: the model scores them all."""
-    ids = store.trace_ids(owner=owner)
-    for start_index in range(0, len(ids), TRACE_CHUNK):
-        yield from store.get_traces(ids[start_index:start_index + TRACE_CHUNK])
+    return traces_in_chunks(store, store.trace_ids(owner=owner))
 
 
 def write_training_job(store: Store, model: RewardModelRecord, job_dir: Path) -> JobSettings:
@@ -106,21 +85,6 @@ def write_scoring_job(store: Store, model: RewardModelRecord, job_dir: Path,
     return settings
 
 
-def read_results(job_dir: Path, evaluator: str) -> JobResults:
-    """metrics.json, scores.jsonl and action_scores.jsonl of a finished job, as store rows."""
-    metrics = json.loads((job_dir / METRICS).read_text())
-    rows = read_jsonl(job_dir / SCORES)
-    scores = tuple(TraceScore(r["trace_id"], r["trace_version"], evaluator, r["score"],
-                              r.get("calibrated")) for r in rows)
-    actions = tuple(ActionScore(r["action_id"], r["trace_id"], r["trace_version"], evaluator,
-                                r["raw_reward"], r["credit"])
-                    for r in read_jsonl(job_dir / ACTION_SCORES))
-    # Every scored trace is marked scored by the action scorer, also one without actions.
-    scored = {s.trace_id: s.trace_version for s in scores} if (job_dir / ACTION_SCORES).is_file() \
-        else {}
-    return JobResults(metrics, scores, actions, scored)
-
-
 def succeed(store: Store, model_id: str, results: JobResults, checkpoint_uri: str) -> None:
     """Metrics, checkpoint and scores land in the one transaction that marks the model succeeded."""
     store.mark_succeeded(model_id, metrics=results.metrics, checkpoint_uri=checkpoint_uri,
@@ -140,10 +104,6 @@ def fail(store: Store, model_id: str, reason: str) -> bool:
 def checkpoint_key(model_id: str, attempt: int) -> str:
     """Where an attempt's archive lives in the object store: one key per attempt."""
     return reward_model_checkpoint_key(model_id, f"attempt-{attempt}")
-
-
-def read_losses(path: Path) -> list[float]:
-    return json.loads(path.read_text()) if path.is_file() else []
 
 
 def discard_checkpoint(store: Store, objects: Any, model_id: str) -> None:

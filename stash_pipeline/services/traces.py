@@ -20,11 +20,8 @@ from stash_pipeline.services import reward_models
 from stash_pipeline.services.imports import ImportReport, import_records
 from stash_pipeline.store import Store
 from stash_pipeline.store.trace_pages import SORTS, TraceListItem
+from stash_pipeline.store.traces import scoring_state
 
-# The shared evaluator's state for one trace (seed: "Until then, traces wait for the first release").
-WAITING = "waiting_for_first_release"
-PENDING = "pending"
-SCORED = "scored"
 MAX_PAGE_SIZE = 500
 
 
@@ -111,12 +108,10 @@ def detail(store: Store, owner: str, trace_id: str) -> dict[str, Any]:
     personal = {m.id for m in store.list_reward_models(owner=owner)}
     shared = {r.version for r in store.list_releases()}
     release = store.latest_release()
-    if release is None:
-        state = WAITING
-    elif store.scored_version(trace.id, release.version) == trace.version:
-        state = SCORED
-    else:
-        state = PENDING
+    # Seed: "Until then, traces wait for the first release".
+    state = scoring_state(release.version if release else None,
+                          store.scored_version(trace.id, release.version) if release else None,
+                          trace.version)
 
     def kind(evaluator: str) -> str | None:
         return "personal" if evaluator in personal else "shared" if evaluator in shared else None

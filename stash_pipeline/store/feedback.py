@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from stash_pipeline.core.errors import InputError, NotFoundError
 from stash_pipeline.core.feedback import (
-    Comment, Feedback, Rating, ReviewedComparison, VerifiedOutcome, count_by_kind,
+    REVIEW_STATUSES, Comment, Feedback, Rating, ReviewedComparison, VerifiedOutcome, count_by_kind,
     feedback_trace_ids,
 )
 from stash_pipeline.core.validation import validate_feedback
@@ -213,3 +213,23 @@ def remove_feedback(connection: sa.Connection, ids: Sequence[str],
         for chunk in chunks([i for i, t in found.items() if t is table]):
             connection.execute(table.delete().where(table.c.id.in_(chunk)))
     return len(found)
+
+
+def review_comparison(connection: sa.Connection, comparison_id: str, *, reviewer: str,
+                      status: str, owner: str | None = None) -> ReviewedComparison:
+    """Record a review; NotFoundError for an unknown comparison or (owner given) one on another
+    account's traces. The author stays: whether the review was independent is read from both."""
+    if status not in REVIEW_STATUSES:
+        raise InputError(f"expected one of {', '.join(REVIEW_STATUSES)}, got {status!r}",
+                         field="status")
+    if not reviewer:
+        raise InputError("a review needs its reviewer", field="reviewer")
+    table = schema.reviewed_comparisons
+    row = connection.execute(sa.select(*(table.c[n] for n in _FIELDS[ReviewedComparison]))
+                             .where(table.c.id == comparison_id)).one_or_none()
+    if row is None or (owner is not None and missing_ids(
+            connection, [ReviewedComparison(**row._asdict())], owner)):
+        raise NotFoundError(f"no comparison {comparison_id}")
+    connection.execute(table.update().where(table.c.id == comparison_id)
+                       .values(reviewer=reviewer, status=status))
+    return ReviewedComparison(**{**row._asdict(), "reviewer": reviewer, "status": status})

@@ -117,6 +117,8 @@ reviewed_comparisons = sa.Table(
     sa.Column("status", sa.String(16), nullable=False),
     sa.Column("rationale", sa.Text),
     _created(),
+    # Who made the comparison: the shared evaluator takes it only when someone else reviewed it.
+    sa.Column("author", sa.String(256)),
 )
 
 verified_outcomes = sa.Table(
@@ -161,8 +163,9 @@ pairs = sa.Table(
     sa.Column("reward_model_id", ID, sa.ForeignKey("reward_models.id"), index=True),
     sa.Column("candidate", sa.String(128), index=True),
     sa.Column("position", sa.Integer, nullable=False),
-    # "train", "eval" or "excluded" (crossing the split) once split; null before.
-    sa.Column("split", sa.String(8)),
+    # "train", "eval" or "excluded" (crossing the split) once split; null before. A candidate's
+    # benchmark pairs are "benchmark": scored to gate its release, never trained on.
+    sa.Column("split", sa.String(16)),
     sa.Column("kind", sa.String(16), nullable=False),
     sa.Column("source_kind", sa.String(32), nullable=False),
     sa.Column("source_id", sa.String(256), nullable=False),
@@ -217,5 +220,15 @@ benchmark_comparisons = sa.Table(
     sa.Column("incumbent", sa.String(128)),
     sa.Column("passed", sa.Boolean, nullable=False),
     sa.Column("report", sa.JSON, nullable=False),
+    _created(),
+)
+
+# `stash-pipeline evaluator train` without --wait: a request the shared-evaluator sensor turns into
+# one run of the chain (run key = the request's id), as queued personal models are.
+shared_training_requests = sa.Table(
+    "shared_training_requests", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("base_model", sa.String(512)),  # null: the deployment's default
+    sa.Column("epochs", sa.Integer),
     _created(),
 )

@@ -9,13 +9,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from stash_pipeline.core.feedback import Feedback
+from stash_pipeline.core.feedback import Feedback, ReviewedComparison
 from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.requests import RewardModelRequest
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.store import accounts, engine, feedback, imports, models, pairs, releases
-from stash_pipeline.store import scores, trace_pages, traces
+from stash_pipeline.store import scores, trace_pages, traces, training_requests
 from stash_pipeline.store.imports import ImportSummary
 from stash_pipeline.store.locks import concurrent_write_errors
 from stash_pipeline.store.models import RewardModelRecord
@@ -23,6 +23,7 @@ from stash_pipeline.store.releases import BenchmarkComparison, Release
 from stash_pipeline.store.scores import ActionScore, TraceScore
 from stash_pipeline.store.trace_pages import TraceListItem
 from stash_pipeline.store.traces import TraceSummary
+from stash_pipeline.store.training_requests import SharedTrainingRequest
 
 
 class Store:
@@ -136,6 +137,12 @@ class Store:
         with self.transaction() as c:
             return feedback.remove_feedback(c, ids, owner)
 
+    def review_comparison(self, comparison_id: str, *, reviewer: str, status: str,
+                          owner: str | None = None) -> ReviewedComparison:
+        with self.transaction() as c:
+            return feedback.review_comparison(c, comparison_id, reviewer=reviewer, status=status,
+                                              owner=owner)
+
     # Accounts
     def create_account(self, account_id: str, *, api_key_hash: str | None = None,
                        reward_models_enabled: bool = True,
@@ -224,6 +231,10 @@ class Store:
         with self.transaction() as c:
             pairs.save_split(c, splits, reward_model_id=reward_model_id, candidate=candidate)
 
+    def save_benchmark_pairs(self, items: Sequence[Pair], *, candidate: str) -> int:
+        with self.transaction() as c:
+            return pairs.save_benchmark_pairs(c, items, candidate=candidate)
+
     def load_pairs(self, *, reward_model_id: str | None = None, candidate: str | None = None,
                    split: str | None = None) -> list[Pair]:
         with self.reading() as c:
@@ -282,3 +293,13 @@ class Store:
                                    candidate: str | None = None) -> list[BenchmarkComparison]:
         with self.reading() as c:
             return releases.list_benchmark_comparisons(c, candidate)
+
+    def request_shared_training(self, *, base_model: str | None = None,
+                                epochs: int | None = None) -> SharedTrainingRequest:
+        with self.transaction() as c:
+            return training_requests.request_shared_training(c, base_model=base_model,
+                                                             epochs=epochs)
+
+    def shared_training_requests(self, after: int = 0) -> list[SharedTrainingRequest]:
+        with self.transaction() as c:
+            return training_requests.shared_training_requests(c, after)

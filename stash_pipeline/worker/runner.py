@@ -112,7 +112,8 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 def write_scores(job_dir: Path, settings: contract.JobSettings, model: Any, tokenizer: Any,
                  audience: Audience, stats: Any, action_stats: Any, progress: Progress, *,
                  actions_need_stats: bool = True) -> dict[str, int]:
-    """scores.jsonl (raw and calibrated) and action_scores.jsonl, as the settings ask.
+    """scores.jsonl (raw and calibrated), action_scores.jsonl and pair_rewards.jsonl, as the
+    settings ask.
 
     Action scores need the model's action stats (trained on action comparisons): a scoring-only job
     that asks for them fails without; a training job skips them with a log line.
@@ -141,7 +142,23 @@ def write_scores(job_dir: Path, settings: contract.JobSettings, model: Any, toke
         write_jsonl(job_dir / contract.ACTION_SCORES, rows)
         counts["scored_actions"] = len(rows)
         progress.info(f"scored {len(rows)} actions")
+    if "pair_rewards" in settings.outputs:
+        counts["scored_pairs"] = write_pair_rewards(job_dir, model, tokenizer, audience, progress)
     return counts
+
+
+def write_pair_rewards(job_dir: Path, model: Any, tokenizer: Any, audience: Audience,
+                       progress: Progress) -> int:
+    """pair_rewards.jsonl: r(chosen) and r(rejected) of every benchmark pair, each side rendered
+    and truncated exactly as a training pair's (the held-out accuracy's own scorer)."""
+    pairs, encoded = encoded_pairs(job_dir, contract.BENCHMARK_PAIRS, tokenizer, audience)
+    device = str(next(model.parameters()).device)
+    rewards = score_pairs(model, encoded, device, pad_id=tokenizer.pad_token_id)
+    write_jsonl(job_dir / contract.PAIR_REWARDS, [
+        {"pair_id": pair.id, "chosen": chosen, "rejected": rejected}
+        for pair, (chosen, rejected) in zip(pairs, rewards)])
+    progress.info(f"scored {len(pairs)} benchmark pairs")
+    return len(pairs)
 
 
 def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress, started: float) -> dict[str, Any]:

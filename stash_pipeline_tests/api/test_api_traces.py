@@ -124,7 +124,7 @@ def test_one_trace_waits_for_the_first_release_then_shows_its_scores(api: Api, a
     _, client = ana
     import_traces(client, "t")
     trace = client.get(f"{TRACES}/t").json()
-    assert trace["shared_evaluator"] == {"release": None, "status": "waiting_for_first_release"}
+    assert trace["shared_evaluator"] == {"release": None, "status": "waiting"}
     assert [m["role"] for m in trace["messages"]][:2] == ["system", "user"]
     assert [a["local_id"] for a in trace["actions"]] == ["m2", "m2.call0", "m4"]
     assert trace["actions"][1]["tool_name"] == "get_order"

@@ -42,18 +42,59 @@ def test_rating_again_replaces_the_earlier_value(capsys):
     assert [r["value"] for r in ratings] == [-1.0]
 
 
-def test_reviewed_comparison_and_outcome(capsys):
-    assert main(["feedback", "compare", T2, T1, "--reviewer", "lead", "--rationale", "asked first"]) == 0
+def comparisons(capsys, trace_id: str) -> list[dict]:
+    return [f for f in feedback_types(capsys, trace_id) if f["type"] == "ReviewedComparison"]
+
+
+def test_a_comparison_is_pending_until_someone_else_approves_it(capsys):
+    assert main(["feedback", "compare", T2, T1, "--author", "ana", "--rationale", "asked first",
+                 "--json"]) == 0
+    comparison_id = json.loads(capsys.readouterr().out.splitlines()[-1])["id"]
+    [stored] = comparisons(capsys, T1)
+    assert (stored["chosen_trace_id"], stored["rejected_trace_id"]) == (T2, T1)
+    assert (stored["status"], stored["author"], stored["reviewer"]) == ("pending", "ana", None)
+
+    # Its own author's approval is recorded, and said not to be independent.
+    assert main(["feedback", "review", comparison_id, "--reviewer", "ana", "--json"]) == 0
+    review = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert review["status"] == "approved" and review["independently_reviewed"] is False
+    assert main(["feedback", "review", comparison_id, "--reviewer", "lead", "--json"]) == 0
+    review = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert (review["reviewer"], review["independently_reviewed"]) == ("lead", True)
+    assert main(["feedback", "review", comparison_id, "--reviewer", "lead", "--reject"]) == 0
+    [stored] = comparisons(capsys, T1)
+    assert (stored["status"], stored["author"]) == ("rejected", "ana")
+
+
+def test_a_comparison_needs_its_author_and_a_reviewed_status_its_reviewer(capsys):
+    with pytest.raises(SystemExit):
+        main(["feedback", "compare", T2, T1])
+    assert "--author" in capsys.readouterr().err
+    assert main(["feedback", "compare", T2, T1, "--author", "ana", "--status", "approved"]) == 2
+    assert "needs its --reviewer" in capsys.readouterr().err
+    assert main(["feedback", "compare", T2, T1, "--author", "ana", "--reviewer", "lead",
+                 "--status", "approved"]) == 0
+    [stored] = comparisons(capsys, T1)
+    assert (stored["status"], stored["reviewer"]) == ("approved", "lead")
+
+
+def test_reviewing_an_unknown_or_another_owners_comparison_is_not_found(capsys):
+    assert main(["feedback", "review", "no-such-comparison", "--reviewer", "lead"]) == 2
+    assert "no comparison" in capsys.readouterr().err
+    assert main(["feedback", "compare", T2, T1, "--author", "ana", "--json"]) == 0
+    comparison_id = json.loads(capsys.readouterr().out.splitlines()[-1])["id"]
+    assert main(["feedback", "review", comparison_id, "--reviewer", "x", "--owner", "mallory"]) == 2
+    assert comparisons(capsys, T1)[0]["status"] == "pending"
+
+
+def test_outcome(capsys):
     assert main(["feedback", "outcome", T1, "0", "--source", "manual check"]) == 0
-    items = feedback_types(capsys, T1)
-    comparison = next(f for f in items if f["type"] == "ReviewedComparison")
-    assert (comparison["chosen_trace_id"], comparison["rejected_trace_id"]) == (T2, T1)
-    assert comparison["status"] == "approved" and comparison["reviewer"] == "lead"
-    assert any(f["type"] == "VerifiedOutcome" and f["reward"] == 0 for f in items)
+    assert any(f["type"] == "VerifiedOutcome" and f["reward"] == 0
+               for f in feedback_types(capsys, T1))
 
 
 def test_comparing_an_action_with_a_trace_is_refused(capsys):
-    assert main(["feedback", "compare", f"{T2}/m4", T1, "--reviewer", "lead"]) == 2
+    assert main(["feedback", "compare", f"{T2}/m4", T1, "--author", "ana"]) == 2
     assert "two actions or two whole traces" in capsys.readouterr().err
 
 

@@ -95,7 +95,10 @@ def test_shared_uses_only_opted_in_traces(store, capsys):
     # All pairs come from one trace: they all train and evaluation is unavailable.
     assert report["train_pairs"] == 3 and report["eval_pairs"] == 0
     assert report["eval_available"] is False
-    assert report["pending_extraction"] == {"traces": 1, "comment": 1, "correction": 0,
+    assert (report["training_traces"], report["benchmark_traces"]) == (1, 0)
+    assert report["benchmark_pairs"] == 0 and report["traces_in_both"] == 0
+    # Comments never train the shared evaluator: the trace's comment is not even pending.
+    assert report["pending_extraction"] == {"traces": 0, "comment": 0, "correction": 0,
                                             "assessment": 0}
 
 

@@ -6,7 +6,7 @@ from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import (
     Comment, Rating, ReviewedComparison, VerifiedOutcome, split_orphaned,
 )
-from stash_pipeline.core.pair_builders import build_feedback_pairs
+from stash_pipeline.core.pair_builders import AUDIENCE_SOURCES, build_feedback_pairs
 from stash_pipeline.core.pairs import Pair, pair_context
 from stash_pipeline.core.traces import Message
 from pair_fixtures import text_trace, tool_trace
@@ -123,6 +123,36 @@ def test_feedback_on_unselected_or_not_contributed_traces_gives_no_pair():
     assert sorted(p.source_id for p in personal) == ["c1", "r1>r2", "r3>r4"]
     shared = build_feedback_pairs([t1, t2], feedback, "shared")
     assert [p.source_id for p in shared] == ["r1>r2"]
+
+
+def test_shared_audience_takes_only_independently_reviewed_comparisons():
+    t1, t2 = tool_trace("t1", contribute=True), tool_trace("t2", contribute=True)
+
+    def compared(cid, **fields):
+        return ReviewedComparison(cid, "t1", "t2", "t1/m5", "t2/m7", **fields)
+
+    feedback = [compared("independent", author="ana", reviewer="bo"),
+                compared("self-approved", author="ana", reviewer="ana"),
+                compared("no-author", reviewer="bo"),
+                compared("pending", author="ana", reviewer="bo", status="pending"),
+                compared("rejected", author="ana", reviewer="bo", status="rejected")]
+    assert [p.source_id for p in build_feedback_pairs([t1, t2], feedback, "shared")] == [
+        "independent"]
+    # A personal model learns from every approved comparison of its owner.
+    assert sorted(p.source_id for p in build_feedback_pairs([t1, t2], feedback)) == [
+        "independent", "no-author", "self-approved"]
+
+
+def test_shared_audience_never_learns_from_comments_trace_ratings_or_outcomes():
+    t1 = tool_trace("t1", contribute=True, metadata={"task_id": "T"})
+    t2 = tool_trace("t2", contribute=True, metadata={"task_id": "T"})
+    feedback = [Comment("k1", "t1", "Booking first was wrong.", "t1/m7"),
+                VerifiedOutcome("o1", "t1", 1.0), VerifiedOutcome("o2", "t2", 0.0),
+                Rating("r1", "t1", 1), Rating("r2", "t2", 0)]
+    assert {p.source_kind for p in build_feedback_pairs([t1, t2], feedback)} == {
+        "verified_outcome", "trace_rating"}
+    assert build_feedback_pairs([t1, t2], feedback, "shared") == []
+    assert AUDIENCE_SOURCES["shared"] == ("step_rating", "correction", "reviewed_comparison")
 
 
 def test_shared_audience_keeps_the_full_trace_and_drops_personal_only_sources():

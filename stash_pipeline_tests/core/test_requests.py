@@ -54,3 +54,17 @@ def test_compute_is_the_deployments_choice():
 def test_a_request_is_an_object():
     with pytest.raises(InputError, match="JSON object"):
         parse_reward_model_request(["name"])
+
+
+def test_a_shared_training_request_keeps_defaults_and_the_same_limits():
+    from stash_pipeline.core.requests import parse_shared_training_request
+
+    assert parse_shared_training_request({}) == parse_shared_training_request(
+        {"base_model": None, "epochs": None})
+    wanted = parse_shared_training_request({"base_model": "/models/tiny", "epochs": 3})
+    assert (wanted.base_model, wanted.epochs) == ("/models/tiny", 3)
+    for body, field in (({"epochs": 0}, "epochs"), ({"epochs": 101}, "epochs"),
+                        ({"base_model": " "}, "base_model"), ({"compute": "modal"}, "compute")):
+        with pytest.raises(InputError) as refused:
+            parse_shared_training_request(body)
+        assert refused.value.field == field

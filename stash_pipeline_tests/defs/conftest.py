@@ -50,3 +50,34 @@ def agentprocessbench_records(count: int, owner: str = "ana") -> list:
 def instance():
     with dg.instance_for_test() as instance:
         yield instance
+
+
+@pytest.fixture(scope="session")
+def shared_checkpoint(tmp_path_factory: pytest.TempPathFactory, tiny_base_model: Path) -> Path:
+    """A tiny shared-evaluator checkpoint archive (trained on action comparisons), built once."""
+    from stash_pipeline.compute.job import ARCHIVE_NAME, JobSettings, failure_reason, write_job
+    from stash_pipeline.core.pair_builders import build_feedback_pairs
+    from stash_pipeline.worker.runner import main
+    from shared_samples import contributions
+
+    records = contributions("airline", 3) + contributions("retail", 3)
+    pairs = build_feedback_pairs([r.trace for r in records],
+                                 [f for r in records for f in r.feedback], "shared")
+    job_dir = tmp_path_factory.mktemp("shared-checkpoint")
+    write_job(job_dir, JobSettings(evaluator="r1", audience="shared", base_model=str(tiny_base_model),
+                                   outputs=("checkpoint",)), train_pairs=pairs)
+    assert main(str(job_dir)) == 0, failure_reason(job_dir)
+    return job_dir / ARCHIVE_NAME
+
+
+@pytest.fixture
+def release(store: Store, shared_checkpoint: Path):
+    """That checkpoint released as "r1" in this test's store and object store."""
+    from stash_pipeline.objects import object_store_from_env
+    from stash_pipeline.objects.keys import shared_evaluator_checkpoint_key
+    from stash_pipeline.store import Release
+
+    uri = object_store_from_env().put_file(shared_evaluator_checkpoint_key("r1"),
+                                           shared_checkpoint)
+    return store.save_release(Release("r1", uri, {"passed": True},
+                                      {"training_traces": {}, "benchmark_traces": {}}))

@@ -112,3 +112,32 @@ def test_modal_compute_without_s3_is_a_clear_failure(store, instance, home, monk
     run_sensor_requests(instance, definitions(), "queued_reward_models")
     failed = store.get_reward_model(model.id)
     assert failed.status == "failed" and "S3_BUCKET" in failed.error
+
+
+def test_the_shared_evaluator_scores_pending_traces_through_the_modal_function(
+        store, instance, modal_compute, shared_checkpoint, s3_settings):
+    from stash_pipeline.objects.keys import shared_evaluator_checkpoint_key
+    from stash_pipeline.store import Release
+
+    remote, _ = modal_compute
+    uri = _s3_objects().put_file(shared_evaluator_checkpoint_key("r1"), shared_checkpoint)
+    store.save_release(Release("r1", uri, {}, {"training_traces": {}, "benchmark_traces": {}}))
+    records = agentprocessbench_records(2)
+    store.import_traces(records)
+    [run] = run_sensor_requests(instance, definitions(), "pending_action_scoring")
+    assert run.status == dg.DagsterRunStatus.SUCCESS
+    [call] = remote.calls
+    assert call["checkpoint_uri"] == uri and call["upload_key"] is None
+    assert store.traces_pending_scoring("r1") == []
+    for record in records:
+        assert len(store.action_scores_for(record.trace.id, "r1")) == len(record.trace.actions())
+
+
+def test_benchmark_rewards_come_back_from_the_modal_function_as_files(tmp_path):
+    from stash_pipeline.compute.job import PAIR_REWARDS, read_jsonl
+    from stash_pipeline.compute.modal import write_results
+
+    rows = [{"pair_id": "p1", "chosen": 0.5, "rejected": -0.25}]
+    write_results(tmp_path, {"exit_code": 0, "metrics": {"scored_pairs": 1}, "scores": [],
+                             "action_scores": None, "pair_rewards": rows, "log_tail": "done"})
+    assert read_jsonl(tmp_path / PAIR_REWARDS) == rows

@@ -214,9 +214,10 @@ def test_shared_audience_extracts_only_from_opted_in_traces_without_assessment(
     fake_anthropic.reply_tool({"preferences": [], "skipped": []})
     result = extract_feedback_pairs([replace(TRACE, contribute=True)], [COMMENT], "shared",
                                     extraction_config)
-    assert result.requests == 1
-    assert "Automatic assessment is disabled" in fake_anthropic.requests[0]["messages"][0][
-        "content"]
+    assert result.requests == 1  # the later user message m6: a possible correction
+    prompt = fake_anthropic.requests[0]["messages"][0]["content"]
+    assert "Automatic assessment is disabled" in prompt
+    assert COMMENT.text not in prompt  # comments never train the shared evaluator
 
 
 def test_configuration_from_environment():

@@ -66,3 +66,20 @@ def test_feedback_on_another_owners_trace_is_not_found(store: Store, two_traces)
     with pytest.raises(NotFoundError, match="trace a"):
         store.add_feedback([comparison(b, a)], owner="bo")
     assert comparison(b, a) not in store.feedback_for(["b"])
+
+
+def test_a_review_keeps_the_author_and_names_the_reviewer(store: Store, two_traces) -> None:
+    a, b = two_traces
+    store.add_feedback([replace(comparison(a, b), status="pending", reviewer=None, author="ana")])
+    comparison_id = comparison(a, b).id
+    reviewed = store.review_comparison(comparison_id, reviewer="bo", status="approved")
+    assert (reviewed.author, reviewed.reviewer, reviewed.status) == ("ana", "bo", "approved")
+    assert reviewed.independently_reviewed
+    assert store.feedback_for(["a"]) == [reviewed]
+    with pytest.raises(NotFoundError):
+        store.review_comparison(comparison_id, reviewer="x", status="rejected", owner="mallory")
+    with pytest.raises(NotFoundError):
+        store.review_comparison("nope", reviewer="x", status="rejected")
+    with pytest.raises(InputError, match="status"):
+        store.review_comparison(comparison_id, reviewer="x", status="maybe")
+    assert store.feedback_for(["a"]) == [reviewed]

@@ -172,3 +172,28 @@ def test_success_is_all_or_nothing(store: Store, owned) -> None:
     after = store.get_reward_model(model.id)
     assert (after.status, after.metrics, after.checkpoint_uri) == ("running", None, None)
     assert store.scores_for("t0") == [] and store.action_scores_for("t0") == []
+
+
+def test_a_candidates_benchmark_pairs_are_kept_apart_from_its_split(store: Store, owned) -> None:
+    pairs = _pairs()
+    store.save_pairs(pairs[:2], candidate="c1")
+    assert store.save_benchmark_pairs(pairs[2:], candidate="c1") == 1
+    assert store.load_pairs(candidate="c1") == pairs[:2]
+    assert store.load_pairs(candidate="c1", split="benchmark") == pairs[2:]
+    # The split labels the training pairs only; the benchmark pairs keep their label.
+    store.save_split({pairs[0].id: "train", pairs[1].id: "eval"}, candidate="c1")
+    assert store.load_pairs(candidate="c1", split="benchmark") == pairs[2:]
+    store.save_benchmark_pairs(pairs[:1], candidate="c1")  # replaces the benchmark only
+    assert store.load_pairs(candidate="c1", split="benchmark") == pairs[:1]
+    assert store.load_pairs(candidate="c1", split="train") == pairs[:1]
+    store.save_pairs(pairs[1:2], candidate="c1")  # new pairs clear the old benchmark too
+    assert store.load_pairs(candidate="c1", split="benchmark") == []
+
+
+def test_shared_training_requests_come_back_in_order_after_a_cursor(store: Store) -> None:
+    first = store.request_shared_training()
+    second = store.request_shared_training(base_model="/models/tiny", epochs=3)
+    assert (first.base_model, first.epochs) == (None, None)
+    assert [r.id for r in store.shared_training_requests()] == [first.id, second.id]
+    assert store.shared_training_requests(after=first.id) == [second]
+    assert store.shared_training_requests(after=second.id) == []

@@ -81,3 +81,19 @@ def test_releases_and_benchmark_comparisons(store: Store) -> None:
     assert [c.id for c in store.list_benchmark_comparisons()] == [lost.id, won.id]
     only = store.list_benchmark_comparisons("c3")
     assert [(c.passed, c.report) for c in only] == [(False, {"regressions": ["tool=book_flight"]})]
+
+
+def test_the_trace_list_shows_the_shared_evaluators_queue(store: Store) -> None:
+    store.import_traces([make_record(make_trace(t)) for t in ("a", "b")])
+    assert {s.id: s.scoring_state for s in store.list_traces()} == {"a": "waiting",
+                                                                   "b": "waiting"}
+    store.save_release(Release("v1", "file:///v1.tar.gz", {}, {}))
+    store.save_action_scores("v1", {"a": 1}, scores_of("a", "v1"))
+    listing = {s.id: s for s in store.list_traces()}
+    assert (listing["a"].scoring_state, listing["b"].scoring_state) == ("scored", "pending")
+    assert (listing["a"].actions_scored, listing["a"].mean_action_credit) == (
+        len(make_trace("a").actions()), pytest.approx(0.25))
+    store.import_traces([make_record(make_trace("a", turns=1))])  # a reimport queues it again
+    again = {s.id: s for s in store.list_traces()}["a"]
+    assert (again.scoring_state, again.actions_scored, again.mean_action_credit) == (
+        "pending", 0, None)

@@ -78,6 +78,25 @@ def test_scoring_job_from_the_archive_gives_identical_scores(trained_job, tmp_pa
     assert metrics["scored_traces"] == 3 and metrics["scored_actions"] == len(read_jsonl(tmp_path / "action_scores.jsonl"))
 
 
+def test_benchmark_pairs_get_the_rewards_their_held_out_twins_get(trained_job, tmp_path,
+                                                                  synthetic_pairs):
+    """pair_rewards.jsonl scores each side as training renders it: a benchmark pair scored by a
+    scoring-only job agrees with the held-out accuracy the training job computed on the same pairs."""
+    job_dir, _ = trained_job
+    settings = JobSettings(evaluator="model-1", checkpoint=str(job_dir / "reward-model.tar.gz"),
+                           outputs=("pair_rewards",))
+    benchmark = synthetic_pairs(100, 4)  # the training job's eval pairs
+    write_job(tmp_path, settings, benchmark_pairs=benchmark)
+    assert main(str(tmp_path)) == 0, failure_reason(tmp_path)
+    rows = read_jsonl(tmp_path / "pair_rewards.jsonl")
+    assert [row["pair_id"] for row in rows] == [p.id for p in benchmark]
+    accuracy = sum(row["chosen"] > row["rejected"] for row in rows) / len(rows)
+    trained = json.loads((job_dir / "metrics.json").read_text())
+    assert accuracy == trained["eval_accuracy"]
+    assert json.loads((tmp_path / "metrics.json").read_text())["scored_pairs"] == 4
+    assert not (tmp_path / "scores.jsonl").exists()
+
+
 def test_a_bad_pair_fails_the_job_with_the_record_and_field_last_in_the_log(tmp_path, tiny_base_model,
                                                                           synthetic_pairs):
     write_job(tmp_path, JobSettings(evaluator="m", base_model=str(tiny_base_model)),

@@ -12,29 +12,18 @@ from contextlib import contextmanager
 import dagster as dg
 
 from stash_pipeline.compute.job import LOSSES
-from stash_pipeline.compute.outcome import WorkerFailed
 from stash_pipeline.compute.run import run_worker_job, uploaded_checkpoint
-from stash_pipeline.core.errors import StashError
 from stash_pipeline.defs import metadata
-from stash_pipeline.defs.personal.partitions import (
-    REWARD_POOL, SCORE_AGAIN_TAG, personal_reward_model,
-)
+from stash_pipeline.defs.personal.partitions import SCORE_AGAIN_TAG, personal_reward_model
 from stash_pipeline.defs.resources import (
     ComputeResource, ExtractionResource, ObjectStoreResource, StoreResource,
 )
 from stash_pipeline.defs.traces.assets import traces
+from stash_pipeline.defs.worker_runs import REWARD_POOL, failure_text
 from stash_pipeline.services import personal_training as steps
 from stash_pipeline.store import Store
 
 GROUP = "personal_reward_models"
-
-
-def failure_text(error: BaseException) -> str:
-    if isinstance(error, WorkerFailed):
-        return error.reason
-    if isinstance(error, StashError):
-        return str(error)
-    return f"{type(error).__name__}: {error}"
 
 
 @contextmanager

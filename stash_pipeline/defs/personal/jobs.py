@@ -2,12 +2,10 @@
 
 import dagster as dg
 
+from stash_pipeline.defs.worker_runs import MAX_RUNTIME_S
 from stash_pipeline.defs.personal.assets import (
     personal_checkpoint, personal_pairs, personal_scores, personal_split,
 )
-
-# Run monitoring fails a run past this (dagster.yaml enables it); the worker has its own limits.
-MAX_RUNTIME_S = 4 * 3600
 
 personal_training_job = dg.define_asset_job(
     "personal_reward_model_training",

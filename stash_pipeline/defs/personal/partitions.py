@@ -4,8 +4,5 @@ import dagster as dg
 
 personal_reward_model = dg.DynamicPartitionsDefinition(name="personal_reward_model")
 
-# Reward work runs one job at a time, like the seed's Celery worker with concurrency 1 (the pool's
-# limit is in dagster.yaml).
-REWARD_POOL = "reward_worker"
 # A run made for "Score again" carries the request's number; it rescores and trains nothing.
 SCORE_AGAIN_TAG = "stash/score_again"

@@ -1,0 +1,195 @@
+"""`stash-pipeline evaluator ...`: the shared evaluator (train a candidate, releases, scoring)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from stash_pipeline.cli.output import print_json, print_table
+from stash_pipeline.cli.store import open_store
+
+WAIT_HELP = "run it now, in this process, on the local Dagster instance, and return when it ends"
+RELEASE_COLUMNS = ["version", "created_at", "benchmark_pairs", "accuracy", "incumbent",
+                   "incumbent_accuracy", "training_traces", "current"]
+SLICE_COLUMNS = ["slice", "value", "pairs", "candidate", "incumbent", "candidate_high",
+                 "decision"]
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "evaluator", help="the shared evaluator: train a candidate, list releases, score traces",
+        description="The shared evaluator scores every action of every trace. Candidates train on "
+                    "opted-in contributions and are released only when they pass the release "
+                    "gate on the separate benchmark (docs/shared-evaluator.md).")
+    sub = parser.add_subparsers(dest="evaluator_command", required=True, metavar="SUBCOMMAND")
+
+    train = sub.add_parser("train", help="train a candidate, benchmark it, release it if it "
+                                         "passes the gate")
+    train.add_argument("--base-model", help="Hugging Face id or local path (default: "
+                                            "STASH_SHARED_BASE_MODEL, else Qwen/Qwen3-0.6B)")
+    train.add_argument("--epochs", type=int, help="passes over the training pairs (default 1)")
+    train.add_argument("--wait", action="store_true", help=WAIT_HELP)
+    train.set_defaults(handler=run_train)
+
+    releases = sub.add_parser("releases", help="the releases, newest last")
+    releases.set_defaults(handler=run_releases)
+
+    score = sub.add_parser("score-pending", help="the traces the current release has not scored "
+                                                 "yet; with --wait, score them now")
+    score.add_argument("--wait", action="store_true",
+                       help="run the scoring sensor's batches in this process until nothing "
+                            "is pending")
+    score.set_defaults(handler=run_score_pending)
+
+    for command in (train, releases, score):
+        command.add_argument("--json", action="store_true", help="end with one JSON object")
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from stash_pipeline.core.requests import parse_shared_training_request
+
+    wanted = parse_shared_training_request({"base_model": args.base_model, "epochs": args.epochs})
+    store = open_store()
+    request = store.request_shared_training(base_model=wanted.base_model, epochs=wanted.epochs)
+    if not args.wait:
+        if args.json:
+            print_json({"request": request.id, "status": "queued"})
+        else:
+            print(f"Queued shared-evaluator training request {request.id}: the pipeline's sensor "
+                  "starts it (stash-pipeline dev, or a deployment's daemon).")
+        return 0
+    from stash_pipeline.defs.shared.sensors import request_run_key
+    from stash_pipeline.instance import definitions, get_instance, run_sensor_requests
+
+    with get_instance() as instance:
+        [run] = run_sensor_requests(instance, definitions(), "shared_training_requests",
+                                    run_keys=[request_run_key(request.id)],
+                                    on_run=lambda line: print(line, file=sys.stderr))
+        outcome = training_outcome(store, instance, run)
+    if args.json:
+        print_json(outcome)
+    else:
+        print_outcome(outcome)
+    return 0 if outcome["released"] else 1
+
+
+def training_outcome(store: Any, instance: Any, run: Any) -> dict[str, Any]:
+    """What a training run decided: released or not, why, and the benchmark report."""
+    import dagster as dg
+
+    from stash_pipeline.defs.shared.candidate import CANDIDATE, PAIRS_KEY
+
+    records = instance.fetch_materializations(PAIRS_KEY, limit=50).records
+    candidate = next((r.asset_materialization.metadata[CANDIDATE].value for r in records
+                      if r.run_id == run.run_id), None)
+    comparisons = store.list_benchmark_comparisons(candidate) if candidate else []
+    report = comparisons[-1].report if comparisons else None
+    released = bool(candidate) and any(r.version == candidate for r in store.list_releases())
+    failures = [_failure_reason(event.dagster_event) for event in instance.all_logs(run.run_id)
+                if event.dagster_event and event.dagster_event.event_type
+                == dg.DagsterEventType.STEP_FAILURE]
+    return {
+        "released": released, "version": candidate if released else None,
+        "candidate": candidate, "run_id": run.run_id, "status": run.status.value,
+        "incumbent": report["incumbent"] if report else None,
+        "reasons": report["reasons"] if report else [],
+        "benchmark": {"overall": report["overall"], "slices": report["slices"]} if report
+        else None,
+        "error": None if released or report else "\n".join(failures) or "the run failed",
+    }
+
+
+def _failure_reason(event: Any) -> str:
+    """A failed step's own words: a Failure's description, else the error's message."""
+    data = event.step_failure_data
+    if data.user_failure_data is not None and data.user_failure_data.description:
+        return f"{event.step_key}: {data.user_failure_data.description}"
+    return f"{event.step_key}: {data.error.message.strip() if data.error else event.message}"
+
+
+def print_outcome(outcome: dict[str, Any]) -> None:
+    if outcome["released"]:
+        print(f"Released shared evaluator {outcome['version']}.")
+    elif outcome["benchmark"]:
+        print(f"Candidate {outcome['candidate']} was not released:")
+        for reason in outcome["reasons"]:
+            print(f"  - {reason}")
+    else:
+        print(f"Training failed (run {outcome['run_id']}):\n{outcome['error']}")
+    if outcome["benchmark"]:
+        overall = outcome["benchmark"]["overall"]
+        print(f"benchmark: {overall['pairs']} pairs, candidate {_fmt(overall['candidate'])}, "
+              f"incumbent {outcome['incumbent'] or 'none'} {_fmt(overall['incumbent'])} "
+              f"({overall['decision']})")
+        rows = [{k: _fmt(v) for k, v in row.items()} for row in outcome["benchmark"]["slices"]]
+        if rows:
+            print_table(rows, SLICE_COLUMNS)
+
+
+def _fmt(value: Any) -> Any:
+    return f"{value:.3f}" if isinstance(value, float) else value
+
+
+def run_releases(args: argparse.Namespace) -> int:
+    releases = open_store().list_releases()
+    views = [release_view(r, current=i == len(releases) - 1) for i, r in enumerate(releases)]
+    if args.json:
+        print_json({"releases": views, "current": views[-1]["version"] if views else None})
+        return 0
+    print_table([{k: _fmt(v) for k, v in view.items()} for view in views], RELEASE_COLUMNS)
+    print(f"{len(views)} releases" if views else "no release yet: traces wait for the first one")
+    return 0
+
+
+def release_view(release: Any, *, current: bool) -> dict[str, Any]:
+    overall = release.benchmark_report.get("overall") or {}
+    return {
+        "version": release.version, "checkpoint_uri": release.checkpoint_uri,
+        "created_at": release.created_at.isoformat() if release.created_at else None,
+        "benchmark_pairs": overall.get("pairs"), "accuracy": overall.get("candidate"),
+        "incumbent": release.benchmark_report.get("incumbent"),
+        "incumbent_accuracy": overall.get("incumbent"),
+        "training_traces": len(release.data_snapshot.get("training_traces") or {}),
+        "current": current,
+    }
+
+
+def run_score_pending(args: argparse.Namespace) -> int:
+    store = open_store()
+    failed = 0
+    if args.wait and store.latest_release() is not None:
+        from stash_pipeline.instance import definitions, get_instance, run_sensor_requests
+
+        import dagster as dg
+
+        with get_instance() as instance:
+            defs = definitions()
+            while True:  # every tick hands out at most the sensor's limit of batches
+                runs = run_sensor_requests(instance, defs, "pending_action_scoring",
+                                           on_run=lambda line: print(line, file=sys.stderr))
+                failed += sum(run.status != dg.DagsterRunStatus.SUCCESS for run in runs)
+                if not runs or failed:
+                    break
+    counts = queue_counts(store)
+    counts["failed_runs"] = failed
+    if args.json:
+        print_json(counts)
+    elif counts["release"] is None:
+        print(f"No shared evaluator release yet: {counts['waiting']} traces wait for the first.")
+    else:
+        print(f"Release {counts['release']}: {counts['scored']} traces scored, "
+              f"{counts['pending']} pending" + (f", {failed} scoring runs failed" if failed else "")
+              + ".")
+    return 1 if failed else 0
+
+
+def queue_counts(store: Any) -> dict[str, Any]:
+    """The shared evaluator's queue: traces waiting (no release), pending and scored."""
+    release = store.latest_release()
+    total = len(store.trace_ids())
+    if release is None:
+        return {"release": None, "waiting": total, "pending": 0, "scored": 0}
+    pending = len(store.traces_pending_scoring(release.version))
+    return {"release": release.version, "waiting": 0, "pending": pending,
+            "scored": total - pending}

@@ -1,0 +1,154 @@
+"""The shared evaluator's release gate (seed: "Candidates must beat the incumbent overall without
+regressions on sufficiently populated tool, domain or agent slices"). Pure: the benchmark's
+per-pair outcomes in, a decision and its report out.
+
+The rule (docs/shared-evaluator.md):
+
+- Overall: the candidate's benchmark accuracy must be strictly higher than the incumbent's on the
+  same pairs. A first release (no incumbent) needs reviewed training data, a non-empty benchmark
+  and accuracy above chance: the lower end of its 95% interval above 0.5.
+- Slices: a slice (a tool, a domain or an agent) is judged when it holds at least
+  ``min_slice_pairs()`` benchmark pairs: the size at which a 95% interval around 50% is at most
+  +/-0.25 wide. A judged slice regresses when the incumbent's accuracy lies above the upper end of
+  the candidate's 95% Wilson interval on that slice. The tolerance (the interval's upper end minus
+  the candidate's accuracy) shrinks with the slice's size, as 1/sqrt(n): noise in a small slice
+  neither blocks a release nor lets a real drop in a large one through.
+- The candidate must score actions (trained on action comparisons): its credits come from
+  ``action_reward_stats.json``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from stash_pipeline.core.training_settings import (
+    GATE_Z, MAX_SLICE_HALF_WIDTH, MIN_REVIEWED_TRAINING_PAIRS,
+)
+
+SLICE_KINDS: tuple[str, ...] = ("tool", "domain", "agent")
+CHANCE = 0.5
+
+
+@dataclass(frozen=True)
+class BenchmarkOutcome:
+    """One benchmark pair: did each model score the chosen side strictly above the rejected?"""
+
+    pair_id: str
+    slices: Mapping[str, str | None]  # tool, domain, agent (core.pairs.Pair.slices)
+    candidate: bool
+    incumbent: bool | None = None  # None without an incumbent
+
+
+def wilson_interval(correct: int, n: int, z: float = GATE_Z) -> tuple[float, float]:
+    """The Wilson score interval of an accuracy of ``correct`` out of ``n`` (0..1 for none)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = correct / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def min_slice_pairs(z: float = GATE_Z, half_width: float = MAX_SLICE_HALF_WIDTH) -> int:
+    """The smallest slice whose 95% interval at 50% accuracy is at most +/-``half_width``."""
+    return math.ceil((z / (2 * half_width)) ** 2)
+
+
+def _accuracy(values: Sequence[bool]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _summary(outcomes: Sequence[BenchmarkOutcome]) -> dict[str, Any]:
+    correct = sum(o.candidate for o in outcomes)
+    low, high = wilson_interval(correct, len(outcomes))
+    incumbent = [o.incumbent for o in outcomes if o.incumbent is not None]
+    return {"pairs": len(outcomes), "candidate": _accuracy([o.candidate for o in outcomes]),
+            "incumbent": _accuracy(incumbent) if len(incumbent) == len(outcomes) else None,
+            "candidate_low": low, "candidate_high": high}
+
+
+def _slice_rows(outcomes: Sequence[BenchmarkOutcome], *, compared: bool,
+                minimum: int) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, str], list[BenchmarkOutcome]] = defaultdict(list)
+    for outcome in outcomes:
+        for kind in SLICE_KINDS:
+            value = outcome.slices.get(kind)
+            if value is not None:
+                groups[(kind, value)].append(outcome)
+    rows = []
+    for (kind, value), members in sorted(groups.items()):
+        row = {"slice": kind, "value": value, **_summary(members),
+               "populated": len(members) >= minimum}
+        if not compared:
+            row["decision"] = "not compared (first release)"
+        elif not row["populated"]:
+            row["decision"] = "too small to judge"
+        elif row["incumbent"] > row["candidate_high"]:
+            row["decision"] = "regression"
+        elif row["candidate"] < row["incumbent"]:
+            row["decision"] = "within noise"
+        else:
+            row["decision"] = "ok"
+        row["tolerance"] = row["candidate_high"] - row["candidate"]
+        rows.append(row)
+    return rows
+
+
+def release_gate(outcomes: Iterable[BenchmarkOutcome], *, incumbent: str | None,
+                 reviewed_training_pairs: int, scores_actions: bool) -> dict[str, Any]:
+    """The decision and the report a person reads: overall, per slice, and every blocking reason.
+
+    ``incumbent`` is the current release's version (None before the first release); every outcome
+    then carries the incumbent's result on the same pair.
+    """
+    outcomes = list(outcomes)
+    compared = incumbent is not None
+    if compared and any(o.incumbent is None for o in outcomes):
+        raise ValueError("every benchmark outcome needs the incumbent's result")
+    minimum = min_slice_pairs()
+    overall = _summary(outcomes)
+    slices = _slice_rows(outcomes, compared=compared, minimum=minimum)
+    reasons: list[str] = []
+    if not scores_actions:
+        reasons.append("the candidate scores no actions: it was not trained on action "
+                       "comparisons, so it has no action_reward_stats.json")
+    if not outcomes:
+        reasons.append("the benchmark is empty: it needs human-reviewed or verified-outcome "
+                       "comparisons on opted-in traces")
+        overall["decision"] = "empty benchmark"
+    elif compared:
+        beats = overall["candidate"] > overall["incumbent"]
+        overall["decision"] = "beats the incumbent" if beats else "does not beat the incumbent"
+        if not beats:
+            reasons.append(f"the candidate's accuracy {overall['candidate']:.3f} does not beat the "
+                           f"incumbent {incumbent}'s {overall['incumbent']:.3f} on "
+                           f"{overall['pairs']} benchmark pairs")
+    else:
+        above = overall["candidate_low"] > CHANCE
+        overall["decision"] = "above chance" if above else "not above chance"
+        if not above:
+            reasons.append(f"accuracy {overall['candidate']:.3f} on {overall['pairs']} benchmark "
+                           f"pairs is not above chance: its 95% interval starts at "
+                           f"{overall['candidate_low']:.3f}")
+    if not compared and reviewed_training_pairs < MIN_REVIEWED_TRAINING_PAIRS:
+        reasons.append("the first release needs reviewed training data: no training pair comes "
+                       "from an independently reviewed comparison")
+    for row in slices:
+        if row["decision"] == "regression":
+            reasons.append(
+                f"regression on {row['slice']} {row['value']!r}: the incumbent's "
+                f"{row['incumbent']:.3f} lies above the candidate's 95% interval "
+                f"[{row['candidate_low']:.3f}, {row['candidate_high']:.3f}] ({row['candidate']:.3f} "
+                f"on {row['pairs']} pairs)")
+    return {
+        "passed": not reasons, "first_release": not compared, "incumbent": incumbent,
+        "reasons": reasons, "overall": overall, "slices": slices,
+        "reviewed_training_pairs": reviewed_training_pairs, "scores_actions": scores_actions,
+        "rule": {"confidence": 0.95, "z": GATE_Z, "min_slice_pairs": minimum,
+                 "max_slice_half_width": MAX_SLICE_HALF_WIDTH,
+                 "min_reviewed_training_pairs": MIN_REVIEWED_TRAINING_PAIRS},
+    }

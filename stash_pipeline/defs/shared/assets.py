@@ -1,0 +1,174 @@
+"""The shared evaluator's chain: pairs -> split -> candidate -> benchmark -> release.
+
+Each asset is a step of ``services.shared_evaluator`` over the SQL store (MaterializeResult, no IO
+manager). The release gate is the blocking check on ``benchmark_results`` (checks.py): a candidate
+that fails it never reaches ``shared_evaluator_release``.
+"""
+
+import dagster as dg
+
+from stash_pipeline.compute.job import LOSSES
+from stash_pipeline.compute.run import run_worker_job
+from stash_pipeline.core.training_settings import DEFAULT_MAX_PAIRS
+from stash_pipeline.defs import metadata
+from stash_pipeline.defs.resources import (
+    ComputeResource, ExtractionResource, ObjectStoreResource, SharedEvaluatorResource,
+    StoreResource,
+)
+from stash_pipeline.defs.shared.candidate import CANDIDATE, current_candidate, new_candidate
+from stash_pipeline.defs.shared.report import gate_metadata
+from stash_pipeline.defs.traces.assets import traces
+from stash_pipeline.defs.worker_runs import REWARD_POOL, failure_text
+from stash_pipeline.services import shared_evaluator as steps
+from stash_pipeline.services.worker_jobs import read_losses, read_results
+
+GROUP = "shared_evaluator"
+TRAIN_JOB = "train"
+
+
+class SharedPairsConfig(dg.Config):
+    max_pairs: int = DEFAULT_MAX_PAIRS  # cap on the candidate's training pairs (seeded sample)
+
+
+class SharedCandidateConfig(dg.Config):
+    base_model: str | None = None  # None: STASH_SHARED_BASE_MODEL, else Qwen/Qwen3-0.6B
+    epochs: int = 1
+
+
+def step_failure(error: Exception) -> dg.Failure:
+    return dg.Failure(description=failure_text(error))
+
+
+@dg.asset(deps=[traces], group_name=GROUP, kinds={"sql"})
+def shared_training_pairs(context: dg.AssetExecutionContext, config: SharedPairsConfig,
+                          database: StoreResource,
+                          extraction: ExtractionResource) -> dg.MaterializeResult:
+    """A new candidate's data from opted-in traces: step ratings, corrections and independently
+    reviewed comparisons to train on; human-reviewed and verified-outcome comparisons for the
+    separate benchmark; no source trace in both (checked)."""
+    candidate = new_candidate(context)
+    try:
+        report = steps.build_pairs(database.store, candidate, max_pairs=config.max_pairs,
+                                   config=extraction.config())
+    except Exception as error:
+        raise step_failure(error) from error
+    return dg.MaterializeResult(metadata={
+        CANDIDATE: candidate, "incumbent": str(report["incumbent"]),
+        "pairs": report["pairs"], "benchmark_pairs": report["benchmark_pairs"],
+        "traces_in_both": report["traces_in_both"],
+        "by_source": metadata.key_values(report["by_source"]),
+        "benchmark_by_source": metadata.key_values(report["benchmark_by_source"]),
+        "traces": metadata.key_values({
+            "opted in": report["opted_in_traces"], "training": report["training_traces"],
+            "benchmark": report["benchmark_traces"],
+            "groups kept out of the benchmark (the incumbent trained on them)":
+                report["kept_out_of_benchmark"],
+            "source traces of training pairs": report["training_source_traces"],
+            "source traces of benchmark pairs": report["benchmark_source_traces"],
+            "in both": report["traces_in_both"],
+            "comparisons across training and benchmark (unused)":
+                report["crossing_comparisons"]}),
+        "extraction": metadata.key_values({
+            "extraction": report["extraction"], "requests": report["extraction_requests"],
+            "skipped as ambiguous": report["skipped_ambiguous"],
+            **{f"not extracted: {k}": v for k, v in report["pending_extraction"].items()}}),
+        "dropped_by_max_pairs": report["dropped_by_max_pairs"],
+    })
+
+
+@dg.asset(deps=[shared_training_pairs], group_name=GROUP, kinds={"sql"})
+def shared_split(context: dg.AssetExecutionContext,
+                 database: StoreResource) -> dg.MaterializeResult:
+    """The trace-level split of the candidate's training pairs: 10% of source traces held out."""
+    candidate = current_candidate(context)
+    try:
+        counts = steps.split(database.store, candidate).counts()
+    except Exception as error:
+        raise step_failure(error) from error
+    return dg.MaterializeResult(metadata={
+        CANDIDATE: candidate, "train_pairs": counts["train_pairs"],
+        "eval_pairs": counts["eval_pairs"],
+        "excluded_cross_trace_pairs": counts["excluded_cross_trace_pairs"],
+        "split": metadata.key_values(counts),
+    })
+
+
+@dg.asset(deps=[shared_split], group_name=GROUP, kinds={"pytorch"}, pool=REWARD_POOL)
+def shared_candidate(context: dg.AssetExecutionContext, config: SharedCandidateConfig,
+                     database: StoreResource, objects: ObjectStoreResource,
+                     compute: ComputeResource,
+                     shared_evaluator: SharedEvaluatorResource) -> dg.MaterializeResult:
+    """Bradley-Terry training by the worker (RM_COMPUTE) on the shared rendering (system
+    instructions and metadata.evaluation_context); the archive goes to the object store."""
+    candidate = current_candidate(context)
+    job_dir = steps.job_directory(compute.scratch, candidate, TRAIN_JOB)
+    try:
+        steps.write_training_job(database.store, candidate, job_dir,
+                                 base_model=config.base_model
+                                 or shared_evaluator.default_base_model(),
+                                 epochs=config.epochs)
+        uri = run_worker_job(context, compute.target(), job_dir, objects.objects,
+                             upload_key=steps.checkpoint_key(candidate))
+        metrics = read_results(job_dir, candidate).metrics
+    except Exception as error:
+        raise step_failure(error) from error
+    return dg.MaterializeResult(metadata={
+        CANDIDATE: candidate, "checkpoint_uri": dg.MetadataValue.path(uri),
+        "metrics": metadata.key_values(metrics),
+        "loss_curve": metadata.loss_curve(read_losses(job_dir / LOSSES)),
+        **{name: metrics[name] for name in ("final_loss", "eval_accuracy", "train_pairs",
+                                            "eval_pairs", "seconds")
+           if isinstance(metrics.get(name), (int, float))},
+        "device": str(metrics.get("device")),
+    })
+
+
+@dg.asset(deps=[shared_candidate], group_name=GROUP, kinds={"pytorch"}, pool=REWARD_POOL)
+def benchmark_results(context: dg.AssetExecutionContext, database: StoreResource,
+                      objects: ObjectStoreResource,
+                      compute: ComputeResource) -> dg.MaterializeResult:
+    """The candidate and the incumbent score the separate benchmark; the release gate's report,
+    overall and per tool, domain and agent slice (checks.py decides on it)."""
+    store, candidate = database.store, current_candidate(context)
+    incumbent = store.latest_release()
+
+    def rewards(evaluator: str, uri: str) -> dict:
+        return steps.benchmark_rewards(
+            store, candidate, evaluator, uri,
+            lambda job_dir, checkpoint: run_worker_job(context, compute.target(), job_dir,
+                                                       objects.objects, checkpoint_uri=checkpoint),
+            compute.scratch)
+
+    try:
+        ours = rewards(candidate, objects.objects.uri_for(steps.checkpoint_key(candidate)))
+        theirs = rewards(incumbent.version, incumbent.checkpoint_uri) if incumbent else {}
+        metrics = read_results(steps.job_directory(compute.scratch, candidate, TRAIN_JOB),
+                               candidate).metrics
+        comparison = steps.decide(store, candidate, incumbent=incumbent, candidate_rewards=ours,
+                                  incumbent_rewards=theirs, metrics=metrics)
+    except Exception as error:
+        raise step_failure(error) from error
+    context.log.info(f"candidate {candidate}: {'passes' if comparison.passed else 'blocked'}")
+    return dg.MaterializeResult(metadata={CANDIDATE: candidate,
+                                          **gate_metadata(comparison.report)})
+
+
+@dg.asset(deps=[benchmark_results], group_name=GROUP, kinds={"sql"})
+def shared_evaluator_release(context: dg.AssetExecutionContext, database: StoreResource,
+                             objects: ObjectStoreResource) -> dg.MaterializeResult:
+    """The candidate becomes the released evaluator: every trace is scored again by it (the
+    auto-scoring sensor), and the next candidates are compared with it."""
+    store, candidate = database.store, current_candidate(context)
+    try:
+        release = steps.release(store, candidate,
+                                objects.objects.uri_for(steps.checkpoint_key(candidate)))
+    except Exception as error:
+        raise step_failure(error) from error
+    overall = release.benchmark_report["overall"]
+    return dg.MaterializeResult(metadata={
+        "version": release.version, "checkpoint_uri": dg.MetadataValue.path(release.checkpoint_uri),
+        "benchmark_accuracy": overall["candidate"], "benchmark_pairs": overall["pairs"],
+        "training_traces": len(release.data_snapshot["training_traces"]),
+        "benchmark_traces": len(release.data_snapshot["benchmark_traces"]),
+        "traces_to_score": len(store.traces_pending_scoring(release.version)),
+    })

@@ -1,0 +1,24 @@
+"""The shared evaluator's runs: the training chain (weekly, on request, or by hand) and scoring."""
+
+import dagster as dg
+
+from stash_pipeline.defs.shared.assets import (
+    benchmark_results, shared_candidate, shared_evaluator_release, shared_split,
+    shared_training_pairs,
+)
+from stash_pipeline.defs.shared.scoring import shared_action_scores
+from stash_pipeline.defs.worker_runs import MAX_RUNTIME_S
+
+shared_training_job = dg.define_asset_job(
+    "shared_evaluator_training",
+    selection=[shared_training_pairs, shared_split, shared_candidate, benchmark_results,
+               shared_evaluator_release],
+    tags={"dagster/max_runtime": MAX_RUNTIME_S},
+    description="Train a shared-evaluator candidate, benchmark it against the incumbent and "
+                "release it if it passes the gate.",
+)
+shared_scoring_job = dg.define_asset_job(
+    "shared_evaluator_scoring", selection=[shared_action_scores],
+    tags={"dagster/max_runtime": MAX_RUNTIME_S},
+    description="Score one batch of pending traces with the current release.",
+)

@@ -1,0 +1,21 @@
+"""What every run that drives the worker shares: its pool, its time limit, how a failure reads."""
+
+from __future__ import annotations
+
+from stash_pipeline.compute.outcome import WorkerFailed
+from stash_pipeline.core.errors import StashError
+
+# Reward work runs one job at a time, like the seed's Celery worker with concurrency 1 (the pool's
+# limit is in dagster.yaml).
+REWARD_POOL = "reward_worker"
+# Run monitoring fails a run past this (dagster.yaml enables it); the worker has its own limits.
+MAX_RUNTIME_S = 4 * 3600
+
+
+def failure_text(error: BaseException) -> str:
+    """What a failed step says: the worker log's tail, a StashError's words, else the type too."""
+    if isinstance(error, WorkerFailed):
+        return error.reason
+    if isinstance(error, StashError):
+        return str(error)
+    return f"{type(error).__name__}: {error}"

@@ -1,0 +1,74 @@
+"""What every pipeline that runs the worker shares: the stored split, traces read a chunk at a time,
+and a finished job's results as store rows (personal models and the shared evaluator alike)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stash_pipeline.compute.job import ACTION_SCORES, METRICS, SCORES, read_jsonl
+from stash_pipeline.core.split import PairSplit, split_pairs
+from stash_pipeline.core.traces import Trace
+from stash_pipeline.store import ActionScore, Store, TraceScore
+
+TRACE_CHUNK = 500  # traces read from the store at a time while a job's inputs are written
+
+
+@dataclass(frozen=True)
+class JobResults:
+    """What a finished worker job gives the store: metrics and the model's scores."""
+
+    metrics: dict[str, Any]
+    scores: tuple[TraceScore, ...]
+    action_scores: tuple[ActionScore, ...]
+    scored: dict[str, int]  # {trace id: version} of every trace the action scorer covered
+
+
+def split_stored_pairs(store: Store, *, reward_model_id: str | None = None,
+                       candidate: str | None = None) -> PairSplit:
+    """The one split over a model's (or candidate's) stored pairs, labelled in the store;
+    NotEnoughPairsError under two."""
+    owner = {"reward_model_id": reward_model_id, "candidate": candidate}
+    pairs = store.load_pairs(**owner)
+    result = split_pairs(pairs)
+    labels = {pair.id: "excluded" for pair in pairs}
+    labels.update({pair.id: "train" for pair in result.train})
+    labels.update({pair.id: "eval" for pair in result.eval})
+    store.save_split(labels, **owner)
+    return result
+
+
+def traces_in_chunks(store: Store, ids: Sequence[str]) -> Iterator[Trace]:
+    """The traces with these ids, read a chunk at a time (a job may score a great many)."""
+    for start in range(0, len(ids), TRACE_CHUNK):
+        yield from store.get_traces(ids[start:start + TRACE_CHUNK])
+
+
+def read_results(job_dir: Path, evaluator: str,
+                 scored: Mapping[str, int] | None = None) -> JobResults:
+    """metrics.json, scores.jsonl and action_scores.jsonl of a finished job, as store rows.
+
+    ``scored`` names the traces the job gave the action scorer ({id: version}); without it they
+    are read from scores.jsonl. Every one of them is marked scored, also one without actions.
+    """
+    metrics = json.loads((job_dir / METRICS).read_text())
+    rows = read_jsonl(job_dir / SCORES)
+    scores = tuple(TraceScore(r["trace_id"], r["trace_version"], evaluator, r["score"],
+                              r.get("calibrated")) for r in rows)
+    actions = tuple(ActionScore(r["action_id"], r["trace_id"], r["trace_version"], evaluator,
+                                r["raw_reward"], r["credit"])
+                    for r in read_jsonl(job_dir / ACTION_SCORES))
+    if not (job_dir / ACTION_SCORES).is_file():
+        marked: dict[str, int] = {}
+    elif scored is not None:
+        marked = dict(scored)
+    else:
+        marked = {s.trace_id: s.trace_version for s in scores}
+    return JobResults(metrics, scores, actions, marked)
+
+
+def read_losses(path: Path) -> list[float]:
+    return json.loads(path.read_text()) if path.is_file() else []

@@ -1,0 +1,90 @@
+"""`stash-pipeline evaluator ...` and the trace list's scoring columns, on the CLI's own instance."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from shared_samples import contributions
+from stash_pipeline.cli import main
+from stash_pipeline.store import Store
+from tiny_models import save_tiny_base_model
+
+
+@pytest.fixture(scope="module")
+def tiny_base_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return save_tiny_base_model(tmp_path_factory.mktemp("tiny-qwen3"))
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch) -> Store:
+    monkeypatch.setenv("STASH_HOME", str(tmp_path / "stash"))
+    monkeypatch.setenv("RM_ARTIFACT_DIR", str(tmp_path / "jobs"))
+    monkeypatch.setenv("STASH_EXTRACTION", "off")
+    for name in ("DATABASE_URL", "DAGSTER_HOME", "S3_BUCKET", "RM_COMPUTE"):
+        monkeypatch.delenv(name, raising=False)
+    store = Store.from_env()
+    store.migrate()
+    yield store
+    store.dispose()
+
+
+def last_json(capsys) -> dict:
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def test_before_any_release_traces_wait(store, capsys):
+    store.import_traces(contributions("retail", 2))
+    assert main(["evaluator", "releases", "--json"]) == 0
+    assert last_json(capsys) == {"releases": [], "current": None}
+    assert main(["evaluator", "score-pending", "--wait", "--json"]) == 0
+    assert last_json(capsys) == {"release": None, "waiting": 2, "pending": 0, "scored": 0,
+                                 "failed_runs": 0}
+    assert main(["traces", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "SCORING_STATE" in out and "ACTIONS_SCORED" in out and "waiting" in out
+
+
+def test_train_without_wait_queues_a_request(store, capsys):
+    assert main(["evaluator", "train", "--base-model", "/models/x", "--json"]) == 0
+    assert last_json(capsys)["status"] == "queued"
+    [request] = store.shared_training_requests()
+    assert (request.base_model, request.epochs) == ("/models/x", None)
+
+
+def test_a_candidate_without_data_fails_with_the_reason(store, capsys):
+    assert main(["evaluator", "train", "--base-model", "/nonexistent", "--wait", "--json"]) == 1
+    outcome = last_json(capsys)
+    assert (outcome["released"], outcome["version"], outcome["benchmark"]) == (False, None, None)
+    assert outcome["status"] == "FAILURE" and "at least 2 usable pairs" in outcome["error"]
+
+
+@pytest.mark.slow
+def test_train_release_and_score_from_the_command_line(store, capsys, tiny_base_model):
+    used: set[str] = set()
+    store.import_traces(contributions("retail", 12, used=used)
+                        + contributions("retail", 6, benchmark=True, start=100, used=used))
+    assert main(["evaluator", "train", "--base-model", str(tiny_base_model), "--epochs", "3",
+                 "--wait", "--json"]) == 0
+    outcome = last_json(capsys)
+    assert outcome["released"] and outcome["version"] == outcome["candidate"]
+    assert outcome["incumbent"] is None and outcome["reasons"] == []
+    assert outcome["benchmark"]["overall"]["pairs"] == 6
+    assert {row["value"] for row in outcome["benchmark"]["slices"]} == {"retail", "helper"}
+
+    assert main(["evaluator", "releases", "--json"]) == 0
+    releases = last_json(capsys)
+    assert releases["current"] == outcome["version"]
+    assert releases["releases"][0]["training_traces"] == 12
+
+    assert main(["evaluator", "score-pending", "--json"]) == 0
+    assert last_json(capsys)["pending"] == 18
+    assert main(["evaluator", "score-pending", "--wait", "--json"]) == 0
+    assert last_json(capsys) == {"release": outcome["version"], "waiting": 0, "pending": 0,
+                                 "scored": 18, "failed_runs": 0}
+    assert main(["traces", "list", "--json"]) == 0
+    rows = last_json(capsys)["traces"]
+    assert {(r["scoring_state"], r["actions_scored"]) for r in rows} == {("scored", 2)}
+    assert all(-1 <= r["mean_action_credit"] <= 1 for r in rows)
