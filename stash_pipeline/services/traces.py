@@ -19,8 +19,7 @@ from stash_pipeline.core.traces import Trace
 from stash_pipeline.services import reward_models
 from stash_pipeline.services.imports import ImportReport, import_records
 from stash_pipeline.store import Store
-from stash_pipeline.store.trace_pages import SORTS, TraceListItem
-from stash_pipeline.store.traces import scoring_state
+from stash_pipeline.store.trace_pages import SORTS, TraceSummary, scoring_state
 
 MAX_PAGE_SIZE = 500
 
@@ -95,7 +94,7 @@ def page(store: Store, owner: str, *, sort: str = "-created", limit: int = 50, o
     }
 
 
-def list_item_view(item: TraceListItem) -> dict[str, Any]:
+def list_item_view(item: TraceSummary) -> dict[str, Any]:
     data = dataclasses.asdict(item)
     data["created_at"] = item.created_at.isoformat()
     data["updated_at"] = item.updated_at.isoformat()

@@ -6,7 +6,7 @@ from stash_pipeline.store.models import RewardModelRecord, StatusError
 from stash_pipeline.store.releases import BenchmarkComparison, Release
 from stash_pipeline.store.scores import ActionScore, TraceScore
 from stash_pipeline.store.store import Store
-from stash_pipeline.store.traces import TraceSummary
+from stash_pipeline.store.trace_pages import TraceSummary
 
 __all__ = [
     "Account", "ActionScore", "BenchmarkComparison", "ImportSummary", "Release",

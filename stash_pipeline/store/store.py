@@ -21,8 +21,7 @@ from stash_pipeline.store.locks import concurrent_write_errors
 from stash_pipeline.store.models import RewardModelRecord
 from stash_pipeline.store.releases import BenchmarkComparison, Release
 from stash_pipeline.store.scores import ActionScore, TraceScore
-from stash_pipeline.store.trace_pages import TraceListItem
-from stash_pipeline.store.traces import TraceSummary
+from stash_pipeline.store.trace_pages import TraceSummary
 from stash_pipeline.store.training_requests import SharedTrainingRequest
 
 
@@ -82,17 +81,22 @@ class Store:
 
     def list_traces(self, owner: str | None = None,
                     action_evaluator: str | None = None) -> list[TraceSummary]:
+        """Every trace (or the owner's), oldest first; action credit and queue state are
+        ``action_evaluator``'s, else the latest release's."""
         with self.reading() as c:
-            return traces.list_traces(c, owner, action_evaluator)
+            latest = releases.latest_release(c) if action_evaluator is None else None
+            evaluator = action_evaluator or (latest.version if latest else None)
+            return trace_pages.list_traces(c, owner, shared_evaluator=evaluator)
 
     def page_traces(self, owner: str, *, shared_evaluator: str | None,
                     model_ids: Sequence[str] | None = None, sort: str = "-created",
-                    limit: int = 50, offset: int = 0) -> tuple[list[TraceListItem], int]:
+                    limit: int = 50, offset: int = 0) -> tuple[list[TraceSummary], int]:
         """One sorted page of the owner's trace list and the owner's trace count."""
         with self.reading() as c:
-            return trace_pages.page_traces(c, owner, shared_evaluator=shared_evaluator,
-                                           model_ids=model_ids, sort=sort, limit=limit,
-                                           offset=offset)
+            items = trace_pages.list_traces(c, owner, shared_evaluator=shared_evaluator,
+                                            model_ids=model_ids, sort=sort, limit=limit,
+                                            offset=offset)
+            return items, trace_pages.count_traces(c, owner)
 
     def scored_version(self, trace_id: str, evaluator: str) -> int | None:
         with self.reading() as c:

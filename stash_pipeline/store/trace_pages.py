@@ -1,4 +1,4 @@
-"""One account's trace list a page at a time, sorted and paginated in SQL (the API's GET /traces).
+"""The trace list, sorted and paginated in SQL: the CLI's `traces list` and the API's GET /traces.
 
 Each line carries the two kinds of score apart, as the seed's trace list does: the newest personal
 whole-trace score (``latest_score``, of the owner's own reward models) and the shared evaluator's
@@ -28,8 +28,11 @@ SORTS: dict[str, tuple[str, bool]] = {
 
 
 @dataclass(frozen=True)
-class TraceListItem:
+class TraceSummary:
+    """One line of the trace list (the CLI's `traces list`, the API's GET /traces)."""
+
     id: str
+    owner: str
     agent: str | None
     domain: str | None
     task_id: str | None
@@ -39,68 +42,86 @@ class TraceListItem:
     contribute: bool
     created_at: datetime
     updated_at: datetime
-    latest_score: float | None  # the newest personal whole-trace score
+    latest_score: float | None  # the newest personal whole-trace score (the owner's own models)
     latest_score_model_id: str | None  # the reward model that gave it
     mean_action_credit: float | None  # the shared evaluator's, over the current version
     actions_scored: int  # by the shared evaluator
+    # The shared evaluator's queue: "waiting" (no release yet), "pending" (the release has not
+    # scored this version), "scored".
+    scoring_state: str
 
 
-def page_traces(connection: sa.Connection, owner: str, *, shared_evaluator: str | None,
-                model_ids: Sequence[str] | None = None, sort: str = "-created",
-                limit: int = 50, offset: int = 0) -> tuple[list[TraceListItem], int]:
-    """(one page of ``owner``'s traces, how many traces the owner has).
+def list_traces(connection: sa.Connection, owner: str | None, *, shared_evaluator: str | None,
+                model_ids: Sequence[str] | None = None, sort: str = "created",
+                limit: int | None = None, offset: int = 0) -> list[TraceSummary]:
+    """The trace list, sorted and paginated in SQL: one account's (or everyone's, owner None).
 
-    ``model_ids`` narrows ``latest_score`` to those personal models (default: all of the owner's);
-    ``shared_evaluator`` is the release whose action credit is shown (None: no release yet).
-    Scores with no value sort last in both directions.
+    ``model_ids`` narrows ``latest_score`` to those personal models (default: all of the trace
+    owner's); ``shared_evaluator`` is the release whose action credit and queue state are shown
+    (None: no release yet). Scores with no value sort last in both directions.
     """
     if sort not in SORTS:
         raise ValueError(f"unknown sort {sort!r}")
     t, s, a, rm = schema.traces, schema.scores, schema.action_scores, schema.reward_models
-    personal = sa.select(rm.c.id).where(rm.c.owner == owner)
+    m = schema.scoring_marks
+    # Personal scores: any evaluator but a shared release (a model scores only its owner's traces).
+    personal = s.c.evaluator.not_in(sa.select(schema.releases.c.version))
     if model_ids is not None:
-        personal = personal.where(rm.c.id.in_(list(model_ids)))
+        personal = sa.and_(personal, s.c.evaluator.in_(
+            sa.select(rm.c.id).where(rm.c.id.in_(list(model_ids)), rm.c.owner == t.c.owner)))
     ranked = (sa.select(s.c.trace_id, s.c.raw, s.c.evaluator,
                         sa.func.row_number().over(
                             partition_by=s.c.trace_id,
                             order_by=(s.c.created_at.desc(), s.c.evaluator.desc())).label("n"))
               .join(t, sa.and_(t.c.id == s.c.trace_id, t.c.version == s.c.trace_version))
-              .where(t.c.owner == owner, s.c.evaluator.in_(personal))
+              .where(personal)
               .subquery())
     credit = (sa.select(a.c.trace_id, sa.func.avg(a.c.credit).label("mean"),
                         sa.func.count().label("n"))
               .join(t, sa.and_(t.c.id == a.c.trace_id, t.c.version == a.c.trace_version))
-              .where(t.c.owner == owner, a.c.evaluator == shared_evaluator)
+              .where(a.c.evaluator == shared_evaluator)
               .group_by(a.c.trace_id).subquery())
-    columns = {
-        "created_at": t.c.created_at,
-        "latest_score": ranked.c.raw,
-        "mean_action_credit": credit.c.mean,
-    }
+    columns = {"created_at": t.c.created_at, "latest_score": ranked.c.raw,
+               "mean_action_credit": credit.c.mean}
     label, descending = SORTS[sort]
     key = columns[label]
-    query = (sa.select(t.c.id, t.c.agent, t.c.domain, t.c.task_id, t.c.version,
+    query = (sa.select(t.c.id, t.c.owner, t.c.agent, t.c.domain, t.c.task_id, t.c.version,
                        t.c.message_count, t.c.action_count, t.c.contribute, t.c.created_at,
                        t.c.updated_at, ranked.c.raw, ranked.c.evaluator, credit.c.mean,
-                       credit.c.n)
+                       credit.c.n, m.c.trace_version.label("scored_version"))
              .outerjoin(ranked, sa.and_(ranked.c.trace_id == t.c.id, ranked.c.n == 1))
              .outerjoin(credit, credit.c.trace_id == t.c.id)
-             .where(t.c.owner == owner)
+             .outerjoin(m, sa.and_(m.c.trace_id == t.c.id, m.c.evaluator == shared_evaluator))
              .order_by(sa.case((key.is_(None), 1), else_=0),
                        key.desc() if descending else key.asc(),
                        t.c.id.desc() if descending else t.c.id.asc())
              .limit(limit).offset(offset))
-    items = [
-        TraceListItem(id=row.id, agent=row.agent, domain=row.domain, task_id=row.task_id,
-                      version=row.version, messages=row.message_count, actions=row.action_count,
-                      contribute=row.contribute, created_at=row.created_at,
-                      updated_at=row.updated_at, latest_score=row.raw,
-                      latest_score_model_id=row.evaluator, mean_action_credit=row.mean,
-                      actions_scored=row.n or 0)
+    if owner is not None:
+        query = query.where(t.c.owner == owner)
+    return [
+        TraceSummary(id=row.id, owner=row.owner, agent=row.agent, domain=row.domain,
+                     task_id=row.task_id, version=row.version, messages=row.message_count,
+                     actions=row.action_count, contribute=row.contribute,
+                     created_at=row.created_at, updated_at=row.updated_at,
+                     latest_score=row.raw, latest_score_model_id=row.evaluator,
+                     mean_action_credit=row.mean, actions_scored=row.n or 0,
+                     scoring_state=scoring_state(shared_evaluator, row.scored_version,
+                                                 row.version))
         for row in connection.execute(query)
     ]
-    total = connection.scalar(sa.select(sa.func.count()).select_from(t).where(t.c.owner == owner))
-    return items, int(total or 0)
+
+
+def count_traces(connection: sa.Connection, owner: str) -> int:
+    t = schema.traces
+    return int(connection.scalar(sa.select(sa.func.count()).select_from(t)
+                                 .where(t.c.owner == owner)) or 0)
+
+
+def scoring_state(evaluator: str | None, scored_version: int | None, version: int) -> str:
+    """A trace's place in the shared evaluator's queue: waiting (no release), pending, scored."""
+    if evaluator is None:
+        return "waiting"
+    return "scored" if scored_version == version else "pending"
 
 
 def scored_version(connection: sa.Connection, trace_id: str, evaluator: str) -> int | None:
