@@ -200,6 +200,46 @@ def backward_groups(pairs: list[EncodedPair], budget: int | None, *, share_prefi
     return groups
 
 
+def compile_decoder_layers(model: Any) -> int:
+    """``torch.compile`` every decoder layer but the last (the reward read runs that one in parts);
+    the number compiled. Not on by default: its gain on a GPU is still to be measured
+    (``benchmarks/train_throughput.py --compile``); on CPU it costs more than it saves."""
+    base = getattr(model, model.base_model_prefix, None)
+    layers = list(getattr(base, "layers", None) or [])
+    for layer in layers[:-1]:
+        layer.compile(dynamic=True)
+    return max(len(layers) - 1, 0)
+
+
+def make_optimizer(model: Any, device: str) -> torch.optim.Optimizer:
+    """AdamW at the seed's 1e-5, with the fused kernel, as Hugging Face's Trainer (and so TRL)
+    uses by default where it exists."""
+    return torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=WEIGHT_DECAY,
+                             fused=torch.device(device).type in FUSED_ADAMW_DEVICES or None)
+
+
+def train_step(model: Any, optimizer: torch.optim.Optimizer, batch: list[EncodedPair], *, device: str,
+               pad_id: int, use_autocast: bool = True, share_prefixes: bool = True,
+               backward_tokens: int | None = DEFAULT_BACKWARD_TOKENS, batch_tokens: int | None = None
+               ) -> torch.Tensor:
+    """One optimizer step on one batch; its mean Bradley-Terry loss, still on the device."""
+    share_prefixes = share_prefixes and pools_last_token(model)
+    optimizer.zero_grad(set_to_none=True)
+    loss = torch.zeros((), device=device)
+    for group in backward_groups(batch, backward_tokens, share_prefixes=share_prefixes):
+        with autocast(device, use_autocast):
+            chosen, rejected = pair_rewards(model, [batch[i] for i in group], device, pad_id=pad_id,
+                                            share_prefixes=share_prefixes, batch_tokens=batch_tokens)
+        # The batch's mean loss is the sum of its groups' parts: each group's gradient adds up in
+        # .grad, which is exactly the batch's gradient.
+        part = bradley_terry_loss(chosen, rejected) * (len(group) / len(batch))
+        part.backward()
+        loss = loss + part.detach()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+    optimizer.step()
+    return loss
+
+
 def train(model: Any, pairs: list[EncodedPair], *, epochs: int, device: str, pad_id: int,
           seed: int = SEED, progress: Progress | None = None, use_autocast: bool = True,
           share_prefixes: bool = True, backward_tokens: int | None = DEFAULT_BACKWARD_TOKENS,
@@ -222,10 +262,7 @@ def train(model: Any, pairs: list[EncodedPair], *, epochs: int, device: str, pad
     rng = random.Random(seed)
     model.to(device)
     model.train()
-    share_prefixes = share_prefixes and pools_last_token(model)
-    # The fused kernel, as Hugging Face's Trainer (and so TRL) uses by default where it exists.
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=WEIGHT_DECAY,
-                                  fused=torch.device(device).type in FUSED_ADAMW_DEVICES or None)
+    optimizer = make_optimizer(model, device)
     result = TrainResult(device=device)
     total_steps = epochs * math.ceil(len(pairs) / BATCH_SIZE)
     sync_every = 1 if torch.device(device).type == "cpu" else SYNC_EVERY
@@ -244,21 +281,9 @@ def train(model: Any, pairs: list[EncodedPair], *, epochs: int, device: str, pad
     for _ in range(epochs):
         first_step = len(result.step_losses) + len(unread)
         for batch in shuffled_batches(len(pairs), rng):
-            batch_pairs = [pairs[i] for i in batch]
-            optimizer.zero_grad(set_to_none=True)
-            loss = torch.zeros((), device=device)
-            for group in backward_groups(batch_pairs, backward_tokens, share_prefixes=share_prefixes):
-                with autocast(device, use_autocast):
-                    chosen, rejected = pair_rewards(model, [batch_pairs[i] for i in group], device,
-                                                    pad_id=pad_id, share_prefixes=share_prefixes,
-                                                    batch_tokens=batch_tokens)
-                # The batch's mean loss is the sum of its groups' parts: each group's gradient
-                # adds up in .grad, which is exactly the batch's gradient.
-                part = bradley_terry_loss(chosen, rejected) * (len(group) / len(batch))
-                part.backward()
-                loss = loss + part.detach()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
-            optimizer.step()
+            loss = train_step(model, optimizer, [pairs[i] for i in batch], device=device, pad_id=pad_id,
+                              use_autocast=use_autocast, share_prefixes=share_prefixes,
+                              backward_tokens=backward_tokens, batch_tokens=batch_tokens)
             step += 1
             result.pairs_seen += len(batch)
             unread.append((step, result.pairs_seen, loss))
