@@ -129,9 +129,17 @@ def read_rewards(model: Any, ids: torch.Tensor, mask: torch.Tensor, rows: Sequen
         return model(input_ids=ids, attention_mask=mask).logits[long_tensor(rows, device), 0]
     base = getattr(model, model.base_model_prefix)
     if reads_last_layer_partly(model):
-        return model.score(_last_layer_at_reads(base, ids, list(rows), list(positions)))[:, 0]
+        return score_head(model, _last_layer_at_reads(base, ids, list(rows), list(positions)))
     hidden = base(input_ids=ids, use_cache=False).last_hidden_state
-    return model.score(hidden[long_tensor(rows, device), long_tensor(positions, device)])[:, 0]
+    return score_head(model, hidden[long_tensor(rows, device), long_tensor(positions, device)])
+
+
+def score_head(model: Any, hidden: torch.Tensor) -> torch.Tensor:
+    """The score head on final states, in the weights' own precision even under autocast: a
+    reward rounded to bf16 (3 significant digits) would tie close rewards and blur rankings and
+    the loss, for a matrix-vector product that costs nothing."""
+    with torch.autocast(hidden.device.type, enabled=False):
+        return model.score(hidden.to(model.score.weight.dtype))[:, 0]
 
 
 def _last_layer_at_reads(base: Any, ids: torch.Tensor, rows: list[int], positions: list[int]
