@@ -287,9 +287,9 @@ def run_job(job_dir: Path, progress: Progress | None = None, phase: Phases | Non
     started = time.perf_counter()
     progress = progress or default_progress()
     phase = phase or Phases(progress)
+    contract.clear_outputs(job_dir)  # an earlier attempt's success must not look like this one's
     settings = contract.read_settings(job_dir)
     attempt = settings.attempt or attempt or contract.new_attempt_id()
-    contract.clear_outputs(job_dir)  # an earlier attempt's success must not look like this one's
     run = train_job if settings.is_training else score_job
     metrics = run(job_dir, settings, progress, phase)
     metrics.update(seconds=time.perf_counter() - started, attempt=attempt, phases=dict(phase.seconds))

@@ -243,3 +243,14 @@ def test_a_base_model_directory_without_a_model_names_the_path_and_what_it_lacks
     last = failure_reason(tmp_path / "job").splitlines()[-1]
     assert last.startswith(f"job failed in phase inputs: ModelLoadError: model {base}: ")
     assert expected in last and "sentencepiece" not in last
+
+
+def test_a_failed_retry_where_a_job_succeeded_leaves_no_success_behind(tmp_path, tiny_base_model, synthetic_pairs):
+    write_job(tmp_path, JobSettings(evaluator="m", base_model=str(tiny_base_model), outputs=("scores",)),
+              train_pairs=synthetic_pairs(0, 2))
+    assert main(str(tmp_path)) == 0, failure_reason(tmp_path)
+    (tmp_path / "settings.json").write_text("{not json")  # the retry fails before anything else
+    assert main(str(tmp_path)) == 1
+    assert not (tmp_path / "metrics.json").exists() and not (tmp_path / "scores.jsonl").exists()
+    assert failure_reason(tmp_path).splitlines()[-1].startswith("job failed: InputError: file settings.json: not JSON")
+    assert len(list((tmp_path / "attempt-logs").iterdir())) == 1
