@@ -7,16 +7,26 @@ inputs   settings.json; train_pairs, eval_pairs, score_traces, benchmark_pairs: 
          datasets saved with ``save_to_disk`` (column ``pair`` / ``trace``: the core JSON form as a
          string), or the same rows as ``<name>.jsonl``, which the worker turns into the dataset
          before it starts
-outputs  metrics.json (written last), scores.jsonl, action_scores.jsonl, pair_rewards.jsonl,
-         reward-model/, reward-model.tar.gz, worker.log (ends with the reason when the job failed)
+outputs  metrics.json (written last, with the attempt id), scores.jsonl, action_scores.jsonl,
+         pair_rewards.jsonl, losses.json, reward-model/, reward-model.tar.gz, worker.log (every
+         phase with its duration; ends with the reason when the job failed), attempt-logs/ (the
+         logs of earlier attempts)
+
+Every attempt starts from a clean output state: ``write_job`` and the worker both remove the
+outputs of an earlier attempt, so an old success is never read as a new one.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,16 +42,31 @@ TRAIN_PAIRS, EVAL_PAIRS, SCORE_TRACES = "train_pairs", "eval_pairs", "score_trac
 # Pairs only scored, never trained on: the shared evaluator's benchmark (pair_rewards.jsonl).
 BENCHMARK_PAIRS = "benchmark_pairs"
 PAIR_REWARDS = "pair_rewards.jsonl"
+INPUT_DATASETS = (TRAIN_PAIRS, EVAL_PAIRS, SCORE_TRACES, BENCHMARK_PAIRS)
 PAIR_COLUMN, TRACE_COLUMN = "pair", "trace"
 METRICS, SCORES, ACTION_SCORES, LOG = "metrics.json", "scores.jsonl", "action_scores.jsonl", "worker.log"
 LOSSES = "losses.json"  # the Bradley-Terry loss of every training step, for the loss curve
 CHECKPOINT_DIR, ARCHIVE_NAME = "reward-model", "reward-model.tar.gz"  # outputs of a training job
 # A scoring-only job's checkpoint, when the caller downloads it into the job directory.
 CHECKPOINT_INPUT = "checkpoint.tar.gz"
-INPUT_FILES = (SETTINGS, *(f"{name}.jsonl" for name in (TRAIN_PAIRS, EVAL_PAIRS, SCORE_TRACES,
-                                                        BENCHMARK_PAIRS)))
+INPUT_FILES = (SETTINGS, *(f"{name}.jsonl" for name in INPUT_DATASETS))
+ATTEMPT_LOGS = "attempt-logs"  # worker.log of every earlier attempt in this directory
+# Everything an attempt writes; each attempt starts without them. "*.partial" names are the
+# temporaries that atomic writes rename into place.
+OUTPUTS = (METRICS, SCORES, ACTION_SCORES, PAIR_REWARDS, LOSSES, CHECKPOINT_DIR, ARCHIVE_NAME)
+PARTIAL = ".partial"
 OUTPUT_KINDS: tuple[str, ...] = ("checkpoint", "scores", "action_scores", "pair_rewards")
 DEFAULT_OUTPUTS: tuple[str, ...] = ("checkpoint", "scores", "action_scores")
+# checkpoint_dtype "auto": the base model's own dtype (Qwen3-0.6B ships bf16), float32 if it has none.
+CHECKPOINT_DTYPES = ("auto", "float32", "bfloat16", "float16")
+# score_dtype "auto": bf16 weights on an accelerator that supports them, float32 elsewhere.
+SCORE_DTYPES = ("auto", "float32", "bfloat16")
+
+# The phases of a job, in order, as worker.log names them. The caller logs the ones it runs
+# (extraction before the job, upload after it) into the same log with ``logged_phase``.
+PHASES = ("extraction", "settings", "inputs", "load", "training", "evaluation", "save", "archive",
+          "scoring", "upload")
+_PHASE_LINE = re.compile(r"phase (?P<name>\w+) (?:(?P<started>started)|done in (?P<seconds>[0-9.]+) s)")
 
 
 @dataclass(frozen=True)
@@ -49,7 +74,9 @@ class JobSettings:
     """settings.json. A training job names ``base_model``; a scoring-only job names ``checkpoint``."""
 
     evaluator: str  # tags every score: a shared release version or a personal model id
-    audience: Audience = "personal"
+    # None: personal for a training job; for a scoring-only job the audience the checkpoint was
+    # trained for (reward_stats.json records it). A scoring job naming another audience fails.
+    audience: Audience | None = None
     base_model: str | None = None  # Hugging Face id or local path
     checkpoint: str | None = None  # a reward-model/ directory or reward-model.tar.gz
     epochs: int = 1
@@ -57,6 +84,9 @@ class JobSettings:
     outputs: tuple[str, ...] = DEFAULT_OUTPUTS
     excluded_cross_trace_pairs: int = 0  # from the split, reported in metrics
     max_length: int = MAX_LENGTH
+    attempt: str | None = None  # copied into metrics.json; write_job draws one when None
+    checkpoint_dtype: str = "auto"
+    score_dtype: str = "auto"
 
     @property
     def is_training(self) -> bool:
@@ -80,17 +110,21 @@ class JobSettings:
             raise fail(unknown[0], "unknown setting")
         if not isinstance(data.get("evaluator"), str) or not data["evaluator"]:
             raise fail("evaluator", "expected a non-empty string")
-        if data.get("audience", "personal") not in AUDIENCES:
-            raise fail("audience", f"expected one of {AUDIENCES}")
+        if data.get("audience") is not None and data["audience"] not in AUDIENCES:
+            raise fail("audience", f"expected one of {AUDIENCES} or null")
         if (data.get("base_model") is None) == (data.get("checkpoint") is None):
             raise fail("base_model", "give exactly one of base_model (train) and checkpoint (score only)")
-        for name in ("base_model", "checkpoint"):
+        for name in ("base_model", "checkpoint", "attempt"):
             if data.get(name) is not None and (not isinstance(data[name], str) or not data[name]):
                 raise fail(name, "expected a non-empty string")
-        for name, least in (("epochs", 1), ("seed", 0), ("excluded_cross_trace_pairs", 0), ("max_length", 1)):
+        for name in ("epochs", "seed", "excluded_cross_trace_pairs", "max_length"):
+            least = 1 if name in ("epochs", "max_length") else 0
             value = data.get(name, cls.__dataclass_fields__[name].default)
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise fail(name, f"expected an integer of at least {least}, got {value!r}")
+        for name, allowed in (("checkpoint_dtype", CHECKPOINT_DTYPES), ("score_dtype", SCORE_DTYPES)):
+            if data.get(name, "auto") not in allowed:
+                raise fail(name, f"expected one of {allowed}, got {data[name]!r}")
         outputs = data.get("outputs", list(DEFAULT_OUTPUTS))
         if not isinstance(outputs, list) or any(o not in OUTPUT_KINDS for o in outputs):
             raise fail("outputs", f"expected a list drawn from {OUTPUT_KINDS}")
@@ -99,12 +133,26 @@ class JobSettings:
         return cls(**{**data, "outputs": tuple(outputs)})
 
 
+def new_attempt_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
 def write_job(job_dir: Path, settings: JobSettings, *, train_pairs: Iterable[Pair] = (),
               eval_pairs: Iterable[Pair] = (), score_traces: Iterable[Trace] = (),
-              benchmark_pairs: Iterable[Pair] = ()) -> Path:
-    """Write a job's inputs (JSON Lines; the worker makes them datasets). Needs no ML libraries."""
+              benchmark_pairs: Iterable[Pair] = ()) -> JobSettings:
+    """Write a job's inputs (JSON Lines; the worker makes them datasets). Needs no ML libraries.
+
+    A directory used before is cleared of that attempt's outputs and datasets first, and its log
+    moves to ``attempt-logs/``. Returns the settings as written: with a new attempt id when
+    ``settings.attempt`` is None (``read_metrics`` checks metrics.json against it).
+    """
     job_dir.mkdir(parents=True, exist_ok=True)
-    (job_dir / SETTINGS).write_text(json.dumps(settings.to_dict(), indent=2))
+    clear_outputs(job_dir)
+    retire_log(job_dir)
+    for name in INPUT_DATASETS:  # the worker makes them again from the new JSON Lines
+        _remove(job_dir / name)
+    if settings.attempt is None:
+        settings = replace(settings, attempt=new_attempt_id())
     rows = {
         TRAIN_PAIRS: (json.dumps(p.to_dict()) for p in train_pairs),
         EVAL_PAIRS: (json.dumps(p.to_dict()) for p in eval_pairs),
@@ -112,10 +160,12 @@ def write_job(job_dir: Path, settings: JobSettings, *, train_pairs: Iterable[Pai
         BENCHMARK_PAIRS: (json.dumps(p.to_dict()) for p in benchmark_pairs),
     }
     for name, lines in rows.items():
-        with (job_dir / f"{name}.jsonl").open("w") as out:
+        with atomic_path(job_dir / f"{name}.jsonl") as partial, partial.open("w") as out:
             for line in lines:
                 out.write(line + "\n")
-    return job_dir
+    with atomic_path(job_dir / SETTINGS) as partial:  # last: a job without it is no job
+        partial.write_text(json.dumps(settings.to_dict(), indent=2))
+    return settings
 
 
 def read_settings(job_dir: Path) -> JobSettings:
@@ -129,21 +179,144 @@ def read_settings(job_dir: Path) -> JobSettings:
     return JobSettings.from_dict(data)
 
 
+def read_metrics(job_dir: Path) -> dict[str, Any]:
+    """metrics.json of the attempt settings.json names: the job's success mark.
+
+    Raises InputError when it is missing or belongs to another attempt.
+    """
+    path = job_dir / METRICS
+    if not path.is_file():
+        raise InputError("missing: the job did not succeed", file=str(path))
+    metrics = json.loads(path.read_text())
+    expected = read_settings(job_dir).attempt
+    if expected is not None and metrics.get("attempt") != expected:
+        raise InputError(f"written by attempt {metrics.get('attempt')!r}, not this job's {expected!r}",
+                         file=str(path), field="attempt")
+    return metrics
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+# --- clean attempts and atomic writes ----------------------------------------------------------
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def clear_outputs(job_dir: Path) -> None:
+    """Remove an earlier attempt's outputs and every half-written temporary."""
+    for name in OUTPUTS:
+        _remove(job_dir / name)
+    for partial in job_dir.glob(f"*{PARTIAL}*"):
+        _remove(partial)
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` to write (a file or a directory), renamed onto ``path``
+    when the block ends without error: a kill leaves either the old state or the new one."""
+    partial = path.with_name(f"{path.name}{PARTIAL}-{os.getpid()}")
+    _remove(partial)
+    try:
+        yield partial
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)  # a directory cannot be replaced by os.replace
+        os.replace(partial, path)
+    finally:
+        _remove(partial)
+
+
+def retire_log(job_dir: Path) -> Path | None:
+    """Move worker.log of an earlier attempt into ``attempt-logs/``; its new path, if any."""
+    log = job_dir / LOG
+    if not log.is_file():
+        return None
+    first = log.read_text(errors="replace").partition("\n")[0]
+    found = re.search(r"attempt (\w+) started", first)
+    folder = job_dir / ATTEMPT_LOGS
+    folder.mkdir(exist_ok=True)
+    number = len(list(folder.glob("*.log"))) + 1
+    target = folder / f"{number:03d}-{found.group(1) if found else 'unknown'}.log"
+    os.replace(log, target)
+    return target
+
+
+# --- phases and failure reasons ----------------------------------------------------------------
+
+def phase_started_line(name: str) -> str:
+    return f"phase {name} started"
+
+
+def phase_done_line(name: str, seconds: float) -> str:
+    return f"phase {name} done in {seconds:.2f} s"
+
+
+def phase_seconds(log_text: str) -> dict[str, float]:
+    """Seconds of every finished phase in a worker.log, in log order (a repeated phase adds up)."""
+    seconds: dict[str, float] = {}
+    for match in _PHASE_LINE.finditer(log_text):
+        if match["seconds"] is not None:
+            seconds[match["name"]] = seconds.get(match["name"], 0.0) + float(match["seconds"])
+    return seconds
+
+
+def unfinished_phase(log_text: str) -> str | None:
+    """The phase a log started last and never finished: where a killed worker was."""
+    current = None
+    for match in _PHASE_LINE.finditer(log_text):
+        current = match["name"] if match["started"] else None
+    return current
+
+
+def append_log(job_dir: Path, message: str, level: str = "INFO") -> None:
+    """A line in worker.log from the caller, in the worker's own format."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    with (job_dir / LOG).open("a") as log:
+        log.write(f"{stamp},000 {level} stash_pipeline.compute: {message}\n")
+
+
+@contextmanager
+def logged_phase(job_dir: Path, name: str) -> Iterator[None]:
+    """A phase the caller runs (extraction, upload) in worker.log, with its duration."""
+    append_log(job_dir, phase_started_line(name))
+    started = time.perf_counter()
+    yield
+    append_log(job_dir, phase_done_line(name, time.perf_counter() - started))
+
+
+def killed_by_signal(exit_code: int | None) -> int | None:
+    """The signal that killed the worker: a negative exit status, as ``subprocess`` reports it."""
+    return -exit_code if exit_code is not None and exit_code < 0 else None
 
 
 def failure_reason(job_dir: Path, exit_code: int | None = None) -> str:
     """What a failed model's ``error`` holds: the last 2000 characters of worker.log.
 
-    A worker killed by a signal (negative exit status) cannot say so itself after a ``kill -9``:
-    the caller's exit status does, as the last line.
+    A worker killed by a signal it cannot catch (``kill -9``, the kernel's OOM killer) cannot log
+    why: for a negative ``exit_code`` the reason ends with the phase it was in and
+    ``worker killed (signal N)``, and those lines are added to worker.log as well, so the log of
+    that attempt keeps them when a retry moves it to ``attempt-logs/``.
     """
     path = job_dir / LOG
-    text = path.read_text(errors="replace") if path.is_file() else "worker.log missing"
-    if exit_code is not None and exit_code < 0:
-        text = f"{text.rstrip()}\nworker killed (signal {-exit_code})"
-    return text[-ERROR_TAIL_CHARS:]
+    text = path.read_text(errors="replace") if path.is_file() else f"{LOG} missing\n"
+    signal_number = killed_by_signal(exit_code)
+    if signal_number is not None:
+        phase = unfinished_phase(text)
+        lines = ([f"interrupted in phase {phase}"] if phase else []) + [f"worker killed (signal {signal_number})"]
+        if text.rstrip().endswith(lines[-1]):
+            pass  # recorded by an earlier call
+        elif path.is_file():
+            for line in lines:
+                append_log(job_dir, line, "ERROR")
+            text = path.read_text(errors="replace")
+        else:
+            text = text.rstrip() + "\n" + "\n".join(lines)
+    return text.rstrip()[-ERROR_TAIL_CHARS:]
 
 
 # How often the worker in the Modal function uploads its Pipes messages to S3.

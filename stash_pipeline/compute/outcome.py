@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stash_pipeline.compute.job import METRICS, failure_reason
+from stash_pipeline.compute.job import METRICS, failure_reason, read_metrics
+from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.training_settings import ERROR_TAIL_CHARS
 
 
@@ -28,11 +29,15 @@ class WorkerFailed(Exception):
 
 def check_worker_exit(job_dir: Path, done: WorkerExit) -> None:
     """Raise WorkerFailed unless the worker exited 0 and wrote metrics.json (its success mark)."""
-    if done.code == 0 and (job_dir / METRICS).is_file():
-        return
+    if done.code == 0:
+        try:
+            read_metrics(job_dir)  # this attempt's success mark, never an earlier attempt's
+            return
+        except InputError:
+            pass
     reason = failure_reason(job_dir, done.code)
     if done.timed_out:
         reason = f"{reason}\nworker stopped: it ran past its limit of {done.timeout_s:.0f} s"
     elif done.code == 0:
-        reason = f"{reason}\nthe worker exited 0 without writing {METRICS}"
+        reason = f"{reason}\nthe worker exited 0 without this attempt's {METRICS}"
     raise WorkerFailed(reason[-ERROR_TAIL_CHARS:])

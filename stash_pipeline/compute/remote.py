@@ -20,7 +20,7 @@ from typing import Any
 
 from stash_pipeline.compute.job import (
     ACTION_SCORES, ARCHIVE_NAME, CHECKPOINT_INPUT, LOSSES, METRICS, PAIR_REWARDS, SCORES,
-    failure_reason, read_jsonl,
+    failure_reason, logged_phase, read_jsonl, read_metrics,
 )
 
 # The seed: "storage and model-provider credentials, but no database, queue, or integration
@@ -61,12 +61,14 @@ def run_remote_job(*, inputs: Mapping[str, str], upload_key: str | None = None,
     result: dict[str, Any] = {"exit_code": code, "log_tail": failure_reason(job_dir, code)}
     if code != 0 or not (job_dir / METRICS).is_file():
         return result
-    metrics = json.loads((job_dir / METRICS).read_text())
+    metrics = read_metrics(job_dir)
     if upload_key and (job_dir / ARCHIVE_NAME).is_file():
         started = time.perf_counter()
-        result["checkpoint_uri"] = objects.put_file(upload_key, job_dir / ARCHIVE_NAME)
+        with logged_phase(job_dir, "upload"):
+            result["checkpoint_uri"] = objects.put_file(upload_key, job_dir / ARCHIVE_NAME)
         result["upload_seconds"] = time.perf_counter() - started
         metrics["seconds"] = metrics.get("seconds", 0.0) + result["upload_seconds"]
+        result["log_tail"] = failure_reason(job_dir, code)
     losses = job_dir / LOSSES
     result.update(metrics=metrics, scores=read_jsonl(job_dir / SCORES),
                   action_scores=read_jsonl(job_dir / ACTION_SCORES)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stash_pipeline.compute.job import ARCHIVE_NAME, CHECKPOINT_INPUT, METRICS
+from stash_pipeline.compute.job import ARCHIVE_NAME, CHECKPOINT_INPUT, METRICS, logged_phase
 from stash_pipeline.compute.local import run_local_worker
 from stash_pipeline.compute.outcome import check_worker_exit
 
@@ -48,7 +48,8 @@ def run_worker_job(context: Any, target: ComputeTarget, job_dir: Path, objects: 
 def upload_checkpoint(objects: Any, job_dir: Path, key: str) -> str:
     """Put the archive in the object store; its time joins the metrics' ``seconds`` (the seed)."""
     started = time.perf_counter()
-    uri = objects.put_file(key, job_dir / ARCHIVE_NAME)
+    with logged_phase(job_dir, "upload"):
+        uri = objects.put_file(key, job_dir / ARCHIVE_NAME)
     record_upload(job_dir, uri, time.perf_counter() - started)
     return uri
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stash_pipeline.compute.job import ACTION_SCORES, METRICS, SCORES, read_jsonl
+from stash_pipeline.compute.job import ACTION_SCORES, SCORES, read_jsonl, read_metrics
 from stash_pipeline.core.split import PairSplit, split_pairs
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.store import ActionScore, Store, TraceScore
@@ -54,7 +54,7 @@ def read_results(job_dir: Path, evaluator: str,
     ``scored`` names the traces the job gave the action scorer ({id: version}); without it they
     are read from scores.jsonl. Every one of them is marked scored, also one without actions.
     """
-    metrics = json.loads((job_dir / METRICS).read_text())
+    metrics = read_metrics(job_dir)  # this attempt's, or an InputError
     rows = read_jsonl(job_dir / SCORES)
     scores = tuple(TraceScore(r["trace_id"], r["trace_version"], evaluator, r["score"],
                               r.get("calibrated")) for r in rows)

@@ -3,18 +3,29 @@
 from __future__ import annotations
 
 from contextlib import nullcontext
+from pathlib import Path
 from typing import Any, ContextManager
 
 import torch
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
+from stash_pipeline.core.errors import StashError
 from stash_pipeline.core.training_settings import MAX_LENGTH
+from stash_pipeline.worker.readout import reads_inner_tokens
 from stash_pipeline.worker.render import CHAT_TEMPLATE, is_project_template
 
 # Sequence classification pools at the last token that is not the pad id, so the pad id must never
 # be a token a rendering can end with (renderings end with text, </tool_call> or a newline).
 PAD_TOKEN = "<|endoftext|>"
 TOKENS_A_RENDERING_CAN_END_WITH = ("<|im_end|>", "</tool_call>")
+# What a local model directory needs before transformers is asked to load it: without these,
+# transformers guesses at other tokenizer formats and fails with an unrelated message
+# ("You need to have sentencepiece or tiktoken installed").
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.txt", "vocab.json")
+
+
+class ModelLoadError(StashError):
+    """A base model or checkpoint that cannot be loaded; the message names the path and why."""
 
 
 def pick_device() -> str:
@@ -25,20 +36,60 @@ def pick_device() -> str:
     return "cpu"
 
 
-def load_tokenizer(path_or_id: str, max_length: int = MAX_LENGTH) -> Any:
+def _is_local(path_or_id: str) -> bool:
+    path = Path(path_or_id)
+    return path.is_absolute() or path_or_id.startswith((".", "~")) or path.exists()
+
+
+def _checked_source(path_or_id: str, *, needs_config: bool, needs_tokenizer: bool) -> None:
+    """Fail early, naming the path and what it lacks, for a local directory that holds no model."""
+    if not _is_local(path_or_id):
+        return  # a Hugging Face id: loading names it if it fails
+    path = Path(path_or_id)
+    if not path.is_dir():
+        raise ModelLoadError(f"model {path_or_id}: no such directory")
+    held = sorted(p.name for p in path.iterdir())
+    held_text = ", ".join(held[:10]) if held else "nothing: the directory is empty"
+    if needs_config and not (path / "config.json").is_file():
+        raise ModelLoadError(f"model {path_or_id}: the directory has no config.json (it holds {held_text})")
+    if needs_tokenizer and not any((path / name).is_file() for name in TOKENIZER_FILES):
+        raise ModelLoadError(f"model {path_or_id}: the directory has no tokenizer, none of "
+                             f"{', '.join(TOKENIZER_FILES)} (it holds {held_text})")
+
+
+def load_config(path_or_id: str) -> Any:
+    _checked_source(path_or_id, needs_config=True, needs_tokenizer=False)
+    try:
+        return AutoConfig.from_pretrained(path_or_id)
+    except (OSError, ValueError, KeyError) as error:
+        raise ModelLoadError(f"model {path_or_id}: cannot read its config: {error}") from error
+
+
+def load_tokenizer(path_or_id: str, max_length: int = MAX_LENGTH, *, config: Any = None) -> Any:
     """The tokenizer with left truncation (persisted by save_pretrained) and a safe pad token.
 
     truncation_side and padding_side are passed to from_pretrained because setting them afterwards
-    is not saved (see the ML notes).
+    is not saved (see the ML notes). The window is ``max_length``, or less when the model's
+    positions end sooner (BERT: 512). ``reward_add_special_tokens`` (read by ``tokenize``) is set
+    for models read at a sequence's end by their own forward: they get their special tokens.
     """
-    probe = AutoTokenizer.from_pretrained(path_or_id)
-    pad_token = _pad_token(probe, path_or_id)
-    tokenizer = AutoTokenizer.from_pretrained(
-        path_or_id, truncation_side="left", padding_side="right", model_max_length=max_length,
-        pad_token=pad_token,
-    )
+    _checked_source(path_or_id, needs_config=False, needs_tokenizer=True)
+    if config is None and (not _is_local(path_or_id) or (Path(path_or_id) / "config.json").is_file()):
+        config = load_config(path_or_id)  # a tokenizer saved alone has none: the window is max_length
+    positions = getattr(config, "max_position_embeddings", None)
+    window = min(max_length, positions) if isinstance(positions, int) and positions > 0 else max_length
+    try:
+        probe = AutoTokenizer.from_pretrained(path_or_id)
+        pad_token = _pad_token(probe, path_or_id)
+        tokenizer = AutoTokenizer.from_pretrained(
+            path_or_id, truncation_side="left", padding_side="right", model_max_length=window,
+            pad_token=pad_token,
+        )
+    except (OSError, ValueError, ImportError) as error:
+        raise ModelLoadError(f"model {path_or_id}: cannot load its tokenizer: {error}") from error
     if not is_project_template(tokenizer.chat_template):
         tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.reward_add_special_tokens = config is not None and not reads_inner_tokens(config)
     return tokenizer
 
 
@@ -49,8 +100,8 @@ def _pad_token(tokenizer: Any, path_or_id: str) -> str:
     for candidate in (tokenizer.pad_token, tokenizer.eos_token):
         if candidate and candidate not in TOKENS_A_RENDERING_CAN_END_WITH:
             return candidate
-    raise ValueError(
-        f"base model {path_or_id}: its tokenizer has no pad token distinct from the tokens a "
+    raise ModelLoadError(
+        f"model {path_or_id}: its tokenizer has no pad token distinct from the tokens a "
         f"rendering can end with {TOKENS_A_RENDERING_CAN_END_WITH}"
     )
 
@@ -62,26 +113,59 @@ def load_reward_model(path_or_id: str, *, dtype: torch.dtype = torch.float32, de
     fp32 by default: transformers 5 loads a bf16 checkpoint as bf16 otherwise, and bf16 weights do
     not learn with AdamW at 1e-5 (updates underflow); bf16 comes from autocast instead.
     """
+    _checked_source(path_or_id, needs_config=True, needs_tokenizer=tokenizer is None)
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(path_or_id)
-    model = AutoModelForSequenceClassification.from_pretrained(path_or_id, num_labels=1, dtype=dtype)
+    try:
+        model = AutoModelForSequenceClassification.from_pretrained(path_or_id, num_labels=1, dtype=dtype)
+    except (OSError, ValueError, KeyError) as error:
+        raise ModelLoadError(f"model {path_or_id}: cannot load its weights: {error}") from error
     model.config.pad_token_id = tokenizer.pad_token_id
     model.to(device or pick_device())
     model.eval()
     return model
 
 
+def cast_parameters(model: Any, dtype: torch.dtype) -> None:
+    """The weights in ``dtype``, as ``from_pretrained(dtype=...)`` would load them: buffers such as
+    the rotary frequencies stay fp32 (``model.to(dtype)`` would round them and shift every score)."""
+    for parameter in model.parameters():
+        if parameter.is_floating_point() and parameter.dtype != dtype:
+            parameter.data = parameter.data.to(dtype)
+
+
+def stored_dtype(config: Any) -> torch.dtype:
+    """The dtype a model's checkpoint is stored in (Qwen3-0.6B: bf16); float32 when it says none."""
+    dtype = getattr(config, "dtype", None)
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype, None)
+    return dtype if isinstance(dtype, torch.dtype) and dtype.is_floating_point else torch.float32
+
+
+def scoring_precision(choice: str, device: str) -> ContextManager[Any]:
+    """How scores are computed, from the settings' ``score_dtype``: "auto" is bf16 autocast on an
+    accelerator that supports it and fp32 elsewhere; "bfloat16" asks for autocast anywhere it is
+    supported; "float32" for none. Weights stay as loaded (fp32 holds a bf16 checkpoint exactly):
+    autocast runs the matrix products in bf16 and keeps norms and the residual stream in fp32,
+    which agrees with fp32 better than bf16 weights do (docs/worker.md). One context around many
+    forwards casts each weight once."""
+    return autocast(device, choice == "bfloat16" or (choice == "auto" and device != "cpu"))
+
+
 def tokenize(tokenizer: Any, texts: list[str]) -> list[list[int]]:
     """Token ids, cut from the left to the tokenizer's max length: the same in training and scoring.
 
-    No special tokens are added: the rendering already holds every one the model reads.
+    A decoder read at inner tokens gets no special tokens: the rendering already holds every one it
+    reads, and one-pass action reads need a text's tokens to begin the longer text's. Other models
+    (BERT) get their own ([CLS] ... [SEP]), kept by the truncation.
     """
     encoded = tokenizer(
-        list(texts), add_special_tokens=False, truncation=True, max_length=tokenizer.model_max_length,
+        list(texts), add_special_tokens=getattr(tokenizer, "reward_add_special_tokens", False),
+        truncation=True, max_length=tokenizer.model_max_length,
     )
     return [list(ids) for ids in encoded["input_ids"]]
 
 
-def supports_bf16_autocast(device: str) -> bool:
+def supports_bf16(device: str) -> bool:
     if device == "cuda":
         return torch.cuda.is_bf16_supported()
     if device == "cpu":
@@ -91,6 +175,6 @@ def supports_bf16_autocast(device: str) -> bool:
 
 def autocast(device: str, enabled: bool = True) -> ContextManager[Any]:
     """bf16 autocast over fp32 master weights where the device supports it, else a no-op."""
-    if enabled and supports_bf16_autocast(device):
+    if enabled and supports_bf16(device):
         return torch.autocast(device_type=device, dtype=torch.bfloat16)
     return nullcontext()

@@ -11,9 +11,10 @@ import os
 import sys
 from typing import Any, Protocol
 
-from dagster_pipes import DAGSTER_PIPES_CONTEXT_ENV_VAR
-
 logger = logging.getLogger("stash_pipeline.worker")
+# dagster_pipes.DAGSTER_PIPES_CONTEXT_ENV_VAR (a test checks they agree), named here so that the
+# worker imports dagster_pipes only when a Pipes launcher started it: a bare GPU host may lack it.
+DAGSTER_PIPES_CONTEXT_ENV_VAR = "DAGSTER_PIPES_CONTEXT"
 
 
 class Progress(Protocol):

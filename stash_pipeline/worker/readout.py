@@ -20,11 +20,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+import transformers
 from transformers.modeling_layers import GenericForSequenceClassification
+from transformers.models.auto.modeling_auto import MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES
 
 # Decoders whose last layer is checked (tests/worker) to give the model's own states this way:
 # pre-norm layers whose attention stores keys and values through ``cache.update``.
 READ_ONLY_LAST_LAYER = frozenset({"llama", "qwen2", "qwen3"})
+# Off: every model runs whole. Benchmarks switch it to measure what the read gains (issue 11 keeps
+# it only if it gains at least 5% on Qwen3-0.6B's shape on a GPU; see docs/worker.md).
+LAST_LAYER_AT_READS_ONLY = True
 
 
 class _KeysAndValues(Exception):
@@ -62,7 +67,7 @@ def reads_last_layer_partly(model: Any) -> bool:
     """Whether ``read_rewards`` may skip the last layer's work at unread tokens for this model."""
     config = model.config
     layer_types = getattr(config, "layer_types", None) or ["full_attention"]
-    return (config.model_type in READ_ONLY_LAST_LAYER
+    return (LAST_LAYER_AT_READS_ONLY and config.model_type in READ_ONLY_LAST_LAYER
             and config._attn_implementation == "sdpa"
             and layer_types[-1] == "full_attention")
 
@@ -78,6 +83,26 @@ def pools_last_token(model: Any) -> bool:
     )
 
 
+def reads_inner_tokens(config: Any) -> bool:
+    """``pools_last_token`` from a model's config, before the model is loaded: its tokenisation
+    depends on it (inputs of other models get their tokenizer's special tokens, e.g. BERT's [CLS])."""
+    name = MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES.get(getattr(config, "model_type", ""))
+    cls = getattr(transformers, name, None) if name else None
+    return isinstance(cls, type) and issubclass(cls, GenericForSequenceClassification)
+
+
+def to_device(tensor: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """A CPU tensor on ``device`` without waiting for the device: a plain copy to CUDA synchronises
+    the host with every queued kernel, so indices go through pinned memory, asynchronously."""
+    if torch.device(device).type == "cuda":
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
+
+
+def long_tensor(values: Sequence[Any], device: torch.device | str) -> torch.Tensor:
+    return to_device(torch.tensor(values, dtype=torch.long), device)
+
+
 def right_padded(sequences: Sequence[Sequence[int]], pad_id: int, device: torch.device | str
                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """Token ids and attention mask, padded on the right: real tokens keep positions 0..n-1,
@@ -88,7 +113,7 @@ def right_padded(sequences: Sequence[Sequence[int]], pad_id: int, device: torch.
     for row, sequence in enumerate(sequences):
         ids[row, : len(sequence)] = torch.tensor(sequence, dtype=torch.long)
         mask[row, : len(sequence)] = 1
-    return ids.to(device), mask.to(device)
+    return to_device(ids, device), to_device(mask, device)
 
 
 def read_rewards(model: Any, ids: torch.Tensor, mask: torch.Tensor, rows: Sequence[int],
@@ -99,13 +124,22 @@ def read_rewards(model: Any, ids: torch.Tensor, mask: torch.Tensor, rows: Sequen
     attention is causal, so a real token never sees a pad, and a plain causal mask takes the fast
     attention kernel. Any other model runs whole with ``mask``; read it at row ends only.
     """
+    device = ids.device
     if not pools_last_token(model):  # callers read such a model at row ends only (read_rows checks)
-        return model(input_ids=ids, attention_mask=mask).logits[list(rows), 0]
+        return model(input_ids=ids, attention_mask=mask).logits[long_tensor(rows, device), 0]
     base = getattr(model, model.base_model_prefix)
     if reads_last_layer_partly(model):
-        return model.score(_last_layer_at_reads(base, ids, list(rows), list(positions)))[:, 0]
+        return score_head(model, _last_layer_at_reads(base, ids, list(rows), list(positions)))
     hidden = base(input_ids=ids, use_cache=False).last_hidden_state
-    return model.score(hidden[list(rows), list(positions)])[:, 0]
+    return score_head(model, hidden[long_tensor(rows, device), long_tensor(positions, device)])
+
+
+def score_head(model: Any, hidden: torch.Tensor) -> torch.Tensor:
+    """The score head on final states, in the weights' own precision even under autocast: a
+    reward rounded to bf16 (3 significant digits) would tie close rewards and blur rankings and
+    the loss, for a matrix-vector product that costs nothing."""
+    with torch.autocast(hidden.device.type, enabled=False):
+        return model.score(hidden.to(model.score.weight.dtype))[:, 0]
 
 
 def _last_layer_at_reads(base: Any, ids: torch.Tensor, rows: list[int], positions: list[int]
@@ -124,7 +158,7 @@ def _last_layer_at_reads(base: Any, ids: torch.Tensor, rows: list[int], position
     # Each row's distinct reads, padded to the most a row has (a pad slot reads token 0, unused).
     per_row = [sorted({p for r, p in zip(rows, positions) if r == b}) for b in range(ids.shape[0])]
     width = max(len(reads) for reads in per_row)
-    slots = torch.tensor([reads + [0] * (width - len(reads)) for reads in per_row], device=device)
+    slots = long_tensor([reads + [0] * (width - len(reads)) for reads in per_row], device)
     cos, sin = kwargs["position_embeddings"]
     at_slots = slots.unsqueeze(-1)
     read_embeddings = tuple(t.expand(ids.shape[0], -1, -1).gather(1, at_slots.expand(-1, -1, t.shape[-1]))
@@ -136,8 +170,8 @@ def _last_layer_at_reads(base: Any, ids: torch.Tensor, rows: list[int], position
         **{**kwargs, "attention_mask": allowed.unsqueeze(1), "position_ids": slots,
            "position_embeddings": read_embeddings, "cache": _FixedCache(keys, values)},
     )
-    slot_of = torch.tensor([per_row[r].index(p) for r, p in zip(rows, positions)], device=device)
-    return base.norm(out[torch.tensor(rows, device=device), slot_of])
+    slot_of = long_tensor([per_row[r].index(p) for r, p in zip(rows, positions)], device)
+    return base.norm(out[long_tensor(rows, device), slot_of])
 
 
 def _last_layer_inputs(base: Any, ids: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:

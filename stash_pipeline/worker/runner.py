@@ -1,6 +1,8 @@
 """Running one job directory: train and/or score, write the outputs, log to worker.log.
 
 ``python -m stash_pipeline.worker JOB_DIR`` calls ``main``; a Modal function calls the same.
+Every attempt starts clean (an earlier attempt's outputs removed, its log kept in attempt-logs/),
+logs each phase with its duration, and on SIGTERM logs why it stops before it exits.
 """
 
 from __future__ import annotations
@@ -8,17 +10,20 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
 from datasets import Dataset, Features, Value, load_from_disk
 
-from stash_pipeline.core.calibration import action_credit, calibrated_score, reward_stats
+from stash_pipeline.core.calibration import RewardStats, action_credit, calibrated_score, reward_stats
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.serialize import trace_from_dict
@@ -27,20 +32,58 @@ from stash_pipeline.core.split import NotEnoughPairsError
 from stash_pipeline.core.training_settings import MIN_PAIRS
 from stash_pipeline.core.validation import validate_trace
 from stash_pipeline.compute import job as contract
-from stash_pipeline.worker.checkpoint import ARCHIVE_NAME, CHECKPOINT_DIR, archive, save_checkpoint
+from stash_pipeline.worker.checkpoint import archive, save_model, write_stats
 from stash_pipeline.worker.checkpoint_loading import (
-    ACTION_REWARD_STATS_FILE, REWARD_STATS_FILE, checkpoint_directory, read_stats,
+    ACTION_REWARD_STATS_FILE, REWARD_STATS_FILE, checkpoint_directory, read_stats, saved_audience,
 )
 from stash_pipeline.worker.metrics import training_metrics
-from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, pick_device, tokenize
+from stash_pipeline.worker.modeling import (
+    cast_parameters, load_config, load_reward_model, load_tokenizer, pick_device, scoring_precision,
+    stored_dtype, tokenize,
+)
 from stash_pipeline.worker.progress import Progress, default_progress, logger, under_dagster_pipes
 from stash_pipeline.worker.render import Audience, render_side, render_trace
 from stash_pipeline.worker.scoring import score_texts, score_trace_actions
 from stash_pipeline.worker.train import EncodedPair, score_pairs, train
 
+# Signals a supervisor sends to stop a worker: the worker logs the reason, then exits 1.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class WorkerStopped(BaseException):
+    """Raised in the main thread by a stop signal, so the job ends through its failure path."""
+
+    def __init__(self, signal_number: int):
+        self.signal_number = signal_number
+        super().__init__(f"stopped by signal {signal_number} ({signal.Signals(signal_number).name})")
+
+
+class Phases:
+    """Logs each phase's start and its duration, and knows which phase is running."""
+
+    def __init__(self, progress: Progress):
+        self.progress = progress
+        self.current: str | None = None
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        self.current = name
+        self.progress.info(contract.phase_started_line(name))
+        started = time.perf_counter()
+        yield
+        seconds = time.perf_counter() - started
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+        self.progress.info(contract.phase_done_line(name, seconds))
+        self.current = None
+
 
 def input_dataset(job_dir: Path, name: str, column: str) -> Dataset:
-    """The saved dataset ``name``, made from ``name.jsonl`` first when the caller wrote JSON Lines."""
+    """The saved dataset ``name``, made from ``name.jsonl`` first when the caller wrote JSON Lines.
+
+    The dataset is written beside its final name and renamed into place, so a worker killed while
+    writing it leaves no half-written dataset for the next attempt.
+    """
     directory, lines = job_dir / name, job_dir / f"{name}.jsonl"
     if not directory.is_dir():
         rows = [line for line in lines.read_text().splitlines() if line.strip()] if lines.is_file() else []
@@ -48,8 +91,12 @@ def input_dataset(job_dir: Path, name: str, column: str) -> Dataset:
         dataset = Dataset.from_dict({column: rows}, features=Features({column: Value("string")}))
         if not rows:
             return dataset  # datasets cannot load back a saved dataset of no rows (no shards)
-        dataset.save_to_disk(str(directory))
-    dataset = load_from_disk(str(directory))
+        with contract.atomic_path(directory) as partial:
+            dataset.save_to_disk(str(partial))
+    try:
+        dataset = load_from_disk(str(directory))
+    except (OSError, ValueError) as error:
+        raise InputError(f"not a saved dataset: {error}", file=name) from error
     if column not in dataset.column_names:
         raise InputError(f"expected a string column {column!r}", file=name, field=column)
     return dataset
@@ -84,7 +131,7 @@ def encoded_pairs(job_dir: Path, name: str, tokenizer: Any, audience: Audience) 
     if len(dataset) == 0:
         return [], []
     dataset = dataset.map(encode, batched=True, with_indices=True, load_from_cache_file=False,
-                          desc=f"tokenising {name}")
+                          keep_in_memory=True, desc=f"tokenising {name}")
     pairs = [Pair.from_dict(json.loads(text)) for text in dataset[contract.PAIR_COLUMN]]
     return pairs, [EncodedPair(c, r) for c, r in zip(dataset["chosen_ids"], dataset["rejected_ids"])]
 
@@ -106,11 +153,13 @@ def traces_to_score(job_dir: Path) -> list[Trace]:
 
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    with contract.atomic_path(path) as partial:
+        partial.write_text("".join(json.dumps(row) + "\n" for row in rows))
 
 
 def write_scores(job_dir: Path, settings: contract.JobSettings, model: Any, tokenizer: Any,
-                 audience: Audience, stats: Any, action_stats: Any, progress: Progress, *,
+                 audience: Audience, traces: list[Trace], stats: RewardStats,
+                 action_stats: RewardStats | None, progress: Progress, *,
                  actions_need_stats: bool = True) -> dict[str, int]:
     """scores.jsonl (raw and calibrated), action_scores.jsonl and pair_rewards.jsonl, as the
     settings ask.
@@ -118,7 +167,6 @@ def write_scores(job_dir: Path, settings: contract.JobSettings, model: Any, toke
     Action scores need the model's action stats (trained on action comparisons): a scoring-only job
     that asks for them fails without; a training job skips them with a log line.
     """
-    traces = traces_to_score(job_dir)
     counts = {"scored_traces": 0, "scored_actions": 0}
     if "scores" in settings.outputs:
         rewards = score_texts(model, tokenizer, [render_trace(tokenizer, t, audience) for t in traces])
@@ -161,69 +209,140 @@ def write_pair_rewards(job_dir: Path, model: Any, tokenizer: Any, audience: Audi
     return len(pairs)
 
 
-def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress, started: float) -> dict[str, Any]:
+def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress, phase: Phases
+              ) -> dict[str, Any]:
     device = pick_device()
-    audience = settings.audience
-    tokenizer = load_tokenizer(settings.base_model, max_length=settings.max_length)
-    train_pairs, train_encoded = encoded_pairs(job_dir, contract.TRAIN_PAIRS, tokenizer, audience)
-    eval_pairs, eval_encoded = encoded_pairs(job_dir, contract.EVAL_PAIRS, tokenizer, audience)
-    progress.info(f"{len(train_pairs)} training pairs, {len(eval_pairs)} held out, device {device}")
-    # Checked before the model is loaded, as the seed asks (a real base model is a large download).
-    if len(train_pairs) + len(eval_pairs) < MIN_PAIRS:
-        raise NotEnoughPairsError(len(train_pairs) + len(eval_pairs))
-    if not train_pairs:
-        raise InputError("a training job needs at least one training pair", file=contract.TRAIN_PAIRS)
-    torch.manual_seed(settings.seed)  # the new score head's initialisation
-    model = load_reward_model(settings.base_model, device=device, tokenizer=tokenizer)
+    audience: Audience = settings.audience or "personal"
+    base = settings.base_model
+    assert base is not None
+    with phase("inputs"):
+        config = load_config(base)
+        tokenizer = load_tokenizer(base, max_length=settings.max_length, config=config)
+        train_pairs, train_encoded = encoded_pairs(job_dir, contract.TRAIN_PAIRS, tokenizer, audience)
+        eval_pairs, eval_encoded = encoded_pairs(job_dir, contract.EVAL_PAIRS, tokenizer, audience)
+        traces = traces_to_score(job_dir) if {"scores", "action_scores"} & set(settings.outputs) else []
+        progress.info(f"{len(train_pairs)} training pairs, {len(eval_pairs)} held out, "
+                      f"{len(traces)} traces to score, device {device}, window {tokenizer.model_max_length}")
+        # Checked before the model is loaded, as the seed asks (a real base model is a large download).
+        if len(train_pairs) + len(eval_pairs) < MIN_PAIRS:
+            raise NotEnoughPairsError(len(train_pairs) + len(eval_pairs))
+        if not train_pairs:
+            raise InputError("a training job needs at least one training pair", file=contract.TRAIN_PAIRS)
+    with phase("load"):
+        torch.manual_seed(settings.seed)  # the new score head's initialisation
+        model = load_reward_model(base, device=device, tokenizer=tokenizer)
     pad_id = tokenizer.pad_token_id
-    result = train(model, train_encoded, epochs=settings.epochs, device=device, pad_id=pad_id,
-                   seed=settings.seed, progress=progress)
-    eval_rewards = score_pairs(model, eval_encoded, device, pad_id=pad_id)
-    # Display scale from training pairs only (the seed): both sides of every training pair.
-    train_rewards = score_pairs(model, train_encoded, device, pad_id=pad_id)
-    stats = reward_stats(r for pair in train_rewards for r in pair)
-    action_rewards = [r for p, pair in zip(train_pairs, train_rewards) if p.kind == "action" for r in pair]
-    action_stats = reward_stats(action_rewards) if action_rewards else None
+    with phase("training"):
+        result = train(model, train_encoded, epochs=settings.epochs, device=device, pad_id=pad_id,
+                       seed=settings.seed, progress=progress)
+    # From here on the model is what the checkpoint stores (the base model's dtype unless asked
+    # otherwise), held in fp32 (exact) and scored in the settings' precision: every number the job
+    # reports comes from those weights, so a scoring-only job with this checkpoint gives the same.
+    stored = (stored_dtype(config) if settings.checkpoint_dtype == "auto"
+              else getattr(torch, settings.checkpoint_dtype))
+    cast_parameters(model, stored)
+    precision = scoring_precision(settings.score_dtype, device)
+    with ExitStack() as checkpoint:
+        if "checkpoint" in settings.outputs:
+            # The folder is renamed into place whole once the stats are in it too.
+            directory = checkpoint.enter_context(contract.atomic_path(job_dir / contract.CHECKPOINT_DIR))
+            with phase("save"):
+                save_model(model, tokenizer, directory)
+                progress.info(f"checkpoint weights stored in {str(stored).removeprefix('torch.')}")
+        cast_parameters(model, torch.float32)
+        with phase("evaluation"), precision:
+            eval_rewards = score_pairs(model, eval_encoded, device, pad_id=pad_id)
+            # Display scale from training pairs only (the seed): both sides of every training pair.
+            train_rewards = score_pairs(model, train_encoded, device, pad_id=pad_id)
+            stats = reward_stats(r for pair in train_rewards for r in pair)
+            action_rewards = [r for p, pair in zip(train_pairs, train_rewards) if p.kind == "action"
+                              for r in pair]
+            action_stats = reward_stats(action_rewards) if action_rewards else None
+        if "checkpoint" in settings.outputs:
+            write_stats(directory, audience=audience, reward_stats=stats, action_reward_stats=action_stats)
     if "checkpoint" in settings.outputs:
-        directory = save_checkpoint(model, tokenizer, job_dir / CHECKPOINT_DIR, audience=audience,
-                                    reward_stats=stats, action_reward_stats=action_stats)
-        archive(directory, job_dir / ARCHIVE_NAME)
-    # A model trained without action comparisons has no action credit: it scores whole traces only.
+        with phase("archive"):
+            archive(job_dir / contract.CHECKPOINT_DIR, job_dir / contract.ARCHIVE_NAME)
     (job_dir / contract.LOSSES).write_text(json.dumps(result.step_losses))
-    write_scores(job_dir, settings, model, tokenizer, audience, stats, action_stats, progress,
-                 actions_need_stats=False)
+    with phase("scoring"), scoring_precision(settings.score_dtype, device):
+        # A model trained without action comparisons has no action credit: it scores whole traces only.
+        write_scores(job_dir, settings, model, tokenizer, audience, traces, stats, action_stats, progress,
+                     actions_need_stats=False)
     return training_metrics(
         train_pairs=train_pairs, eval_pairs=eval_pairs, eval_rewards=eval_rewards,
         excluded_cross_trace_pairs=settings.excluded_cross_trace_pairs, final_loss=result.final_loss,
-        epochs=result.epochs, device=device, seconds=time.perf_counter() - started)
+        epochs=result.epochs, device=device, seconds=0.0)
 
 
-def score_job(job_dir: Path, settings: contract.JobSettings, progress: Progress, started: float) -> dict[str, Any]:
+def score_job(job_dir: Path, settings: contract.JobSettings, progress: Progress, phase: Phases
+              ) -> dict[str, Any]:
     """Score with an existing checkpoint, as it was trained: its template, truncation, audience."""
     device = pick_device()
+    assert settings.checkpoint is not None
     # A relative checkpoint path is the job directory's (the caller downloads it there).
-    with checkpoint_directory(job_dir / settings.checkpoint) as directory:
-        tokenizer = load_tokenizer(str(directory), max_length=settings.max_length)
+    with phase("load"), checkpoint_directory(job_dir / settings.checkpoint) as directory:
+        audience = saved_audience(directory)
+        if settings.audience is not None and settings.audience != audience:
+            raise InputError(f"checkpoint {settings.checkpoint} was trained for the {audience} audience; "
+                             "a scoring job scores with the audience it was trained for",
+                             file=contract.SETTINGS, field="audience")
+        config = load_config(str(directory))
+        tokenizer = load_tokenizer(str(directory), max_length=settings.max_length, config=config)
         model = load_reward_model(str(directory), device=device, tokenizer=tokenizer)
         stats = read_stats(directory / REWARD_STATS_FILE, required=True)
         action_stats = read_stats(directory / ACTION_REWARD_STATS_FILE, required=False)
-    counts = write_scores(job_dir, settings, model, tokenizer, settings.audience, stats, action_stats,
-                          progress)
-    return {**counts, "device": device, "seconds": time.perf_counter() - started}
+    assert stats is not None
+    with phase("inputs"):
+        traces = traces_to_score(job_dir)
+    with phase("scoring"), scoring_precision(settings.score_dtype, device):
+        counts = write_scores(job_dir, settings, model, tokenizer, audience, traces, stats, action_stats,
+                              progress)
+    return {**counts, "audience": audience, "device": device}
 
 
-def run_job(job_dir: Path, progress: Progress | None = None) -> dict[str, Any]:
+def run_job(job_dir: Path, progress: Progress | None = None, phase: Phases | None = None,
+            attempt: str | None = None) -> dict[str, Any]:
     """Run the job in ``job_dir`` and write its outputs; metrics.json last, as the success mark."""
     started = time.perf_counter()
     progress = progress or default_progress()
+    phase = phase or Phases(progress)
+    contract.clear_outputs(job_dir)  # an earlier attempt's success must not look like this one's
     settings = contract.read_settings(job_dir)
+    attempt = settings.attempt or attempt or contract.new_attempt_id()
     run = train_job if settings.is_training else score_job
-    metrics = run(job_dir, settings, progress, started)
-    temporary = job_dir / (contract.METRICS + ".tmp")
-    temporary.write_text(json.dumps(metrics, indent=2))
-    os.replace(temporary, job_dir / contract.METRICS)
+    metrics = run(job_dir, settings, progress, phase)
+    metrics.update(seconds=time.perf_counter() - started, attempt=attempt, phases=dict(phase.seconds))
+    with contract.atomic_path(job_dir / contract.METRICS) as partial:
+        partial.write_text(json.dumps(metrics, indent=2))
     progress.info(f"metrics: {json.dumps(metrics)}")
     return metrics
+
+
+def _attempt_of(job_dir: Path) -> str:
+    """The attempt id settings.json names, or a new one (settings are validated later)."""
+    try:
+        attempt = json.loads((job_dir / contract.SETTINGS).read_text()).get("attempt")
+    except (OSError, ValueError, AttributeError):
+        attempt = None
+    return attempt if isinstance(attempt, str) and attempt else contract.new_attempt_id()
+
+
+@contextmanager
+def stop_signals_raise() -> Iterator[None]:
+    """While the job runs, SIGTERM and SIGINT raise ``WorkerStopped`` in the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread (e.g. a test's worker thread)
+        return
+
+    def stop(signal_number: int, _frame: Any) -> None:
+        raise WorkerStopped(signal_number)
+
+    previous = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def main(job_dir: str) -> int:
@@ -232,31 +351,42 @@ def main(job_dir: str) -> int:
     if not path.is_dir():
         print(f"job directory {job_dir} does not exist", file=sys.stderr)
         return 2
+    contract.retire_log(path)
+    attempt = _attempt_of(path)
     handler = logging.FileHandler(path / contract.LOG)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.addHandler(handler)
     logger.setLevel(logging.INFO)
+    logger.info(f"attempt {attempt} started (pid {os.getpid()}, torch {torch.__version__})")
     with ExitStack() as stack:
         pipes = None
-        if under_dagster_pipes():
-            from dagster_pipes import open_dagster_pipes
-
-            pipes = stack.enter_context(open_dagster_pipes(
-                message_writer=contract.pipes_message_writer()))
-        progress = default_progress(pipes)
+        progress: Progress | None = None
+        phase: Phases | None = None
         try:
-            metrics = run_job(path, progress)
+            stack.enter_context(stop_signals_raise())
+            if under_dagster_pipes():
+                from dagster_pipes import open_dagster_pipes
+
+                pipes = stack.enter_context(open_dagster_pipes(
+                    message_writer=contract.pipes_message_writer()))
+            progress = default_progress(pipes)
+            phase = Phases(progress)
+            metrics = run_job(path, progress, phase, attempt)
             if pipes is not None:
                 pipes.report_custom_message({"metrics": metrics})
             return 0
         except BaseException as error:  # noqa: BLE001 - any failure must end the log with its reason
-            # The traceback's last line (the exception) is the log's last line: the seed's `error`.
-            logger.error("job failed\n%s", traceback.format_exc().rstrip())
+            where = f" in phase {phase.current}" if phase is not None and phase.current else ""
+            # The last line names what failed (the phase, the file or model path) and why: the
+            # seed's `error` is the log's tail.
+            logger.error("job failed%s\n%s\njob failed%s: %s: %s", where, traceback.format_exc().rstrip(),
+                         where, type(error).__name__, error)
             if pipes is not None:
-                pipes.log.error(f"{type(error).__name__}: {error}")
+                pipes.log.error(f"job failed{where}: {type(error).__name__}: {error}")
             return 1
         finally:
-            progress.close()
+            if progress is not None:
+                progress.close()
             handler.close()
             root.removeHandler(handler)

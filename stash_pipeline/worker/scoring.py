@@ -23,7 +23,9 @@ from stash_pipeline.worker.checkpoint_loading import (
     ACTION_REWARD_STATS_FILE, REWARD_STATS_FILE, checkpoint_directory, read_stats as _read_stats,
     saved_audience as _saved_audience,
 )
-from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, tokenize
+from stash_pipeline.worker.modeling import (
+    load_config, load_reward_model, load_tokenizer, pick_device, scoring_precision, tokenize,
+)
 from stash_pipeline.worker.readout import pools_last_token
 from stash_pipeline.worker.render import Audience, action_end_offsets, render_trace
 
@@ -57,6 +59,11 @@ def plan_action_rows(tokenizer: Any, trace: Trace, audience: Audience, *,
     action_ids = list(ends)
     if not action_ids:
         return [], []
+    if not one_pass:
+        # A model read at row ends only (BERT): each action's own rendering, tokenised as
+        # training tokenises a text (its special tokens, left truncation), one window each.
+        own = tokenize(tokenizer, [full[: ends[a]] for a in action_ids])
+        return [], [Row(tuple(ids), ((len(ids) - 1, a),)) for a, ids in zip(action_ids, own)]
     full_ids, counts = _tokens_up_to(tokenizer, full, [ends[a] for a in action_ids])
     unsure = [i for i, count in enumerate(counts) if count is None]
     alone = dict(zip(unsure, _token_ids(tokenizer, [full[: ends[action_ids[i]]] for i in unsure])))
@@ -66,7 +73,7 @@ def plan_action_rows(tokenizer: Any, trace: Trace, audience: Audience, *,
     for action_id, ids in zip(action_ids, prefix_ids):
         if not ids:
             raise ValueError(f"trace {trace.id}: action {action_id} renders to no tokens")
-        if one_pass and len(ids) <= max_length and full_ids[: len(ids)] == ids:
+        if len(ids) <= max_length and full_ids[: len(ids)] == ids:
             head_reads.append((len(ids) - 1, action_id))
         else:
             # The same tokens modeling.tokenize gives this text: left truncation keeps the end.
@@ -145,22 +152,28 @@ class RewardModel:
 
     def __init__(self, path: str | os.PathLike[str], *, audience: Audience | None = None,
                  device: str | None = None, dtype: torch.dtype = torch.float32,
-                 batch_tokens: int | None = None):
+                 score_dtype: str = "auto", batch_tokens: int | None = None):
         """``audience`` overrides the one training recorded in reward_stats.json (default
-        "personal" when none is recorded); ``device`` defaults to cuda, mps or cpu."""
+        "personal" when none is recorded); ``device`` defaults to cuda, mps or cpu; ``dtype`` is
+        the weights' (fp32 holds a bf16 checkpoint exactly); ``score_dtype`` as in the job
+        settings: "auto" scores under bf16 autocast on an accelerator, "float32" never."""
+        self.device = device or pick_device()
         with checkpoint_directory(path) as directory:
-            self.tokenizer = load_tokenizer(str(directory))
-            self.model = load_reward_model(str(directory), dtype=dtype, device=device,
+            config = load_config(str(directory))
+            self.tokenizer = load_tokenizer(str(directory), config=config)
+            self.model = load_reward_model(str(directory), dtype=dtype, device=self.device,
                                            tokenizer=self.tokenizer)
             self.reward_stats = _read_stats(directory / REWARD_STATS_FILE, required=True)
             self.action_reward_stats = _read_stats(directory / ACTION_REWARD_STATS_FILE,
                                                    required=False)
             self.audience: Audience = audience or _saved_audience(directory)
+        self.score_dtype = score_dtype
         self.batch_tokens = batch_tokens
 
     def score(self, rendered: Sequence[str]) -> list[float]:
         """Raw rewards of rendered texts (render them with ``render``)."""
-        return score_texts(self.model, self.tokenizer, rendered, batch_tokens=self.batch_tokens)
+        with scoring_precision(self.score_dtype, self.device):
+            return score_texts(self.model, self.tokenizer, rendered, batch_tokens=self.batch_tokens)
 
     def render(self, trace: Trace, audience: Audience | None = None) -> str:
         return render_trace(self.tokenizer, trace, audience or self.audience)
@@ -171,8 +184,9 @@ class RewardModel:
 
     def score_actions(self, traces: Sequence[Trace]) -> dict[str, float]:
         """Raw reward of every action of these traces, by action id, each from its context only."""
-        return score_trace_actions(self.model, self.tokenizer, traces, self.audience,
-                                   batch_tokens=self.batch_tokens)
+        with scoring_precision(self.score_dtype, self.device):
+            return score_trace_actions(self.model, self.tokenizer, traces, self.audience,
+                                       batch_tokens=self.batch_tokens)
 
     def credit(self, raw: float) -> float:
         """Action credit in -1..+1 against the checkpoint's action training statistics."""

@@ -10,6 +10,16 @@ Speed comes from doing less arithmetic, not a leaner loop (see the ML notes):
   keys and values);
 - bf16 autocast over fp32 master weights where the device supports it.
 Batches themselves are drawn at random with seed 0, as TRL draws them (see ``shuffled_batches``).
+
+Memory: a 4-pair step holds the activations of at most ``backward_tokens`` tokens at a time. The
+Bradley-Terry loss is a sum over pairs, so the step's pairs are split into groups (``backward_groups``),
+each group runs forward and backward on its own, and the gradients add up in ``.grad``: exactly the
+gradient of the whole batch, with the activations of one group (one pair of two full windows by
+default) instead of eight sequences. The optimizer steps once per batch, as before.
+
+Host syncs: on an accelerator the losses stay on the device and are read every ``SYNC_EVERY``
+steps (progress lines then catch up), and index tensors reach the device through pinned memory;
+a step never waits for the device.
 """
 
 from __future__ import annotations
@@ -23,7 +33,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from stash_pipeline.core.training_settings import BATCH_SIZE, LEARNING_RATE, SEED
+from stash_pipeline.core.training_settings import BATCH_SIZE, LEARNING_RATE, MAX_LENGTH, SEED
 from stash_pipeline.worker.batching import default_batch_tokens, length_batches
 from stash_pipeline.worker.modeling import autocast
 from stash_pipeline.worker.progress import LogProgress, Progress
@@ -33,6 +43,11 @@ from stash_pipeline.worker.readout import pools_last_token, read_rewards, right_
 MAX_GRAD_NORM = 1.0
 WEIGHT_DECAY = 0.0
 FUSED_ADAMW_DEVICES = ("cpu", "cuda")
+# Tokens whose activations one forward-and-backward holds: one pair of two full windows. At
+# Qwen3-0.6B's shape that keeps a step within an A10G's 24 GB (docs/worker.md, "Memory").
+DEFAULT_BACKWARD_TOKENS = 2 * MAX_LENGTH
+# On an accelerator, losses are read back (a host sync) once per this many steps.
+SYNC_EVERY = 10
 
 
 @dataclass(frozen=True)
@@ -154,49 +169,130 @@ def pair_rewards(model: Any, pairs: list[EncodedPair], device: str, *, pad_id: i
     return rewards[: len(pairs)], rewards[len(pairs):]
 
 
+def backward_groups(pairs: list[EncodedPair], budget: int | None, *, share_prefixes: bool
+                    ) -> list[list[int]]:
+    """The batch's pairs in groups that each run forward and backward alone (indices into ``pairs``).
+
+    A group's distinct sequences (``place_sides``) hold at most ``budget`` tokens, or one pair when
+    that pair alone holds more. Pairs join the first group they fit, trying first a group they
+    share a side with, so a shared side is computed once where the budget allows. ``None``: one
+    group, the whole batch.
+    """
+    if budget is None:
+        return [list(range(len(pairs)))]
+
+    def cost(indices: list[int]) -> int:
+        sides = [pairs[i].chosen_ids for i in indices] + [pairs[i].rejected_ids for i in indices]
+        sequences, _ = place_sides(sides, share_prefixes=share_prefixes)
+        return sum(len(sequence) for sequence in sequences)
+
+    groups: list[list[int]] = []
+    for index in range(len(pairs)):
+        sides = {tuple(pairs[index].chosen_ids), tuple(pairs[index].rejected_ids)}
+        sharing = [g for g in groups
+                   if sides & {tuple(s) for i in g for s in (pairs[i].chosen_ids, pairs[i].rejected_ids)}]
+        others = [g for g in groups if g not in sharing]
+        home = next((g for g in sharing + others if cost(g + [index]) <= budget), None)
+        if home is None:
+            groups.append([index])
+        else:
+            home.append(index)
+    return groups
+
+
+def compile_decoder_layers(model: Any) -> int:
+    """``torch.compile`` every decoder layer but the last (the reward read runs that one in parts);
+    the number compiled. Not on by default: its gain on a GPU is still to be measured
+    (``benchmarks/train_throughput.py --compile``); on CPU it costs more than it saves."""
+    base = getattr(model, model.base_model_prefix, None)
+    layers = list(getattr(base, "layers", None) or [])
+    for layer in layers[:-1]:
+        layer.compile(dynamic=True)
+    return max(len(layers) - 1, 0)
+
+
+def make_optimizer(model: Any, device: str) -> torch.optim.Optimizer:
+    """AdamW at the seed's 1e-5, with the fused kernel, as Hugging Face's Trainer (and so TRL)
+    uses by default where it exists."""
+    return torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=WEIGHT_DECAY,
+                             fused=torch.device(device).type in FUSED_ADAMW_DEVICES or None)
+
+
+def train_step(model: Any, optimizer: torch.optim.Optimizer, batch: list[EncodedPair], *, device: str,
+               pad_id: int, use_autocast: bool = True, share_prefixes: bool = True,
+               backward_tokens: int | None = DEFAULT_BACKWARD_TOKENS, batch_tokens: int | None = None
+               ) -> torch.Tensor:
+    """One optimizer step on one batch; its mean Bradley-Terry loss, still on the device."""
+    share_prefixes = share_prefixes and pools_last_token(model)
+    optimizer.zero_grad(set_to_none=True)
+    loss = torch.zeros((), device=device)
+    for group in backward_groups(batch, backward_tokens, share_prefixes=share_prefixes):
+        with autocast(device, use_autocast):
+            chosen, rejected = pair_rewards(model, [batch[i] for i in group], device, pad_id=pad_id,
+                                            share_prefixes=share_prefixes, batch_tokens=batch_tokens)
+        # The batch's mean loss is the sum of its groups' parts: each group's gradient adds up in
+        # .grad, which is exactly the batch's gradient.
+        part = bradley_terry_loss(chosen, rejected) * (len(group) / len(batch))
+        part.backward()
+        loss = loss + part.detach()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+    optimizer.step()
+    return loss
+
+
 def train(model: Any, pairs: list[EncodedPair], *, epochs: int, device: str, pad_id: int,
           seed: int = SEED, progress: Progress | None = None, use_autocast: bool = True,
-          share_prefixes: bool = True) -> TrainResult:
-    """Train ``model`` in place: AdamW at 1e-5, 4 pairs a batch, ``epochs`` passes, seed 0."""
+          share_prefixes: bool = True, backward_tokens: int | None = DEFAULT_BACKWARD_TOKENS,
+          batch_tokens: int | None = None) -> TrainResult:
+    """Train ``model`` in place: AdamW at 1e-5, 4 pairs a batch, ``epochs`` passes, seed 0.
+
+    Any sequence-classification model trains; one whose head is not a linear map of the last
+    token's state (BERT) is read through its own forward at each sequence's end.
+    ``backward_tokens``: tokens one forward-and-backward holds (``backward_groups``), None for the
+    whole batch at once; the gradient is the same. ``batch_tokens``: padded tokens a forward holds.
+    """
     # The seed's minimum of two usable pairs counts held-out pairs too (core.split checks it), so
     # a split of two pairs trains on one.
     if not pairs:
         raise ValueError("training needs at least one pair")
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, got {epochs}")
-    if not hasattr(model, "score"):
-        raise ValueError(f"{type(model).__name__} has no `score` head: not a supported reward model")
     progress = progress or LogProgress()
     torch.manual_seed(seed)
     rng = random.Random(seed)
     model.to(device)
     model.train()
-    # The fused kernel, as Hugging Face's Trainer (and so TRL) uses by default where it exists.
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=WEIGHT_DECAY,
-                                  fused=torch.device(device).type in FUSED_ADAMW_DEVICES or None)
+    optimizer = make_optimizer(model, device)
     result = TrainResult(device=device)
     total_steps = epochs * math.ceil(len(pairs) / BATCH_SIZE)
+    sync_every = 1 if torch.device(device).type == "cpu" else SYNC_EVERY
     started = time.perf_counter()
     step = 0
+    unread: list[tuple[int, int, torch.Tensor]] = []  # (step, pairs seen, loss on the device)
+
+    def report() -> None:
+        values = torch.stack([loss for _, _, loss in unread]).tolist() if unread else []
+        elapsed = max(time.perf_counter() - started, 1e-9)
+        for (at, seen, _), value in zip(unread, values):
+            result.step_losses.append(value)
+            progress.step(at, total_steps, value, seen / elapsed)
+        unread.clear()
+
     for _ in range(epochs):
-        losses: list[float] = []
+        first_step = len(result.step_losses) + len(unread)
         for batch in shuffled_batches(len(pairs), rng):
-            with autocast(device, use_autocast):
-                chosen, rejected = pair_rewards(model, [pairs[i] for i in batch], device, pad_id=pad_id,
-                                                share_prefixes=share_prefixes)
-            loss = bradley_terry_loss(chosen, rejected)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
-            optimizer.step()
+            loss = train_step(model, optimizer, [pairs[i] for i in batch], device=device, pad_id=pad_id,
+                              use_autocast=use_autocast, share_prefixes=share_prefixes,
+                              backward_tokens=backward_tokens, batch_tokens=batch_tokens)
             step += 1
-            losses.append(loss.item())
-            result.step_losses.append(losses[-1])
             result.pairs_seen += len(batch)
-            elapsed = time.perf_counter() - started
-            progress.step(step, total_steps, losses[-1], result.pairs_seen / max(elapsed, 1e-9))
-        result.epoch_losses.append(losses)
+            unread.append((step, result.pairs_seen, loss))
+            if step % sync_every == 0:
+                report()
+        report()
+        result.epoch_losses.append(result.step_losses[first_step:])
     result.seconds = time.perf_counter() - started
+    model.zero_grad(set_to_none=True)  # the gradients would hold another copy of the weights
     model.eval()
     return result
 

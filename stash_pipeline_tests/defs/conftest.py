@@ -3,18 +3,13 @@ all under a temporary STASH_HOME, with the real definitions reading their enviro
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
-from stash_pipeline.importers import read_path
 from stash_pipeline.store import Store
-from tiny_models import SHARED_DATA, save_tiny_base_model
-
-AGENTPROCESSBENCH = SHARED_DATA / "agentprocessbench" / "hotpotqa.jsonl"
-
+from tiny_models import save_tiny_base_model
 
 @pytest.fixture(scope="session")
 def tiny_base_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -39,11 +34,6 @@ def store(home: Path) -> Store:
     store.migrate()
     yield store
     store.dispose()
-
-
-def agentprocessbench_records(count: int, owner: str = "ana") -> list:
-    """The first ``count`` AgentProcessBench traces with their human step and trace ratings."""
-    return list(itertools.islice(read_path(AGENTPROCESSBENCH, owner=owner), count))
 
 
 @pytest.fixture

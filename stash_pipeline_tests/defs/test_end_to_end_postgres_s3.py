@@ -19,7 +19,7 @@ from stash_pipeline.instance import definitions, run_sensor_requests
 from stash_pipeline.objects import object_store_from_env
 from stash_pipeline.services import reward_models
 from stash_pipeline.store import Store, schema
-from conftest import AGENTPROCESSBENCH
+from tiny_models import AGENTPROCESSBENCH
 from object_helpers import s3_environ
 
 pytestmark = pytest.mark.postgres

@@ -3,17 +3,20 @@ worker through Pipes, and the store's status, metrics and scores."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import tarfile
+from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from stash_pipeline.compute.job import LOG
 from stash_pipeline.defs.personal.sensors import queued_reward_models
 from stash_pipeline.instance import definitions, run_sensor_requests
 from stash_pipeline.services import personal_training, reward_models
 from stash_pipeline.store import Store
-from conftest import agentprocessbench_records
+from pipeline_helpers import agentprocessbench_records
 
 METRIC_FIELDS = {"train_pairs", "eval_pairs", "eval_accuracy", "action_scoring_version",
                  "action_train_pairs", "action_eval_pairs", "action_eval_accuracy",
@@ -99,7 +102,7 @@ def test_a_worker_failure_keeps_the_log_tail_and_no_checkpoint(store, instance, 
     model = store.get_reward_model(model_id)
     job_dir = personal_training.job_directory(home / "jobs", model_id, 1)
     log = (job_dir / LOG).read_text()
-    assert model.status == "failed" and model.error == log[-2000:]
+    assert model.status == "failed" and model.error == log.rstrip()[-2000:]
     assert "no-such-model" in model.error and model.checkpoint_uri is None
     assert not list((home / "stash" / "objects").rglob("*.tar.gz"))
 
@@ -201,8 +204,6 @@ def test_a_worker_killed_mid_training_fails_the_model_with_the_log_and_the_signa
 
 def test_a_reimport_that_orphans_feedback_still_trains(store, instance, tiny_base_model):
     """Ratings on actions a shorter reimport removed are kept, left out of pairs and counted."""
-    import dataclasses
-
     records = agentprocessbench_records(6)
     store.import_traces(records)
     shortened = records[0]
@@ -220,3 +221,69 @@ def test_a_reimport_that_orphans_feedback_still_trains(store, instance, tiny_bas
     pairs = instance.fetch_materializations(dg.AssetKey("personal_pairs"), limit=1)
     metadata = pairs.records[0].asset_materialization.metadata
     assert metadata["orphaned_feedback"].value > 0
+
+
+def test_worker_log_has_every_phase_with_its_duration(store, instance, tiny_base_model, home):
+    from stash_pipeline.compute.job import phase_seconds
+
+    records = agentprocessbench_records(4)
+    store.import_traces(records)
+    model_id = request(store, [r.trace.id for r in records], str(tiny_base_model))
+    run_sensor_requests(instance, definitions(), "queued_reward_models")
+    assert store.get_reward_model(model_id).status == "succeeded"
+    log = (personal_training.job_directory(home / "jobs", model_id, 1) / LOG).read_text()
+    assert set(phase_seconds(log)) >= {"inputs", "load", "training", "evaluation", "save",
+                                       "archive", "scoring", "upload", "extraction"}
+
+
+def test_score_again_uses_the_audience_the_checkpoint_was_trained_for(store, instance,
+                                                                     tiny_base_model, home):
+    """A shared-audience checkpoint rescored: the same scores as when it was trained (today's
+    bug was a scoring-only job defaulting to the personal rendering)."""
+    import subprocess
+    import sys
+
+    from stash_pipeline.compute.job import ARCHIVE_NAME, JobSettings, write_job
+    from stash_pipeline.objects import object_store_from_env
+    from stash_pipeline.services.worker_jobs import read_results
+    from stash_pipeline.worker.scoring import RewardModel
+    from stash_pipeline.importers import read_path
+
+    # Short traces with a system turn: the shared rendering (system instructions kept) differs
+    # from the personal one inside the 1024-token window.
+    samples = Path(__file__).resolve().parents[2] / "stash_pipeline" / "samples" / "travel-agent.jsonl"
+    records = [dataclasses.replace(r, feedback=()) for r in read_path(samples, owner="ana")][:3]
+    store.import_traces(records)
+    stored = store.get_traces([r.trace.id for r in records])
+    model = reward_models.create(store, "ana", {"name": "shared-view", "trace_ids": [t.id for t in stored],
+                                                "base_model": str(tiny_base_model)})
+    pairs = _trace_pairs(stored)
+    job_dir = home / "shared-job"
+    write_job(job_dir, JobSettings(evaluator=model.id, audience="shared",
+                                   base_model=str(tiny_base_model)),
+              train_pairs=pairs, score_traces=stored)
+    subprocess.run([sys.executable, "-m", "stash_pipeline.worker", str(job_dir)], check=True)
+    trained = read_results(job_dir, model.id)
+    objects = object_store_from_env()
+    uri = objects.put_file(personal_training.checkpoint_key(model.id, 1), job_dir / ARCHIVE_NAME)
+    store.mark_running(model.id, "run-0")
+    personal_training.succeed(store, model.id, trained, uri)
+
+    reward_models.score_again(store, "ana", model.id)
+    [run] = run_sensor_requests(instance, definitions(), "score_again_requests")
+    assert run.status == dg.DagsterRunStatus.SUCCESS
+    again = {s.trace_id: s.raw for t in stored for s in store.scores_for(t.id)}
+    for score in trained.scores:
+        assert again[score.trace_id] == pytest.approx(score.raw, abs=1e-5)
+    # The test can fail: the personal rendering (no system turn, no evaluation context) differs.
+    personal = RewardModel(job_dir / ARCHIVE_NAME, audience="personal").score_traces(stored[:1])
+    assert abs(personal[0] - again[stored[0].id]) > 1e-4
+    assert store.get_reward_model(model.id).status == "succeeded"
+
+
+def _trace_pairs(traces):
+    from stash_pipeline.core.pairs import Pair, PairSide, pair_id
+
+    return [Pair(pair_id("trace_rating", f"r{i}", a.id, b.id), "trace", PairSide(a), PairSide(b),
+                 "trace_rating", f"r{i}", tuple(sorted({a.id, b.id})))
+            for i, (a, b) in enumerate(zip(traces, traces[1:]))]

@@ -12,7 +12,7 @@ import pytest
 
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.compute.job import (
-    JobSettings, failure_reason, read_jsonl, read_settings, write_job,
+    JobSettings, failure_reason, phase_seconds, read_jsonl, read_metrics, read_settings, write_job,
 )
 from stash_pipeline.worker.runner import main
 
@@ -20,8 +20,9 @@ REPO = Path(__file__).resolve().parents[2]
 METRIC_FIELDS = {
     "train_pairs", "eval_pairs", "eval_accuracy", "action_scoring_version", "action_train_pairs",
     "action_eval_pairs", "action_eval_accuracy", "tool_eval_pairs", "tool_eval_accuracy",
-    "excluded_cross_trace_pairs", "final_loss", "epochs", "device", "seconds",
+    "excluded_cross_trace_pairs", "final_loss", "epochs", "device", "seconds", "attempt", "phases",
 }
+TRAINING_PHASES = {"inputs", "load", "training", "save", "evaluation", "archive", "scoring"}
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +63,11 @@ def test_training_job_writes_every_output(trained_job):
         assert {Path(n).parts[0] for n in tar.getnames()} == {"reward-model"}
     log = (job_dir / "worker.log").read_text()
     assert "step 6/6 loss" in log and "metrics:" in log
+    # Every phase in the log with its duration, and the same seconds in the metrics.
+    assert set(phase_seconds(log)) == set(metrics["phases"]) == TRAINING_PHASES
+    assert metrics["phases"] == pytest.approx(phase_seconds(log), abs=0.01)
+    assert metrics["attempt"] == read_settings(job_dir).attempt and read_metrics(job_dir) == metrics
+    assert all(0 < s["calibrated"] < 1 for s in scores)
 
 
 def test_scoring_job_from_the_archive_gives_identical_scores(trained_job, tmp_path):
@@ -76,6 +82,9 @@ def test_scoring_job_from_the_archive_gives_identical_scores(trained_job, tmp_pa
         assert reloaded == pytest.approx(trained, abs=1e-6)
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["scored_traces"] == 3 and metrics["scored_actions"] == len(read_jsonl(tmp_path / "action_scores.jsonl"))
+    assert metrics["audience"] == "personal" and set(metrics["phases"]) == {"load", "inputs", "scoring"}
+    calibrated = [row["calibrated"] for row in read_jsonl(job_dir / "scores.jsonl")]
+    assert [row["calibrated"] for row in read_jsonl(tmp_path / "scores.jsonl")] == pytest.approx(calibrated, abs=1e-6)
 
 
 def test_benchmark_pairs_get_the_rewards_their_held_out_twins_get(trained_job, tmp_path,
@@ -108,6 +117,7 @@ def test_a_bad_pair_fails_the_job_with_the_record_and_field_last_in_the_log(tmp_
     assert main(str(tmp_path)) == 1
     last = (tmp_path / "worker.log").read_text().rstrip().splitlines()[-1]
     assert "InputError" in last and "record 1" in last and "train_pairs" in last
+    assert last.startswith("job failed in phase inputs: ")
     assert not (tmp_path / "metrics.json").exists()
 
 
@@ -163,6 +173,9 @@ def test_the_module_entry_point_exits_non_zero_with_the_reason(tmp_path):
     ({"evaluator": "m", "base_model": "b", "compute": "modal"}, "compute"),
     ({"evaluator": "m", "checkpoint": "c", "outputs": ["checkpoint"]}, "outputs"),
     ({"evaluator": "m", "base_model": "b", "epochs": True}, "epochs"),
+    ({"evaluator": "m", "base_model": "b", "checkpoint_dtype": "int8"}, "checkpoint_dtype"),
+    ({"evaluator": "m", "base_model": "b", "score_dtype": "float16"}, "score_dtype"),
+    ({"evaluator": "m", "base_model": "b", "attempt": ""}, "attempt"),
 ])
 def test_settings_errors_name_the_field(data, field):
     with pytest.raises(InputError) as raised:
@@ -171,6 +184,92 @@ def test_settings_errors_name_the_field(data, field):
 
 
 def test_settings_round_trip(tmp_path):
-    settings = JobSettings(evaluator="release-3", audience="shared", base_model="Qwen/Qwen3-0.6B", epochs=2)
-    write_job(tmp_path, settings)
-    assert read_settings(tmp_path) == settings
+    settings = JobSettings(evaluator="release-3", audience="shared", base_model="Qwen/Qwen3-0.6B", epochs=2,
+                           checkpoint_dtype="float32", score_dtype="bfloat16")
+    written = write_job(tmp_path, settings)
+    assert written.attempt and written == JobSettings(**{**settings.to_dict(), "outputs": settings.outputs,
+                                                         "attempt": written.attempt})
+    assert read_settings(tmp_path) == written
+    assert write_job(tmp_path, settings).attempt != written.attempt  # a new attempt id each time
+
+
+def test_score_again_scores_with_the_audience_the_checkpoint_was_trained_for(tmp_path, tiny_base_model,
+                                                                            synthetic_pairs, tau2_sample):
+    trained = tmp_path / "trained"
+    write_job(trained, JobSettings(evaluator="shared-1", audience="shared", base_model=str(tiny_base_model)),
+              train_pairs=synthetic_pairs(0, 4), eval_pairs=synthetic_pairs(100, 2), score_traces=tau2_sample[:2])
+    assert main(str(trained)) == 0, failure_reason(trained)
+    again = tmp_path / "again"
+    # The settings Score again writes name no audience: the checkpoint's own is used.
+    write_job(again, JobSettings(evaluator="shared-1", checkpoint=str(trained / "reward-model.tar.gz"),
+                                 outputs=("scores",)), score_traces=tau2_sample[:2])
+    assert main(str(again)) == 0, failure_reason(again)
+    assert json.loads((again / "metrics.json").read_text())["audience"] == "shared"
+    stored = [row["score"] for row in read_jsonl(trained / "scores.jsonl")]
+    assert [row["score"] for row in read_jsonl(again / "scores.jsonl")] == pytest.approx(stored, abs=1e-6)
+
+    write_job(again, JobSettings(evaluator="shared-1", audience="personal", outputs=("scores",),
+                                 checkpoint=str(trained / "reward-model")), score_traces=tau2_sample[:2])
+    assert main(str(again)) == 1
+    assert failure_reason(again).endswith(
+        "field 'audience': checkpoint " + str(trained / "reward-model") + " was trained for the shared "
+        "audience; a scoring job scores with the audience it was trained for")
+
+
+def test_the_checkpoint_is_stored_in_the_base_models_dtype(tmp_path, tiny_base_model, synthetic_pairs,
+                                                           tau2_sample):
+    import torch
+    from safetensors import safe_open
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from stash_pipeline.worker.scoring import RewardModel
+
+    base = tmp_path / "bf16-base"  # stored in bf16, as Qwen3-0.6B is
+    AutoModelForCausalLM.from_pretrained(tiny_base_model, dtype=torch.bfloat16).save_pretrained(base)
+    AutoTokenizer.from_pretrained(tiny_base_model).save_pretrained(base)
+    job_dir = tmp_path / "job"
+    write_job(job_dir, JobSettings(evaluator="m", base_model=str(base)), train_pairs=synthetic_pairs(0, 4),
+              eval_pairs=synthetic_pairs(100, 2), score_traces=tau2_sample[:2])
+    assert main(str(job_dir)) == 0, failure_reason(job_dir)
+    with safe_open(job_dir / "reward-model" / "model.safetensors", "pt") as weights:
+        assert {weights.get_tensor(name).dtype for name in weights.keys()} == {torch.bfloat16}
+    assert "checkpoint weights stored in bfloat16" in (job_dir / "worker.log").read_text()
+
+    # RewardModel loads it in fp32 or bf16 as asked; fp32 (the CPU default) holds the bf16 values
+    # exactly, and scores as the job did (the job scored with the weights it stored).
+    as_fp32 = RewardModel(job_dir / "reward-model.tar.gz", device="cpu")
+    as_bf16 = RewardModel(job_dir / "reward-model", device="cpu", dtype=torch.bfloat16)
+    assert {p.dtype for p in as_fp32.model.parameters()} == {torch.float32}
+    assert {p.dtype for p in as_bf16.model.parameters()} == {torch.bfloat16}
+    for wide, narrow in zip(as_fp32.model.parameters(), as_bf16.model.parameters()):
+        assert torch.equal(wide, narrow.float())
+    stored = [row["score"] for row in read_jsonl(job_dir / "scores.jsonl")]
+    assert as_fp32.score_traces(tau2_sample[:2]) == pytest.approx(stored, abs=1e-6)
+
+
+@pytest.mark.parametrize("content, expected", [
+    ((), "the directory has no config.json (it holds nothing: the directory is empty)"),
+    (("config.json",), "the directory has no tokenizer, none of tokenizer.json, tokenizer_config.json"),
+])
+def test_a_base_model_directory_without_a_model_names_the_path_and_what_it_lacks(tmp_path, synthetic_pairs,
+                                                                                 tiny_base_model, content, expected):
+    base = tmp_path / "base"
+    base.mkdir()
+    for name in content:
+        (base / name).write_bytes((tiny_base_model / name).read_bytes())
+    write_job(tmp_path / "job", JobSettings(evaluator="m", base_model=str(base)), train_pairs=synthetic_pairs(0, 2))
+    assert main(str(tmp_path / "job")) == 1
+    last = failure_reason(tmp_path / "job").splitlines()[-1]
+    assert last.startswith(f"job failed in phase inputs: ModelLoadError: model {base}: ")
+    assert expected in last and "sentencepiece" not in last
+
+
+def test_a_failed_retry_where_a_job_succeeded_leaves_no_success_behind(tmp_path, tiny_base_model, synthetic_pairs):
+    write_job(tmp_path, JobSettings(evaluator="m", base_model=str(tiny_base_model), outputs=("scores",)),
+              train_pairs=synthetic_pairs(0, 2))
+    assert main(str(tmp_path)) == 0, failure_reason(tmp_path)
+    (tmp_path / "settings.json").write_text("{not json")  # the retry fails before anything else
+    assert main(str(tmp_path)) == 1
+    assert not (tmp_path / "metrics.json").exists() and not (tmp_path / "scores.jsonl").exists()
+    assert failure_reason(tmp_path).splitlines()[-1].startswith("job failed: InputError: file settings.json: not JSON")
+    assert len(list((tmp_path / "attempt-logs").iterdir())) == 1

@@ -10,10 +10,10 @@ import torch
 from stash_pipeline.core.pairs import Pair
 from stash_pipeline.worker.metrics import pairwise_accuracy
 from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, tokenize
-from stash_pipeline.worker.render import render_side
+from stash_pipeline.worker.render import cut_at_action, render_side
 from stash_pipeline.worker.train import (
-    EncodedPair, bradley_terry_loss, pair_rewards, place_sides, score_pairs, shares_prefix,
-    shuffled_batches, train,
+    EncodedPair, backward_groups, bradley_terry_loss, pair_rewards, place_sides, score_pairs,
+    shares_prefix, shuffled_batches, train,
 )
 
 def encode(tokenizer, pairs: list[Pair]) -> list[EncodedPair]:
@@ -135,3 +135,52 @@ def test_training_needs_a_pair_and_trains_on_one(tiny_base_model, tokenizer, syn
     result = train(model, encode(tokenizer, synthetic_pairs(0, 1)), epochs=1, device="cpu",
                    pad_id=tokenizer.pad_token_id)
     assert len(result.step_losses) == 1 and result.final_loss == result.step_losses[0]
+
+
+def long_pairs(tokenizer, tau2_sample, count: int) -> list[EncodedPair]:
+    """Pairs of real tau2 traces, cut at different points: sides of a few hundred tokens, some
+    sharing a side with another pair, so that grouping by tokens has something to split."""
+    from stash_pipeline.core.pairs import PairSide
+
+    sides = []
+    for trace in tau2_sample:
+        for action in trace.actions()[: count]:
+            sides.append(PairSide(cut_at_action(trace, action.id), action.id))
+    ids = tokenize(tokenizer, [render_side(tokenizer, side, "personal") for side in sides])
+    rng = random.Random(3)
+    return [EncodedPair(*rng.sample(ids, 2)) for _ in range(count)]
+
+
+def test_backward_groups_hold_at_most_the_budget_and_every_pair_once(tokenizer, tau2_sample):
+    pairs = long_pairs(tokenizer, tau2_sample, 4)
+    costs = [p.cost for p in pairs]
+    for budget in (1, max(costs), 2 * max(costs), None):
+        groups = backward_groups(pairs, budget, share_prefixes=True)
+        assert sorted(i for g in groups for i in g) == [0, 1, 2, 3]
+        for group in groups:
+            sides = [s for i in group for s in (pairs[i].chosen_ids, pairs[i].rejected_ids)]
+            held = sum(len(s) for s in place_sides(sides, share_prefixes=True)[0])
+            assert len(group) == 1 or budget is None or held <= budget
+    assert len(backward_groups(pairs, 1, share_prefixes=True)) == 4
+    assert backward_groups(pairs, None, share_prefixes=True) == [[0, 1, 2, 3]]
+    # Two pairs that share a side go together when they fit, so the side runs once.
+    a, b, c = [5] * 300, [6] * 300, [7] * 300
+    shared = [EncodedPair(a, b), EncodedPair(c, [8] * 300), EncodedPair(b, c)]
+    assert backward_groups(shared, 900, share_prefixes=True) == [[0, 2], [1]]
+
+
+@pytest.mark.parametrize("use_autocast, tolerance", [(False, 1e-5), (True, 2e-3)])
+def test_group_by_group_backward_gives_the_same_losses(tiny_base_model, tokenizer, tau2_sample,
+                                                      synthetic_pairs, use_autocast, tolerance):
+    """The memory change: the same training, whole batches or one pair at a time."""
+    pairs = long_pairs(tokenizer, tau2_sample, 12) + encode(tokenizer, synthetic_pairs(0, 12))
+    runs = {}
+    for budget in (None, 1, 2048):
+        model = fresh_model(tiny_base_model, tokenizer)
+        runs[budget] = train(model, pairs, epochs=2, device="cpu", pad_id=tokenizer.pad_token_id,
+                             use_autocast=use_autocast, backward_tokens=budget)
+        runs[budget].weights = model.score.weight.detach().clone()
+    assert max(len(backward_groups(pairs[i:i + 4], 2048, share_prefixes=True)) for i in range(0, 24, 4)) > 1
+    for budget in (1, 2048):
+        assert runs[budget].step_losses == pytest.approx(runs[None].step_losses, abs=tolerance)
+        assert torch.allclose(runs[budget].weights, runs[None].weights, atol=tolerance)

@@ -6,12 +6,14 @@ characters of worker.log) before the step fails, and no checkpoint of a failed a
 """
 
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import dagster as dg
 
-from stash_pipeline.compute.job import LOSSES
+from stash_pipeline.compute.job import LOG, LOSSES, append_log, phase_done_line
 from stash_pipeline.compute.run import run_worker_job, uploaded_checkpoint
 from stash_pipeline.defs import metadata
 from stash_pipeline.defs.personal.partitions import SCORE_AGAIN_TAG, personal_reward_model
@@ -24,6 +26,7 @@ from stash_pipeline.services import personal_training as steps
 from stash_pipeline.store import Store
 
 GROUP = "personal_reward_models"
+EXTRACTION_SECONDS = "extraction_seconds"
 
 
 @contextmanager
@@ -50,8 +53,11 @@ def personal_pairs(context: dg.AssetExecutionContext, database: StoreResource,
                         retry=context.run.parent_run_id is not None)
     context.log.info(f"reward model {model.name!r} (attempt {model.attempt}) is running")
     with model_fails_with(store, model_id):
+        started = time.perf_counter()
         report = steps.build_pairs(store, model, extraction.config())
+        seconds = time.perf_counter() - started
     return dg.MaterializeResult(metadata={
+        EXTRACTION_SECONDS: seconds,
         "pairs": report["pairs"], "dropped_by_max_pairs": report["dropped_by_max_pairs"],
         "orphaned_feedback": report["orphaned_feedback"],
         "by_source": metadata.key_values(report["by_source"]),
@@ -93,6 +99,7 @@ def personal_checkpoint(context: dg.AssetExecutionContext, database: StoreResour
         steps.write_training_job(store, model, job_dir)
         uri = run_worker_job(context, compute.target(), job_dir, objects.objects,
                              upload_key=steps.checkpoint_key(model_id, model.attempt))
+        _log_extraction(context, job_dir)
         results = steps.read_results(job_dir, model_id)
     losses = steps.read_losses(job_dir / LOSSES)
     return dg.MaterializeResult(metadata={
@@ -104,6 +111,17 @@ def personal_checkpoint(context: dg.AssetExecutionContext, database: StoreResour
            if isinstance(results.metrics.get(name), (int, float))},
         "device": str(results.metrics.get("device")),
     })
+
+
+def _log_extraction(context: dg.AssetExecutionContext, job_dir: Path) -> None:
+    """The pairs step's extraction, a phase of the job run before it, in the job's worker.log."""
+    records = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=personal_pairs.key,
+                              asset_partitions=[context.partition_key]), limit=1,
+        ascending=False).records
+    seconds = records[0].asset_materialization.metadata.get(EXTRACTION_SECONDS) if records else None
+    if seconds is not None and (job_dir / LOG).is_file():
+        append_log(job_dir, phase_done_line("extraction", float(seconds.value)))
 
 
 @dg.asset(partitions_def=personal_reward_model, deps=[personal_checkpoint], group_name=GROUP,

@@ -21,13 +21,11 @@ def queued_reward_models(context: dg.SensorEvaluationContext,
     """One run per queued model and attempt: the run key names both, so a retry (a new attempt)
     is never blocked by the key of the attempt before it."""
     queued = database.store.list_reward_models(status="queued")
-    known = set(context.instance.get_dynamic_partitions(personal_reward_model.name))
-    new = [m.id for m in queued if m.id not in known]
     return dg.SensorResult(
         run_requests=[dg.RunRequest(partition_key=m.id, run_key=f"{m.id}:{m.attempt}",
                                     tags={MODEL_TAG: m.id, ATTEMPT_TAG: str(m.attempt)})
                       for m in queued],
-        dynamic_partitions_requests=[personal_reward_model.build_add_request(new)] if new else [],
+        dynamic_partitions_requests=_partitions_to_add(context, [m.id for m in queued]),
     )
 
 
@@ -38,10 +36,20 @@ def score_again_requests(context: dg.SensorEvaluationContext,
     """A run for each Score again request of a succeeded model (one run key per request)."""
     models = [m for m in database.store.list_reward_models(status="succeeded")
               if m.score_generation]
-    return dg.SensorResult(run_requests=[
-        dg.RunRequest(partition_key=m.id, run_key=f"{m.id}:score:{m.score_generation}",
-                      tags={MODEL_TAG: m.id, SCORE_AGAIN_TAG: str(m.score_generation)})
-        for m in models])
+    return dg.SensorResult(
+        run_requests=[
+            dg.RunRequest(partition_key=m.id, run_key=f"{m.id}:score:{m.score_generation}",
+                          tags={MODEL_TAG: m.id, SCORE_AGAIN_TAG: str(m.score_generation)})
+            for m in models],
+        dynamic_partitions_requests=_partitions_to_add(context, [m.id for m in models]))
+
+
+def _partitions_to_add(context: dg.SensorEvaluationContext,
+                       model_ids: list[str]) -> list[dg.AddDynamicPartitionsRequest]:
+    """The partitions these models still lack (a model's runs need its partition)."""
+    known = set(context.instance.get_dynamic_partitions(personal_reward_model.name))
+    new = [model_id for model_id in model_ids if model_id not in known]
+    return [personal_reward_model.build_add_request(new)] if new else []
 
 
 def record_dead_run(run: dg.DagsterRun, message: str, database: StoreResource,

@@ -1,0 +1,93 @@
+"""Peak memory of one training step at the seed's fixed settings, whole batch against per group.
+
+Two steps of 4 pairs whose 8 sides each fill the 1024-token window (the seed's worst case), on
+``--model`` (default Qwen3-0.6B's exact shape, random weights), with bf16 autocast over fp32
+weights and fused AdamW, as the worker trains; the second step holds the optimizer's states. Each
+setting of ``backward_tokens``: None (the whole batch's activations at once, as before issue 11)
+and the default (one group of at most two windows at a time).
+
+On CPU the count is exact and costs nothing: ``PeakTensorMemory`` adds up live tensor storages op
+by op under ``FakeTensorMode`` (no memory is allocated, nothing computed). ``--real`` runs the same
+step on real tensors (the same count, plus the process's peak RSS; at 0.6B it needs about 16 GB and
+minutes of CPU). On CUDA it runs for real and also prints ``torch.cuda.max_memory_allocated``.
+Last line ``peak_gib: N``, the default setting's peak.
+
+    .venv/bin/python benchmarks/train_memory.py [--device cuda] [--model tiny] [--layers N] [--real]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from contextlib import nullcontext
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from transformers import AutoModelForSequenceClassification
+
+from stash_pipeline.core.training_settings import BATCH_SIZE, MAX_LENGTH
+from stash_pipeline.worker.train import DEFAULT_BACKWARD_TOKENS, EncodedPair, make_optimizer, train_step
+from memory_tracking import PeakTensorMemory, gib
+from models import MODELS, config_for, describe_device, peak_memory_gib, reset_peak_memory, synchronize
+
+PAD_ID = 0
+
+
+def worst_case_batch(vocab_size: int) -> list[EncodedPair]:
+    rng = random.Random(0)
+    side = lambda: [rng.randrange(1, vocab_size) for _ in range(MAX_LENGTH)]  # noqa: E731
+    return [EncodedPair(side(), side()) for _ in range(BATCH_SIZE)]
+
+
+def measure(kind: str, layers: int | None, device: str, backward_tokens: int | None, fake: bool
+            ) -> tuple[float, float | None, float]:
+    """(counted peak GiB, the device allocator's peak GiB or None, seconds) over two steps."""
+    config = config_for(kind, 4096)
+    if layers:
+        config.num_hidden_layers = layers
+    config.num_labels, config.pad_token_id = 1, PAD_ID
+    batch = worst_case_batch(min(config.vocab_size, 4096))
+    started = time.perf_counter()
+    with FakeTensorMode(allow_non_fake_inputs=True) if fake else nullcontext():
+        torch.manual_seed(0)
+        model = AutoModelForSequenceClassification.from_config(config, attn_implementation="sdpa")
+        if not fake:
+            model.to(device)
+        model.train()
+        optimizer = make_optimizer(model, device)
+        tracker = PeakTensorMemory()
+        tracker.track(list(model.parameters()) + list(model.buffers()))
+        reset_peak_memory(device)
+        with tracker:
+            for _ in range(2):
+                train_step(model, optimizer, batch, device=device, pad_id=PAD_ID, backward_tokens=backward_tokens)
+        synchronize(device)
+    allocator = peak_memory_gib(device)[1] if device == "cuda" else None
+    return gib(tracker.peak), allocator, time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--model", choices=MODELS, default="qwen3-0.6b-shape")
+    parser.add_argument("--layers", type=int, default=None, help="fewer decoder layers (same widths)")
+    parser.add_argument("--real", action="store_true", help="on CPU, real tensors instead of fake ones")
+    args = parser.parse_args()
+    fake = args.device == "cpu" and not args.real
+    print(f"model {args.model}{f' ({args.layers} layers)' if args.layers else ''}, device "
+          f"{describe_device(args.device)}, {'fake' if fake else 'real'} tensors, {BATCH_SIZE} pairs x 2 sides x "
+          f"{MAX_LENGTH} tokens, bf16 autocast over fp32 weights, fused AdamW, two steps")
+    peaks = {}
+    for label, budget in (("whole_batch", None), ("per_group", DEFAULT_BACKWARD_TOKENS)):
+        counted, allocator, seconds = measure(args.model, args.layers, args.device, budget, fake)
+        peaks[label] = counted
+        print(f"peak_gib_{label}: {counted:.2f} (backward_tokens {budget}; {seconds:.0f} s)"
+              + (f"; cuda max_memory_allocated {allocator:.2f} GiB" if allocator is not None else ""), flush=True)
+    if args.device == "cpu" and args.real:
+        print(f"{peak_memory_gib('cpu')[0]}: {peak_memory_gib('cpu')[1]:.2f} (both settings, this process)")
+    print(f"peak_gib: {peaks['per_group']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""The whole worker job, as the pipeline runs it, phase by phase (issue 11, aim 3).
+
+Builds the base model (``--model``), every AgentProcessBench feedback pair (personal) split by the
+project's one split, writes the job with the contract's ``write_job`` (all 250 traces to score),
+runs ``python -m stash_pipeline.worker JOB_DIR`` as a subprocess (``--device cpu`` hides any GPU
+from it), then stands in for the caller's upload with a local copy of the archive, logged as the
+``upload`` phase. Prints every phase's seconds from worker.log, the process's wall time and what
+the phases leave out (interpreter start, imports).
+
+On a GPU it also prints the seed's budget as a figure, ``a10g_minutes_estimate: N``: the default
+job (4000 pairs, one epoch, scoring 10,000 traces with their actions) on an A10G, from this run's
+rates, the GPU-bound phases (training, evaluation, scoring) scaled by the two GPUs' bf16 peaks
+(A10G 125 TFLOP/s against this GPU's), the others as measured. Last line ``job_over_compute: N``:
+the worker's wall time over its training plus scoring time (the aim: at most 1.3).
+
+    .venv/bin/python benchmarks/worker_job.py [--device cuda] [--model qwen3-0.6b-shape] [--data DIR]
+        [--max-pairs N] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from stash_pipeline.compute.job import (
+    JobSettings, failure_reason, logged_phase, phase_seconds, read_metrics, write_job,
+)
+from stash_pipeline.core.pair_builders import build_feedback_pairs
+from stash_pipeline.core.split import split_pairs
+from stash_pipeline.core.training_settings import DEFAULT_MAX_PAIRS
+from stash_pipeline.importers import read_path
+from models import A10G_TFLOPS, APB_FILE, REPO, add_common_arguments, base_model, describe_device, peak_tflops
+
+DEFAULT_JOB_TRACES = 10_000  # the seed's budget figure: the owner's traces a default job scores
+GPU_BOUND = ("training", "evaluation", "scoring")
+
+
+def a10g_minutes(phases: dict[str, float], *, train_pairs: int, all_pairs: int, traces: int,
+                 speedup: float, startup: float) -> tuple[float, dict[str, float]]:
+    """Minutes of the default job on an A10G, and each part's seconds there."""
+    parts = {
+        "training": phases["training"] * DEFAULT_MAX_PAIRS / train_pairs * speedup,
+        # Evaluation reads every training pair (the reward stats) and the held-out ones.
+        "evaluation": phases.get("evaluation", 0.0) * DEFAULT_MAX_PAIRS / train_pairs * speedup,
+        "scoring": phases["scoring"] * DEFAULT_JOB_TRACES / traces * speedup,
+        # Rendering and tokenising run on the host's CPU: they grow with the inputs, not the GPU.
+        "inputs": phases.get("inputs", 0.0) * (DEFAULT_MAX_PAIRS + DEFAULT_JOB_TRACES) / (all_pairs + traces),
+        "fixed": sum(phases.get(name, 0.0) for name in ("load", "save", "archive", "upload")) + startup,
+    }
+    return sum(parts.values()) / 60, parts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_common_arguments(parser)
+    parser.add_argument("--max-pairs", type=int, default=None, help="cap the pairs (a quick run)")
+    parser.add_argument("--keep", type=Path, default=None, help="keep the job directory here")
+    args = parser.parse_args()
+    scratch = Path(tempfile.mkdtemp(prefix="worker-job-"))
+    try:
+        items = list(read_path(args.data / APB_FILE, format="agentprocessbench"))
+        traces = [item.trace for item in items]
+        pairs = build_feedback_pairs(traces, [f for item in items for f in item.feedback], "personal")
+        if args.max_pairs:
+            pairs = pairs[: args.max_pairs]
+        split = split_pairs(pairs)
+        started = time.perf_counter()
+        base = base_model(args.model, args.data, args.cache)
+        print(f"model {args.model} ready in {time.perf_counter() - started:.0f} s; device {describe_device(args.device)}")
+        job_dir = args.keep or scratch / "job"
+        write_job(job_dir, JobSettings(evaluator="benchmark", base_model=str(base),
+                                       excluded_cross_trace_pairs=split.excluded_cross_trace_pairs),
+                  train_pairs=split.train, eval_pairs=split.eval, score_traces=traces)
+        print(f"{len(split.train)} training pairs, {len(split.eval)} held out, {len(traces)} traces to score")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+        if args.device == "cpu":
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "stash_pipeline.worker", str(job_dir)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wall = time.perf_counter() - started
+        if done.returncode != 0:
+            raise SystemExit(f"the worker failed ({done.returncode}):\n{failure_reason(job_dir, done.returncode)}")
+        metrics = read_metrics(job_dir)
+        with logged_phase(job_dir, "upload"):  # the caller's upload, here a copy to a local store
+            shutil.copyfile(job_dir / "reward-model.tar.gz", scratch / "uploaded.tar.gz")
+        phases = phase_seconds((job_dir / "worker.log").read_text())
+        archive_mib = (job_dir / "reward-model.tar.gz").stat().st_size / 2**20
+        weights_mib = (job_dir / "reward-model" / "model.safetensors").stat().st_size / 2**20
+        print(f"device {metrics['device']}; final loss {metrics['final_loss']:.4f}; eval accuracy "
+              f"{metrics['eval_accuracy']}; model.safetensors {weights_mib:.0f} MiB, archive {archive_mib:.0f} MiB")
+        for name, seconds in phases.items():
+            print(f"{name}_seconds: {seconds:.2f}")
+        startup = wall - metrics["seconds"]
+        print(f"worker_wall_seconds: {wall:.2f} (phases {sum(v for k, v in phases.items() if k != 'upload'):.2f}, "
+              f"interpreter start and imports {startup:.2f})")
+        print(f"training_pairs_per_s: {len(split.train) / phases['training']:.2f}")
+        print(f"scoring_traces_per_s: {len(traces) / phases['scoring']:.2f}")
+        peak = peak_tflops(metrics["device"], args.peak_tflops)
+        if metrics["device"] == "cuda" and peak:
+            minutes, parts = a10g_minutes(phases, train_pairs=len(split.train), all_pairs=len(pairs),
+                                          traces=len(traces), speedup=peak / A10G_TFLOPS, startup=startup)
+            print("a10g_seconds_by_part: " + json.dumps({k: round(v, 1) for k, v in parts.items()}))
+            print(f"a10g_minutes_estimate: {minutes:.1f}")
+        print(f"job_over_compute: {(wall + phases.get('upload', 0.0)) / (phases['training'] + phases['scoring']):.2f}")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
