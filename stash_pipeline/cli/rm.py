@@ -150,7 +150,7 @@ def _report(store: Any, args: argparse.Namespace, model_id: str) -> int:
     else:
         print(f"{view['id']}  {view['name']}  {view['status']}  attempt {view['attempt']}")
         for name, value in (view["metrics"] or {}).items():
-            print(f"  {name:28} {value:.4g}" if isinstance(value, float) else f"  {name:28} {value}")
+            print(f"  {name:28} {_shown(value)}")
         if view["error"]:
             print(f"error:\n{view['error']}")
         _print_extremes(store, model_id)
@@ -168,3 +168,13 @@ def _print_extremes(store: Any, model_id: str, count: int = 3) -> None:
     print(f"top and bottom of {len(scores)} scored traces (raw reward; compare within this model):")
     print_table(rows[:count] + rows[max(count, len(rows) - count):], ["rank", "trace", "raw",
                                                                        "calibrated"])
+
+
+def _shown(value: Any) -> str:
+    """A metric for people: floats to four digits, the phases' seconds as `name 0.12 s` pairs."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v:.2f} s" if isinstance(v, float) else f"{k} {v}"
+                         for k, v in value.items())
+    return str(value)
