@@ -18,8 +18,8 @@ from stash_pipeline.core.traces import Trace
 from stash_pipeline.extraction.config import ExtractionConfig
 from stash_pipeline.extraction.training_pairs import training_pairs
 from stash_pipeline.objects.keys import reward_model_checkpoint_key
-from stash_pipeline.services.worker_jobs import (  # noqa: F401 - part of this module's steps
-    JobResults, read_losses, read_results, split_stored_pairs, traces_in_chunks,
+from stash_pipeline.services.worker_jobs import (
+    JobResults, read_results, split_stored_pairs, traces_in_chunks,
 )
 from stash_pipeline.store import RewardModelRecord, StatusError, Store
 

@@ -23,6 +23,7 @@ from stash_pipeline.defs.resources import (
 from stash_pipeline.defs.traces.assets import traces
 from stash_pipeline.defs.worker_runs import REWARD_POOL, failure_text
 from stash_pipeline.services import personal_training as steps
+from stash_pipeline.services.worker_jobs import read_losses, read_results
 from stash_pipeline.store import Store
 
 GROUP = "personal_reward_models"
@@ -100,8 +101,8 @@ def personal_checkpoint(context: dg.AssetExecutionContext, database: StoreResour
         uri = run_worker_job(context, compute.target(), job_dir, objects.objects,
                              upload_key=steps.checkpoint_key(model_id, model.attempt))
         _log_extraction(context, job_dir)
-        results = steps.read_results(job_dir, model_id)
-    losses = steps.read_losses(job_dir / LOSSES)
+        results = read_results(job_dir, model_id)
+    losses = read_losses(job_dir / LOSSES)
     return dg.MaterializeResult(metadata={
         "checkpoint_uri": dg.MetadataValue.path(uri),
         "metrics": metadata.key_values(results.metrics),
@@ -143,7 +144,7 @@ def personal_scores(context: dg.AssetExecutionContext, database: StoreResource,
         with model_fails_with(store, model_id, objects):
             model = store.get_reward_model(model_id)
             job_dir = steps.job_directory(compute.scratch, model_id, model.attempt)
-            results = steps.read_results(job_dir, model_id)
+            results = read_results(job_dir, model_id)
             steps.succeed(store, model_id, results, uploaded_checkpoint(job_dir))
     raw = [score.raw for score in results.scores]
     ranked = sorted(results.scores, key=lambda s: s.raw)
