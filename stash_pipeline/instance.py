@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,10 @@ from stash_pipeline.core.home import stash_home
 LOCAL_CONFIG = Path(__file__).with_name("dagster_local.yaml")
 # Runs executed here log their progress (the worker's steps among it) at INFO, not every DEBUG event.
 CONSOLE_INFO = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
+# The tags by which the sensor daemon finds a run key's existing run and skips the key
+# (dagster._daemon.sensor.fetch_existing_runs); a run without an origin matches on the name.
+RUN_KEY_TAG = "dagster/run_key"
+SENSOR_NAME_TAG = "dagster/sensor_name"
 
 
 def dagster_home(environ: Mapping[str, str] | None = None) -> Path:
@@ -70,13 +75,16 @@ def definitions() -> dg.Definitions:
 def run_sensor_requests(instance: dg.DagsterInstance, defs: dg.Definitions, sensor_name: str, *,
                         partition_keys: Sequence[str] | None = None,
                         run_keys: Sequence[str] | None = None,
+                        once_per_run_key: bool = False,
                         on_run: Callable[[str], None] | None = None) -> list[dg.DagsterRun]:
     """One tick of ``sensor_name``, and each run it asks for executed here, in turn, with the
     request's run config and tags.
 
     ``partition_keys`` keeps only those partitions' runs, ``run_keys`` only the runs of those
-    keys (a tick here starts from no cursor, and run keys are not deduplicated in-process).
-    Returns the finished runs.
+    keys (a tick here starts from no cursor). With ``once_per_run_key`` (for sensors whose run
+    keys name one piece of work), a key that already has a run on the instance, such as one a
+    running daemon started, is waited for instead of run twice, and the runs started here carry
+    the tags by which the daemon's sensor skips a key that has a run. Returns the finished runs.
     """
     sensor = defs.resolve_sensor_def(sensor_name)
     with dg.build_sensor_context(instance=instance, definitions=defs,
@@ -91,17 +99,41 @@ def run_sensor_requests(instance: dg.DagsterInstance, defs: dg.Definitions, sens
             continue
         if run_keys is not None and request.run_key not in run_keys:
             continue
+        tags = dict(request.tags)
+        if once_per_run_key and request.run_key:
+            existing = _run_of_key(instance, sensor_name, request.run_key)
+            if existing is not None:
+                if on_run:
+                    on_run(f"waiting for run {existing.run_id} of {request.run_key}, "
+                           "started elsewhere (a daemon)")
+                runs.append(_finished(instance, existing.run_id))
+                continue
+            tags.update({RUN_KEY_TAG: request.run_key, SENSOR_NAME_TAG: sensor_name})
         job = defs.resolve_job_def(request.job_name or sensor.job_name)
         if on_run:
             on_run(f"running {job.name} for {request.partition_key or request.run_key}")
         result = job.execute_in_process(instance=instance, partition_key=request.partition_key,
-                                        tags=dict(request.tags), raise_on_error=False,
+                                        tags=tags, raise_on_error=False,
                                         run_config={**dict(request.run_config or {}),
                                                     **CONSOLE_INFO})
         runs.append(result.dagster_run)
         if not result.success:
             _record_failed_run(instance, defs, result)
     return runs
+
+
+def _run_of_key(instance: dg.DagsterInstance, sensor_name: str,
+                run_key: str) -> dg.DagsterRun | None:
+    """The newest run of ``sensor_name`` for ``run_key``, as the sensor daemon looks it up."""
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={RUN_KEY_TAG: run_key,
+                                                         SENSOR_NAME_TAG: sensor_name}), limit=1)
+    return runs[0] if runs else None
+
+
+def _finished(instance: dg.DagsterInstance, run_id: str, poll_s: float = 1.0) -> dg.DagsterRun:
+    while not (run := instance.get_run_by_id(run_id)).is_finished:
+        time.sleep(poll_s)
+    return run
 
 
 def _record_failed_run(instance: dg.DagsterInstance, defs: dg.Definitions, result: Any) -> None:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from stash_pipeline.cli.output import print_json, print_table
 from stash_pipeline.cli.store import open_store
+from stash_pipeline.cli.waiting import WAIT_HELP, say
 
-WAIT_HELP = "run it now, in this process, on the local Dagster instance, and return when it ends"
 RELEASE_COLUMNS = ["version", "created_at", "benchmark_pairs", "accuracy", "incumbent",
                    "incumbent_accuracy", "training_traces", "current"]
 SLICE_COLUMNS = ["slice", "value", "pairs", "candidate", "incumbent", "candidate_high",
@@ -65,7 +64,7 @@ def run_train(args: argparse.Namespace) -> int:
     with get_instance() as instance:
         [run] = run_sensor_requests(instance, definitions(), "shared_training_requests",
                                     run_keys=[request_run_key(request.id)],
-                                    on_run=lambda line: print(line, file=sys.stderr))
+                                    once_per_run_key=True, on_run=say)
         outcome = training_outcome(store, instance, run)
     if args.json:
         print_json(outcome)
@@ -166,8 +165,7 @@ def run_score_pending(args: argparse.Namespace) -> int:
         with get_instance() as instance:
             defs = definitions()
             while True:  # every tick hands out at most the sensor's limit of batches
-                runs = run_sensor_requests(instance, defs, "pending_action_scoring",
-                                           on_run=lambda line: print(line, file=sys.stderr))
+                runs = run_sensor_requests(instance, defs, "pending_action_scoring", on_run=say)
                 failed += sum(run.status != dg.DagsterRunStatus.SUCCESS for run in runs)
                 if not runs or failed:
                     break

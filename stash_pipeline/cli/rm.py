@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from stash_pipeline.cli.output import print_json, print_table
 from stash_pipeline.cli.store import open_store
+from stash_pipeline.cli.waiting import WAIT_HELP, run_now
 from stash_pipeline.core.traces import DEFAULT_OWNER
 from stash_pipeline.core.training_settings import (
     DEFAULT_BASE_MODEL, DEFAULT_EPOCHS, DEFAULT_MAX_PAIRS,
@@ -15,7 +15,6 @@ from stash_pipeline.core.training_settings import (
 
 LIST_COLUMNS = ["id", "name", "status", "base_model", "epochs", "train_pairs", "eval_accuracy",
                 "created_at"]
-WAIT_HELP = "run it now, in this process, on the local Dagster instance, and return when it ends"
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -77,7 +76,7 @@ def run_create(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"Queued reward model {model.id} ({model.name}) on {len(model.trace_ids)} trace(s).")
     if args.wait:
-        _run_now("queued_reward_models", model.id)
+        run_now("queued_reward_models", model.id)
     return _report(store, args, model.id)
 
 
@@ -128,16 +127,8 @@ def _request_run(args: argparse.Namespace, operation: str, sensor: str, said: An
     if not args.json:
         print(said(model))
     if args.wait:
-        _run_now(sensor, model.id)
+        run_now(sensor, model.id)
     return _report(store, args, model.id)
-
-
-def _run_now(sensor: str, model_id: str) -> None:
-    from stash_pipeline.instance import definitions, get_instance, run_sensor_requests
-
-    with get_instance() as instance:
-        run_sensor_requests(instance, definitions(), sensor, partition_keys=[model_id],
-                            on_run=lambda line: print(line, file=sys.stderr))
 
 
 def _report(store: Any, args: argparse.Namespace, model_id: str) -> int:

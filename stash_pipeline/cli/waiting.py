@@ -1,0 +1,23 @@
+"""`--wait`: run what a pipeline sensor asks for now, in this process, on the local instance."""
+
+from __future__ import annotations
+
+import sys
+
+WAIT_HELP = ("run it now, in this process, on the local Dagster instance, and return when it "
+             "ends (if a daemon started it already, wait for that run)")
+
+
+def run_now(sensor: str, model_id: str) -> None:
+    """The run of one reward model's partition; a run a daemon started for it is waited for."""
+    # Imported here: `--help` should not pay for Dagster.
+    from stash_pipeline.instance import definitions, get_instance, run_sensor_requests
+
+    with get_instance() as instance:
+        run_sensor_requests(instance, definitions(), sensor, partition_keys=[model_id],
+                            once_per_run_key=True, on_run=say)
+
+
+def say(line: str) -> None:
+    """Progress goes to stderr: stdout's last line is the command's JSON."""
+    print(line, file=sys.stderr)

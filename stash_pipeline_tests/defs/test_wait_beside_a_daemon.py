@@ -1,0 +1,68 @@
+"""`--wait` beside a running daemon: one run per run key, whoever starts it first."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+
+import dagster as dg
+from dagster._daemon.sensor import fetch_existing_runs
+
+from stash_pipeline.instance import (
+    RUN_KEY_TAG, SENSOR_NAME_TAG, definitions, run_sensor_requests,
+)
+from stash_pipeline.services import reward_models
+from stash_pipeline.store import Store
+from pipeline_helpers import agentprocessbench_records
+
+SENSOR = "queued_reward_models"
+
+
+def queued_model(store: Store) -> str:
+    records = agentprocessbench_records(2)
+    store.import_traces(records)
+    return reward_models.create(store, "ana", {
+        "name": "hotpot", "trace_ids": [r.trace.id for r in records],
+        "base_model": "/nonexistent"}).id
+
+
+def test_a_run_the_daemon_started_is_waited_for_not_run_again(store, instance):
+    model_id = queued_model(store)
+    daemon_run = instance.add_run(dg.DagsterRun(
+        job_name="personal_reward_model_training", run_id="daemon-run",
+        status=dg.DagsterRunStatus.STARTED,
+        tags={RUN_KEY_TAG: f"{model_id}:1", SENSOR_NAME_TAG: SENSOR}))
+    finisher = threading.Timer(0.5, lambda: instance.report_run_failed(daemon_run))
+    finisher.start()
+    said: list[str] = []
+    started = time.monotonic()
+    try:
+        runs = run_sensor_requests(instance, definitions(), SENSOR, once_per_run_key=True,
+                                   on_run=said.append)
+    finally:
+        finisher.join()
+    assert [(r.run_id, r.status) for r in runs] == [("daemon-run", dg.DagsterRunStatus.FAILURE)]
+    assert time.monotonic() - started >= 0.5  # it waited for the run to end
+    assert said == [f"waiting for run daemon-run of {model_id}:1, started elsewhere (a daemon)"]
+    # Nothing ran here: the model was never started by a second run.
+    assert store.get_reward_model(model_id).status == "queued"
+    assert len(instance.get_runs()) == 1
+
+
+def test_a_run_started_here_is_one_the_daemon_skips(store, instance):
+    model_id = queued_model(store)
+    [run] = run_sensor_requests(instance, definitions(), SENSOR, once_per_run_key=True)
+    assert run.tags[RUN_KEY_TAG] == f"{model_id}:1" and run.tags[SENSOR_NAME_TAG] == SENSOR
+    # Dagster's own lookup of a tick's existing runs (a run without an origin matches by name).
+    request = dg.RunRequest(run_key=f"{model_id}:1", partition_key=model_id)
+    existing = fetch_existing_runs(instance, SimpleNamespace(name=SENSOR), [request])
+    assert existing[f"{model_id}:1"].run_id == run.run_id
+    assert store.get_reward_model(model_id).run_id == run.run_id
+
+
+def test_without_once_per_run_key_a_run_claims_no_key(store, instance):
+    """Sensors whose keys repeat from a fresh cursor (action scoring) must not block the daemon."""
+    queued_model(store)
+    [run] = run_sensor_requests(instance, definitions(), SENSOR)
+    assert RUN_KEY_TAG not in run.tags
