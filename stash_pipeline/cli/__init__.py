@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -27,7 +28,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(args.handler(args) or 0)
+        status = int(args.handler(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return status
     except StashError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, as other command-line tools do. Output
+        # still buffered would fail again at exit, so stdout is pointed at /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by the signal

@@ -103,3 +103,20 @@ def test_module_entry_point_runs(tmp_path):
     done = subprocess.run([sys.executable, "-m", "stash_pipeline", "--help"],
                           capture_output=True, text=True, check=True)
     assert "import" in done.stdout and "traces" in done.stdout
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(stash_home):
+    """`stash-pipeline traces list | head -1`: no traceback, the exit status of SIGPIPE."""
+    import os
+    import subprocess
+    import sys
+
+    assert main(["import", str(SAMPLES)]) == 0
+    command = [sys.executable, "-c", "import sys; from stash_pipeline.cli import main; "
+               "sys.exit(main(['traces', 'list', '--json']))"]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env={**os.environ, "STASH_HOME": str(stash_home)})
+    child.stdout.close()  # before the command writes a byte: it imports for a second first
+    stderr = child.stderr.read().decode()
+    assert child.wait(timeout=120) == 141, stderr
+    assert stderr == ""
