@@ -24,11 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stash_pipeline.core.feedback import (
-    Feedback, ReviewedComparison, VerifiedOutcome, feedback_trace_ids,
+    Feedback, ReviewedComparison, VerifiedOutcome, split_orphaned,
 )
-from stash_pipeline.core.pair_builders import (
-    audience_traces, reviewed_comparison_pairs, verified_outcome_pairs,
-)
+from stash_pipeline.core.pair_builders import audience_traces, build_feedback_pairs
 from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.core.training_settings import BENCHMARK_SHARE
@@ -72,6 +70,7 @@ def assign_roles(traces: Iterable[Trace], feedback: Sequence[Feedback], *,
     ``trained_before``: trace ids the incumbent release trained on (its data snapshot).
     """
     opted_in = sorted(audience_traces(traces, "shared"), key=lambda t: t.id)
+    feedback = split_orphaned(opted_in, feedback)[0]  # orphaned feedback makes no pair anywhere
     with_outcome = {f.trace_id for f in feedback if isinstance(f, VerifiedOutcome)}
     reviewed = {trace_id for f in feedback
                 if isinstance(f, ReviewedComparison) and f.independently_reviewed
@@ -95,15 +94,12 @@ def assign_roles(traces: Iterable[Trace], feedback: Sequence[Feedback], *,
 
 def benchmark_pairs(traces: Sequence[Trace], feedback: Iterable[Feedback]) -> list[Pair]:
     """The benchmark's pairs among ``traces``: independently reviewed comparisons and verified
-    outcomes whose traces are all benchmark traces, sorted by pair id."""
-    usable = {t.id: t for t in traces}
-    inside = [f for f in feedback if all(t in usable for t in feedback_trace_ids(f))]
-    comparisons = [f for f in inside
-                   if isinstance(f, ReviewedComparison) and f.independently_reviewed]
-    outcomes = [f for f in inside if isinstance(f, VerifiedOutcome)]
-    pairs = [*reviewed_comparison_pairs(usable, comparisons),
-             *verified_outcome_pairs(usable, outcomes)]
-    return sorted(pairs, key=lambda p: p.id)
+    outcomes whose traces are all benchmark traces, sorted by pair id. Orphaned feedback (on an
+    action a reimport removed) yields no pair, as in training."""
+    labels = [f for f in feedback if isinstance(f, VerifiedOutcome)
+              or isinstance(f, ReviewedComparison) and f.independently_reviewed]
+    # The personal audience's rules keep both kinds; the traces are opted in already.
+    return build_feedback_pairs(traces, labels, "personal")
 
 
 def crossing_comparisons(roles: SharedRoles, feedback: Iterable[Feedback]) -> int:

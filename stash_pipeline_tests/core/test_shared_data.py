@@ -89,3 +89,16 @@ def test_a_trace_in_both_is_refused_naming_it():
     pairs = build_feedback_pairs([trace], feedback, "shared")
     with pytest.raises(OverlapError, match="t1"):
         check_disjoint(pairs, pairs)
+
+
+def test_a_comparison_orphaned_by_a_reimport_neither_benchmarks_nor_breaks_the_benchmark():
+    bench_task = task_in_share(True)
+    traces = [traced("b1", bench_task), traced("b2", bench_task),
+              traced("o1", "outcome-task"), traced("o2", "outcome-task")]
+    # "b1/m99" no longer exists (a shorter reimport): the comparison is kept but makes no pair.
+    orphaned = ReviewedComparison("gone", "b1", "b2", "b1/m99", "b2/m7", author="ana",
+                                  reviewer="bo")
+    feedback = [orphaned, VerifiedOutcome("w", "o1", 1.0), VerifiedOutcome("l", "o2", 0.0)]
+    roles = assign_roles(traces, feedback)
+    assert sorted(t.id for t in roles.benchmark) == ["o1", "o2"]  # b1, b2 have no usable review
+    assert [p.source_kind for p in benchmark_pairs(traces, feedback)] == ["verified_outcome"]
