@@ -12,14 +12,15 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from stash_pipeline.core.errors import InputError
+from stash_pipeline.core.validation import MAX_ID_CHARS, MAX_NAME_CHARS, check_text
 from stash_pipeline.core.training_settings import (
     DEFAULT_BASE_MODEL, DEFAULT_EPOCHS, DEFAULT_MAX_PAIRS,
 )
 
 REQUEST_FIELDS = ("name", "trace_ids", "base_model", "epochs", "max_pairs")
-MAX_NAME_LENGTH = 256  # reward_models.name
+MAX_NAME_LENGTH = MAX_NAME_CHARS  # reward_models.name
 MAX_BASE_MODEL_LENGTH = 512  # reward_models.base_model
-MAX_TRACE_ID_LENGTH = 64  # traces.id
+MAX_TRACE_ID_LENGTH = MAX_ID_CHARS  # traces.id
 # Bounds that keep one request from holding the worker for days: 4000 pairs of one epoch is the
 # seed's default job; these are far above it and far below what would never finish.
 MAX_EPOCHS = 100
@@ -53,9 +54,16 @@ def _text(data: Mapping[str, Any], field: str, limit: int, default: str | None =
         raise _fail(field, f"expected a non-empty string, got {value!r}")
     if len(value) > limit:
         raise _fail(field, f"is {len(value)} characters long; at most {limit} are allowed")
-    if "\x00" in value:  # PostgreSQL text cannot hold it; refuse it on SQLite alike
-        raise _fail(field, "cannot contain NUL characters")
+    _storable(value, field)
     return value
+
+
+def _storable(value: str, field: str) -> None:
+    """No NUL or lone surrogate: what neither database stores (core.validation's one check)."""
+    try:
+        check_text(value, field)
+    except InputError as error:
+        raise error.located(record="request") from None
 
 
 def _integer(data: Mapping[str, Any], field: str, default: int, largest: int) -> int:
@@ -79,10 +87,10 @@ def _trace_ids(data: Mapping[str, Any]) -> tuple[str, ...]:
     if len(value) > MAX_TRACE_IDS:
         raise _fail("trace_ids", f"lists {len(value)} traces; at most {MAX_TRACE_IDS} are allowed")
     for index, item in enumerate(value):
-        if not isinstance(item, str) or not item or len(item) > MAX_TRACE_ID_LENGTH \
-                or "\x00" in item:
+        if not isinstance(item, str) or not item or len(item) > MAX_TRACE_ID_LENGTH:
             raise _fail(f"trace_ids[{index}]",
                         f"expected a trace id of 1 to {MAX_TRACE_ID_LENGTH} characters, got {item!r}")
+        _storable(item, f"trace_ids[{index}]")
     return tuple(dict.fromkeys(value))  # a repeated id selects its trace once
 
 

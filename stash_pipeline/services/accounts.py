@@ -14,10 +14,11 @@ import uuid
 from typing import Any
 
 from stash_pipeline.core.errors import InputError
+from stash_pipeline.core.validation import MAX_NAME_CHARS, check_text
 from stash_pipeline.store import Account, Store
 
 KEY_PREFIX = "stash_"
-MAX_NAME_LENGTH = 256  # accounts.name
+MAX_NAME_LENGTH = MAX_NAME_CHARS  # accounts.name
 MAX_KEY_LENGTH = 200  # longer Authorization values are refused before hashing
 
 
@@ -35,6 +36,7 @@ def create(store: Store, name: str, *, account_id: str | None = None,
     makes an account as those that existed before the reward-model rollout (their RM routes 404)."""
     if not name.strip() or len(name) > MAX_NAME_LENGTH:
         raise InputError(f"a name is 1 to {MAX_NAME_LENGTH} characters", field="name")
+    check_text(name, "name", what="a name")
     key = new_key()
     account = store.create_account(account_id or str(uuid.uuid4()), name=name,
                                    api_key_hash=hash_key(key),

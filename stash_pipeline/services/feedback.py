@@ -12,11 +12,12 @@ from typing import Any
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import Comment, Rating, feedback_id
 from stash_pipeline.core.traces import Trace
+from stash_pipeline.core.validation import MAX_NAME_CHARS, check_name, check_text
 from stash_pipeline.services.traces import owned_trace
 from stash_pipeline.store import Store
 
 MAX_COMMENT_LENGTH = 20_000
-MAX_AUTHOR_LENGTH = 256  # comments.author, ratings.author
+MAX_AUTHOR_LENGTH = MAX_NAME_CHARS  # comments.author, ratings.author
 
 
 def comment_item(trace_id: str, text: str, action_id: str | None = None,
@@ -37,10 +38,7 @@ def comment(store: Store, owner: str, trace_id: str, text: Any, *, action: str |
     """Comment on the owner's trace (or one of its actions); NotFoundError for another's trace."""
     if not isinstance(text, str) or not text.strip():
         raise InputError("a comment needs text", field="text")
-    if len(text) > MAX_COMMENT_LENGTH:
-        raise InputError(f"a comment is at most {MAX_COMMENT_LENGTH} characters", field="text")
-    if "\x00" in text:  # PostgreSQL text cannot hold it; refused on SQLite alike
-        raise InputError("a comment cannot contain NUL characters", field="text")
+    check_text(text, "text", max_chars=MAX_COMMENT_LENGTH, what="a comment")
     trace = owned_trace(store, owner, trace_id)
     item = comment_item(trace.id, text, _action_id(trace, action), _author(author))
     store.add_feedback([item], owner=owner)
@@ -71,11 +69,8 @@ def _action_id(trace: Trace, action: str | None) -> str | None:
 
 
 def _author(author: str | None) -> str | None:
-    if author is not None and (not isinstance(author, str) or len(author) > MAX_AUTHOR_LENGTH
-                               or "\x00" in author):
-        raise InputError(f"an author is a string of at most {MAX_AUTHOR_LENGTH} characters "
-                         "(no NUL)",
-                         field="author")
+    # Checked before the id is derived from it: a lone surrogate cannot even be hashed.
+    check_name(author, "author", max_chars=MAX_AUTHOR_LENGTH)
     return author
 
 

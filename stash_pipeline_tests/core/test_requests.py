@@ -37,6 +37,11 @@ def test_every_field_is_taken_and_repeated_ids_count_once():
     ({"name": "n", "trace_ids": ["t"], "max_pairs": -5}, "max_pairs"),
     ({"name": "n", "trace_ids": ["t"], "max_pairs": None}, "max_pairs"),
     ({"name": "n", "trace_ids": ["t"], "base_model": ""}, "base_model"),
+    # Neither database can store a NUL or a lone surrogate: refused here, on both alike.
+    ({"name": "a\x00", "trace_ids": ["t"]}, "name"),
+    ({"name": "x\udc80", "trace_ids": ["t"]}, "name"),
+    ({"name": "n", "trace_ids": ["t\ud800"]}, "trace_ids[0]"),
+    ({"name": "n", "trace_ids": ["t"], "base_model": "\ud800"}, "base_model"),
     ({"name": "n", "trace_ids": ["t"], "compute": "modal"}, "compute"),
     ({"name": "n", "trace_ids": ["t"], "learning_rate": 0.1}, "learning_rate"),
 ])
