@@ -305,5 +305,5 @@ class Store:
                                                              epochs=epochs)
 
     def shared_training_requests(self, after: int = 0) -> list[SharedTrainingRequest]:
-        with self.transaction() as c:
+        with self.reading() as c:
             return training_requests.shared_training_requests(c, after)

@@ -64,6 +64,8 @@ def list_traces(connection: sa.Connection, owner: str | None, *, shared_evaluato
         raise ValueError(f"unknown sort {sort!r}")
     t, s, a, rm = schema.traces, schema.scores, schema.action_scores, schema.reward_models
     m = schema.scoring_marks
+    # One account's page ranks and averages that account's scores only, not every account's.
+    owned = () if owner is None else (t.c.owner == owner,)
     # Personal scores: any evaluator but a shared release (a model scores only its owner's traces).
     personal = s.c.evaluator.not_in(sa.select(schema.releases.c.version))
     if model_ids is not None:
@@ -74,12 +76,12 @@ def list_traces(connection: sa.Connection, owner: str | None, *, shared_evaluato
                             partition_by=s.c.trace_id,
                             order_by=(s.c.created_at.desc(), s.c.evaluator.desc())).label("n"))
               .join(t, sa.and_(t.c.id == s.c.trace_id, t.c.version == s.c.trace_version))
-              .where(personal)
+              .where(personal, *owned)
               .subquery())
     credit = (sa.select(a.c.trace_id, sa.func.avg(a.c.credit).label("mean"),
                         sa.func.count().label("n"))
               .join(t, sa.and_(t.c.id == a.c.trace_id, t.c.version == a.c.trace_version))
-              .where(a.c.evaluator == shared_evaluator)
+              .where(a.c.evaluator == shared_evaluator, *owned)
               .group_by(a.c.trace_id).subquery())
     columns = {"created_at": t.c.created_at, "latest_score": ranked.c.raw,
                "mean_action_credit": credit.c.mean}
@@ -96,8 +98,7 @@ def list_traces(connection: sa.Connection, owner: str | None, *, shared_evaluato
                        key.desc() if descending else key.asc(),
                        t.c.id.desc() if descending else t.c.id.asc())
              .limit(limit).offset(offset))
-    if owner is not None:
-        query = query.where(t.c.owner == owner)
+    query = query.where(*owned)
     return [
         TraceSummary(id=row.id, owner=row.owner, agent=row.agent, domain=row.domain,
                      task_id=row.task_id, version=row.version, messages=row.message_count,

@@ -23,9 +23,8 @@ class SharedTrainingRequest:
 
 def request_shared_training(connection: sa.Connection, *, base_model: str | None = None,
                             epochs: int | None = None) -> SharedTrainingRequest:
-    request_id = connection.execute(r.insert().values(base_model=base_model, epochs=epochs)
-                                    .returning(r.c.id)).scalar_one()
-    row = connection.execute(sa.select(r).where(r.c.id == request_id)).one()
+    row = connection.execute(r.insert().values(base_model=base_model, epochs=epochs)
+                             .returning(*r.c)).one()
     return SharedTrainingRequest(**row._asdict())
 
 
