@@ -225,10 +225,12 @@ def review_comparison(connection: sa.Connection, comparison_id: str, *, reviewer
     if not reviewer:
         raise InputError("a review needs its reviewer", field="reviewer")
     table = schema.reviewed_comparisons
-    row = connection.execute(sa.select(*(table.c[n] for n in _FIELDS[ReviewedComparison]))
-                             .where(table.c.id == comparison_id)).one_or_none()
-    if row is None or (owner is not None and missing_ids(
-            connection, [ReviewedComparison(**row._asdict())], owner)):
+    query = (sa.select(*(table.c[n] for n in _FIELDS[ReviewedComparison]))
+             .where(table.c.id == comparison_id))
+    if owner is not None:
+        query = query.where(_owned_by(table, owner))
+    row = connection.execute(query).one_or_none()
+    if row is None:
         raise NotFoundError(f"no comparison {comparison_id}")
     connection.execute(table.update().where(table.c.id == comparison_id)
                        .values(reviewer=reviewer, status=status))

@@ -83,3 +83,19 @@ def test_a_review_keeps_the_author_and_names_the_reviewer(store: Store, two_trac
     with pytest.raises(InputError, match="status"):
         store.review_comparison(comparison_id, reviewer="x", status="maybe")
     assert store.feedback_for(["a"]) == [reviewed]
+
+
+def test_the_owner_can_review_a_comparison_a_reimport_orphaned(store: Store) -> None:
+    a, c = make_trace("a", turns=3), make_trace("c")
+    store.import_traces([make_record(a), make_record(c)])
+    last = a.actions()[-1].id  # a turn the shorter reimport below removes
+    pending = replace(comparison(a, c), chosen_action_id=last,
+                      rejected_action_id=c.actions()[0].id, status="pending", reviewer=None)
+    store.add_feedback([pending], owner="local")
+    store.import_traces([make_record(make_trace("a", turns=1))])
+    assert store.orphaned_feedback(owner="local") == [pending]
+    reviewed = store.review_comparison(pending.id, reviewer="bo", status="approved",
+                                       owner="local")
+    assert (reviewed.reviewer, reviewed.status) == ("bo", "approved")
+    with pytest.raises(NotFoundError):
+        store.review_comparison(pending.id, reviewer="x", status="rejected", owner="bo")
