@@ -29,6 +29,10 @@ class InputError(StashError):
 class OwnershipError(StashError):
     """A trace id that belongs to another owner."""
 
+    def __init__(self, message: str, *, trace_id: str | None = None):
+        super().__init__(message)
+        self.trace_id = trace_id
+
 
 class NotFoundError(StashError):
     """A trace, action or model that does not exist (or is not the caller's)."""

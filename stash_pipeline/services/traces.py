@@ -8,7 +8,6 @@ release version) and the caller's own personal models', kept apart.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -61,8 +60,7 @@ def import_file(store: Store, owner: str, path: Path, *, format: str = "auto",
                          field=error.field) from None
     except OwnershipError as error:
         # Say no more than that the id is taken: whose it is, is nobody else's business.
-        taken = re.match(r"trace (.*) \(.*\) already belongs", str(error))
-        name = f"trace id {taken.group(1)}" if taken else "a trace id"
+        name = "a trace id" if error.trace_id is None else f"trace id {error.trace_id}"
         raise OwnershipError(f"{name} in the {shown} is taken; give the trace another id") \
             from None
     if on_imported is not None:

@@ -110,7 +110,8 @@ def _write_chunk(connection: sa.Connection, batch: Sequence[ImportedTrace],
         if row is not None and row.owner != record.trace.owner:
             raise OwnershipError(
                 f"trace {record.trace.id} ({record.source or 'no source'}) already belongs to "
-                "another owner; import it under that owner or give it a new id")
+                "another owner; import it under that owner or give it a new id",
+                trace_id=record.trace.id)
     ensure_accounts(connection, {record.trace.owner for record in batch})
 
     # Each trace's actions are derived once: they feed the trace row, action rows and counts.
