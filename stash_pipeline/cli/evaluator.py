@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from stash_pipeline.cli.output import print_json, print_table
+from stash_pipeline.cli.output import print_json, print_table, rounded
 from stash_pipeline.cli.store import open_store
 from stash_pipeline.cli.waiting import WAIT_HELP, say
 
@@ -77,14 +77,13 @@ def training_outcome(store: Any, instance: Any, run: Any) -> dict[str, Any]:
     """What a training run decided: released or not, why, and the benchmark report."""
     import dagster as dg
 
-    from stash_pipeline.defs.shared.candidate import CANDIDATE, PAIRS_KEY
+    from stash_pipeline.defs.shared.candidate import candidate_of_run
+    from stash_pipeline.services.shared_evaluator import is_released
 
-    records = instance.fetch_materializations(PAIRS_KEY, limit=50).records
-    candidate = next((r.asset_materialization.metadata[CANDIDATE].value for r in records
-                      if r.run_id == run.run_id), None)
+    candidate = candidate_of_run(instance, run.run_id)
     comparisons = store.list_benchmark_comparisons(candidate) if candidate else []
     report = comparisons[-1].report if comparisons else None
-    released = bool(candidate) and any(r.version == candidate for r in store.list_releases())
+    released = bool(candidate) and is_released(store, candidate)
     failures = [_failure_reason(event.dagster_event) for event in instance.all_logs(run.run_id)
                 if event.dagster_event and event.dagster_event.event_type
                 == dg.DagsterEventType.STEP_FAILURE]
@@ -118,16 +117,12 @@ def print_outcome(outcome: dict[str, Any]) -> None:
         print(f"Training failed (run {outcome['run_id']}):\n{outcome['error']}")
     if outcome["benchmark"]:
         overall = outcome["benchmark"]["overall"]
-        print(f"benchmark: {overall['pairs']} pairs, candidate {_fmt(overall['candidate'])}, "
-              f"incumbent {outcome['incumbent'] or 'none'} {_fmt(overall['incumbent'])} "
+        print(f"benchmark: {overall['pairs']} pairs, candidate {rounded(overall['candidate'])}, "
+              f"incumbent {outcome['incumbent'] or 'none'} {rounded(overall['incumbent'])} "
               f"({overall['decision']})")
-        rows = [{k: _fmt(v) for k, v in row.items()} for row in outcome["benchmark"]["slices"]]
+        rows = [{k: rounded(v) for k, v in row.items()} for row in outcome["benchmark"]["slices"]]
         if rows:
             print_table(rows, SLICE_COLUMNS)
-
-
-def _fmt(value: Any) -> Any:
-    return f"{value:.3f}" if isinstance(value, float) else value
 
 
 def run_releases(args: argparse.Namespace) -> int:
@@ -136,7 +131,7 @@ def run_releases(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"releases": views, "current": views[-1]["version"] if views else None})
         return 0
-    print_table([{k: _fmt(v) for k, v in view.items()} for view in views], RELEASE_COLUMNS)
+    print_table([{k: rounded(v) for k, v in view.items()} for view in views], RELEASE_COLUMNS)
     print(f"{len(views)} releases" if views else "no release yet: traces wait for the first one")
     return 0
 

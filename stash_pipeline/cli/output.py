@@ -15,6 +15,11 @@ def print_json(payload: Any) -> None:
     print(json.dumps(payload, sort_keys=True, default=str))
 
 
+def rounded(value: Any) -> Any:
+    """A float in a table or a line for people: three decimals; anything else as it is."""
+    return f"{value:.3f}" if isinstance(value, float) else value
+
+
 def print_table(rows: list[dict[str, Any]], columns: list[str]) -> None:
     cells = [[("" if row.get(c) is None else str(row.get(c))) for c in columns] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]

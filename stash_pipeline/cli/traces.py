@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from stash_pipeline.cli.output import print_json, print_table
+from stash_pipeline.cli.output import print_json, print_table, rounded
 from stash_pipeline.cli.store import open_store
 from stash_pipeline.core.serialize import trace_to_dict
 from stash_pipeline.core.traces import DEFAULT_OWNER
@@ -45,8 +45,7 @@ def run_list(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"traces": rows, "count": len(rows)})
     else:
-        shown = [{k: f"{v:.3f}" if isinstance(v, float) else v for k, v in row.items()}
-                 for row in rows]
+        shown = [{k: rounded(v) for k, v in row.items()} for row in rows]
         print_table(shown, [c for c in LIST_COLUMNS if not rows or c in rows[0]])
         print(f"{len(rows)} traces")
     return 0

@@ -8,13 +8,14 @@ where the worker ran.
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stash_pipeline.compute.job import ARCHIVE_NAME, CHECKPOINT_INPUT, METRICS, logged_phase
+from stash_pipeline.compute.job import (
+    ARCHIVE_NAME, CHECKPOINT_INPUT, METRICS, atomic_path, logged_phase,
+)
 from stash_pipeline.compute.local import run_local_worker
 from stash_pipeline.compute.outcome import check_worker_exit
 
@@ -61,9 +62,8 @@ def record_upload(job_dir: Path, uri: str, seconds: float, *, counted: bool = Fa
         metrics_path = job_dir / METRICS
         metrics = json.loads(metrics_path.read_text())
         metrics["seconds"] = metrics.get("seconds", 0.0) + seconds
-        temporary = metrics_path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(metrics, indent=2))
-        os.replace(temporary, metrics_path)
+        with atomic_path(metrics_path) as partial:
+            partial.write_text(json.dumps(metrics, indent=2))
     (job_dir / UPLOAD).write_text(json.dumps({"uri": uri, "seconds": seconds}))
 
 

@@ -199,9 +199,13 @@ def release(store: Store, candidate: str, checkpoint_uri: str) -> Release:
     return store.save_release(Release(candidate, checkpoint_uri, comparison.report, snapshot))
 
 
+def is_released(store: Store, candidate: str) -> bool:
+    return any(r.version == candidate for r in store.list_releases())
+
+
 def _require_unreleased(store: Store, candidate: str) -> None:
     """A released candidate is final: its data and decision are what its release records."""
-    if any(r.version == candidate for r in store.list_releases()):
+    if is_released(store, candidate):
         raise GateError(f"candidate {candidate} is already released; start a new run to train "
                         "another candidate")
 
@@ -235,7 +239,7 @@ def score_batch(store: Store, batch: ScoringBatch, run: RunWorker, artifact_dir:
     """
     release_ = store.get_release(batch.release)
     traces = list(traces_in_chunks(store, list(batch.traces)))
-    job_dir = Path(artifact_dir) / SHARED_DIR / batch.release / f"score-{name}"
+    job_dir = job_directory(artifact_dir, batch.release, f"score-{name}")
     shutil.rmtree(job_dir, ignore_errors=True)
     write_job(job_dir, JobSettings(evaluator=release_.version, audience=AUDIENCE,
                                    checkpoint=CHECKPOINT_INPUT, outputs=("action_scores",)),

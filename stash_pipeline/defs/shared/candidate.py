@@ -7,6 +7,7 @@ reads it back from there, so a step materialised on its own works on the latest 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import dagster as dg
@@ -26,9 +27,19 @@ def new_candidate(context: Any) -> str:
 
 def current_candidate(context: Any) -> str:
     family = {context.run.run_id, context.run.root_run_id, context.run.parent_run_id} - {None}
-    records = context.instance.fetch_materializations(PAIRS_KEY, limit=LOOKBACK).records
+    records = _recent_pairs(context.instance)
     if not records:
         raise dg.Failure(description="no shared-evaluator candidate yet: materialise "
                                      "shared_training_pairs first (the whole chain does)")
     own = next((r for r in records if r.run_id in family), records[0])
     return own.asset_materialization.metadata[CANDIDATE].value
+
+
+def candidate_of_run(instance: dg.DagsterInstance, run_id: str) -> str | None:
+    """The candidate a run named, or None when it failed before naming one."""
+    own = next((r for r in _recent_pairs(instance) if r.run_id == run_id), None)
+    return None if own is None else own.asset_materialization.metadata[CANDIDATE].value
+
+
+def _recent_pairs(instance: dg.DagsterInstance) -> Sequence[Any]:
+    return instance.fetch_materializations(PAIRS_KEY, limit=LOOKBACK).records
