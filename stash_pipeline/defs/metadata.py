@@ -58,3 +58,33 @@ def histogram(values: Sequence[float], bins: int = HISTOGRAM_BINS) -> dg.Metadat
     rows = [{"from": low + i * width, "to": low + (i + 1) * width, "count": n,
              "": "█" * round(n / peak * BAR_WIDTH)} for i, n in enumerate(counts)]
     return table(rows, ["from", "to", "count", ""])
+
+
+def extraction(report: Mapping[str, Any]) -> dg.MetadataValue:
+    """The extraction step of a pair report: requests, ambiguous skips, what was not extracted."""
+    return key_values({
+        "extraction": report["extraction"], "requests": report["extraction_requests"],
+        "skipped as ambiguous": report["skipped_ambiguous"],
+        **{f"not extracted: {k}": v for k, v in report["pending_extraction"].items()}})
+
+
+def split(counts: Mapping[str, int]) -> dict[str, Any]:
+    """A trace-level split's counts: the three a person looks for first, then the whole table."""
+    return {"train_pairs": counts["train_pairs"], "eval_pairs": counts["eval_pairs"],
+            "excluded_cross_trace_pairs": counts["excluded_cross_trace_pairs"],
+            "split": key_values(counts)}
+
+
+TRAINING_HEADLINES = ("final_loss", "eval_accuracy", "train_pairs", "eval_pairs", "seconds")
+
+
+def training(uri: str, metrics: Mapping[str, Any], losses: Sequence[float]) -> dict[str, Any]:
+    """A trained checkpoint: where it is, the metrics table, the loss curve, the headline numbers."""
+    return {
+        "checkpoint_uri": dg.MetadataValue.path(uri),
+        "metrics": key_values(metrics),
+        "loss_curve": loss_curve(losses),
+        **{name: metrics[name] for name in TRAINING_HEADLINES
+           if isinstance(metrics.get(name), (int, float))},
+        "device": str(metrics.get("device")),
+    }

@@ -62,10 +62,7 @@ def personal_pairs(context: dg.AssetExecutionContext, database: StoreResource,
         "pairs": report["pairs"], "dropped_by_max_pairs": report["dropped_by_max_pairs"],
         "orphaned_feedback": report["orphaned_feedback"],
         "by_source": metadata.key_values(report["by_source"]),
-        "extraction": metadata.key_values({
-            "extraction": report["extraction"], "requests": report["extraction_requests"],
-            "skipped as ambiguous": report["skipped_ambiguous"],
-            **{f"not extracted: {k}": v for k, v in report["pending_extraction"].items()}}),
+        "extraction": metadata.extraction(report),
         "generated_pairs": report["generated_pairs"],
     })
 
@@ -78,11 +75,7 @@ def personal_split(context: dg.AssetExecutionContext,
     store, model_id = database.store, context.partition_key
     with model_fails_with(store, model_id):
         counts = steps.split(store, store.get_reward_model(model_id)).counts()
-    return dg.MaterializeResult(metadata={
-        "train_pairs": counts["train_pairs"], "eval_pairs": counts["eval_pairs"],
-        "excluded_cross_trace_pairs": counts["excluded_cross_trace_pairs"],
-        "split": metadata.key_values(counts),
-    })
+    return dg.MaterializeResult(metadata=metadata.split(counts))
 
 
 @dg.asset(partitions_def=personal_reward_model, deps=[personal_split], group_name=GROUP,
@@ -102,16 +95,8 @@ def personal_checkpoint(context: dg.AssetExecutionContext, database: StoreResour
                              upload_key=steps.checkpoint_key(model_id, model.attempt))
         _log_extraction(context, job_dir)
         results = read_results(job_dir, model_id)
-    losses = read_losses(job_dir / LOSSES)
-    return dg.MaterializeResult(metadata={
-        "checkpoint_uri": dg.MetadataValue.path(uri),
-        "metrics": metadata.key_values(results.metrics),
-        "loss_curve": metadata.loss_curve(losses),
-        **{name: results.metrics[name] for name in ("final_loss", "eval_accuracy", "train_pairs",
-                                                    "eval_pairs", "seconds")
-           if isinstance(results.metrics.get(name), (int, float))},
-        "device": str(results.metrics.get("device")),
-    })
+    return dg.MaterializeResult(
+        metadata=metadata.training(uri, results.metrics, read_losses(job_dir / LOSSES)))
 
 
 def _log_extraction(context: dg.AssetExecutionContext, job_dir: Path) -> None:

@@ -68,10 +68,7 @@ def shared_training_pairs(context: dg.AssetExecutionContext, config: SharedPairs
             "in both": report["traces_in_both"],
             "comparisons across training and benchmark (unused)":
                 report["crossing_comparisons"]}),
-        "extraction": metadata.key_values({
-            "extraction": report["extraction"], "requests": report["extraction_requests"],
-            "skipped as ambiguous": report["skipped_ambiguous"],
-            **{f"not extracted: {k}": v for k, v in report["pending_extraction"].items()}}),
+        "extraction": metadata.extraction(report),
         "dropped_by_max_pairs": report["dropped_by_max_pairs"],
     })
 
@@ -85,12 +82,7 @@ def shared_split(context: dg.AssetExecutionContext,
         counts = steps.split(database.store, candidate).counts()
     except Exception as error:
         raise step_failure(error) from error
-    return dg.MaterializeResult(metadata={
-        CANDIDATE: candidate, "train_pairs": counts["train_pairs"],
-        "eval_pairs": counts["eval_pairs"],
-        "excluded_cross_trace_pairs": counts["excluded_cross_trace_pairs"],
-        "split": metadata.key_values(counts),
-    })
+    return dg.MaterializeResult(metadata={CANDIDATE: candidate, **metadata.split(counts)})
 
 
 @dg.asset(deps=[shared_split], group_name=GROUP, kinds={"pytorch"}, pool=REWARD_POOL)
@@ -113,14 +105,8 @@ def shared_candidate(context: dg.AssetExecutionContext, config: SharedCandidateC
     except Exception as error:
         raise step_failure(error) from error
     return dg.MaterializeResult(metadata={
-        CANDIDATE: candidate, "checkpoint_uri": dg.MetadataValue.path(uri),
-        "metrics": metadata.key_values(metrics),
-        "loss_curve": metadata.loss_curve(read_losses(job_dir / LOSSES)),
-        **{name: metrics[name] for name in ("final_loss", "eval_accuracy", "train_pairs",
-                                            "eval_pairs", "seconds")
-           if isinstance(metrics.get(name), (int, float))},
-        "device": str(metrics.get("device")),
-    })
+        CANDIDATE: candidate,
+        **metadata.training(uri, metrics, read_losses(job_dir / LOSSES))})
 
 
 @dg.asset(deps=[shared_candidate], group_name=GROUP, kinds={"pytorch"}, pool=REWARD_POOL)
