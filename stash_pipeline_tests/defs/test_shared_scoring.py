@@ -142,3 +142,19 @@ def test_each_action_is_scored_from_its_context_alone_with_the_releases_credit(
         [raw] = model.score([alone])
         assert stored[action.id].raw == pytest.approx(raw, abs=1e-4)
         assert stored[action.id].credit == pytest.approx(model.credit(raw), abs=1e-4)
+
+
+def test_with_every_scoring_run_slot_taken_the_tick_skips(store, instance, release):
+    from stash_pipeline.defs.shared.jobs import shared_scoring_job
+    from stash_pipeline.defs.shared.sensors import MAX_SCORING_RUNS, RELEASE_TAG, scoring_batch_config
+
+    store.import_traces([record(i) for i in range(MAX_SCORING_RUNS + 1)])
+    pending = store.traces_pending_scoring("r1")
+    for index in range(MAX_SCORING_RUNS):
+        instance.add_run(dg.DagsterRun(
+            job_name=shared_scoring_job.name, run_id=f"busy-{index}",
+            status=dg.DagsterRunStatus.STARTED, tags={RELEASE_TAG: "r1"},
+            run_config=scoring_batch_config("r1", [pending[index]])))
+    result = tick(instance)
+    assert result.run_requests == [] and "in flight" in result.skip_message
+    assert store.traces_pending_scoring("r1") == pending

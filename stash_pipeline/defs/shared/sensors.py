@@ -86,6 +86,8 @@ def pending_action_scoring(context: dg.SensorEvaluationContext, database: StoreR
     size = shared_evaluator.batch_size()
     running, covered = in_flight(context.instance, release.version)
     room = max(0, MAX_SCORING_RUNS - running) * size
+    if not room:
+        return dg.SkipReason(f"{running} scoring runs in flight, the most at once")
     pending = [p for p in store.traces_pending_scoring(release.version,
                                                        limit=room + len(covered))
                if p not in covered][:room]
