@@ -40,13 +40,12 @@ from stash_pipeline.core.pair_builders import AUDIENCES, Audience
 from stash_pipeline.core.ranking import kendall_tau
 from stash_pipeline.core.traces import Trace, trace_actions
 from stash_pipeline.importers import read_path
-from stash_pipeline.worker import readout
 from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, scoring_precision, tokenize
 from stash_pipeline.worker.render import cut_at_action, render_trace
 from stash_pipeline.worker.scoring import plan_action_rows, score_trace_actions
 from models import (
     APB_FILE, TAU2_FILE, add_common_arguments, base_model, describe_device, peak_memory_gib, reset_peak_memory,
-    synchronize,
+    synchronize, whole_last_layer,
 )
 
 TOLERANCE = {"tiny": 1e-4, "qwen3-0.6b-shape": 1e-3}  # fp32, ours against naive
@@ -93,16 +92,6 @@ def our_scores(precision: str) -> Callable[..., dict[str, float]]:
     def score(model, tokenizer, traces: Sequence[Trace], audience: Audience, device: str) -> dict[str, float]:
         with scoring_precision(precision, device):
             return score_trace_actions(model, tokenizer, traces, audience)
-    return score
-
-
-def whole_last_layer(scorer: Callable[..., dict[str, float]]) -> Callable[..., dict[str, float]]:
-    def score(*args) -> dict[str, float]:
-        readout.LAST_LAYER_AT_READS_ONLY = False
-        try:
-            return scorer(*args)
-        finally:
-            readout.LAST_LAYER_AT_READS_ONLY = True
     return score
 
 

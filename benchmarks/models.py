@@ -22,12 +22,16 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import torch
 from transformers import AutoModelForCausalLM, Qwen3Config
 
+from stash_pipeline.worker import readout
 from stash_pipeline.worker.tiny_model import SHAPES, build_tokenizer
+
+T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data"
@@ -157,3 +161,15 @@ def describe_device(device: str) -> str:
     if device == "cuda":
         return f"{torch.cuda.get_device_name()}, torch {torch.__version__}"
     return f"{device}, {torch.get_num_threads()} threads, torch {torch.__version__}, python {sys.version.split()[0]}"
+
+
+def whole_last_layer(run: Callable[..., T]) -> Callable[..., T]:
+    """``run`` with the last decoder layer over every token (``readout``'s switch off), to measure
+    what running it at read tokens only gains; the switch is restored afterwards."""
+    def whole(*args: Any) -> T:
+        before, readout.LAST_LAYER_AT_READS_ONLY = readout.LAST_LAYER_AT_READS_ONLY, False
+        try:
+            return run(*args)
+        finally:
+            readout.LAST_LAYER_AT_READS_ONLY = before
+    return whole

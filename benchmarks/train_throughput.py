@@ -31,7 +31,6 @@ import torch
 
 from stash_pipeline.core.pair_builders import build_feedback_pairs
 from stash_pipeline.importers import read_path
-from stash_pipeline.worker import readout
 from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, tokenize
 from stash_pipeline.worker.render import render_side
 from stash_pipeline.worker.train import (
@@ -40,7 +39,7 @@ from stash_pipeline.worker.train import (
 )
 from models import (
     APB_FILE, add_common_arguments, base_model, describe_device, mfu, non_embedding_parameters,
-    peak_memory_gib, reset_peak_memory, synchronize,
+    peak_memory_gib, reset_peak_memory, synchronize, whole_last_layer,
 )
 
 
@@ -155,13 +154,7 @@ def main() -> None:
         configs = {"ours": lambda: run_ours(base, tokenizer, pairs, device, compile=args.compile,
                                             backward_tokens=backward_tokens)}
         if args.readout_gain:
-            def whole_model() -> tuple[float, float, float]:
-                readout.LAST_LAYER_AT_READS_ONLY = False
-                try:
-                    return configs["ours"]()
-                finally:
-                    readout.LAST_LAYER_AT_READS_ONLY = True
-            configs["ours_whole_last_layer"] = whole_model
+            configs["ours_whole_last_layer"] = whole_last_layer(configs["ours"])
         if with_trl:
             configs["trl"] = lambda: run_trl(base, tokenizer, pairs, Path(scratch) / "trl", device)
         runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in configs}

@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 
 from stash_pipeline.compute.job import (
-    JobSettings, failure_reason, logged_phase, phase_seconds, read_metrics, write_job,
+    ARCHIVE_NAME, CHECKPOINT_DIR, LOG, JobSettings, failure_reason, logged_phase, phase_seconds,
+    read_metrics, write_job,
 )
 from stash_pipeline.core.pair_builders import build_feedback_pairs
 from stash_pipeline.core.split import split_pairs
@@ -90,10 +91,10 @@ def main() -> None:
             raise SystemExit(f"the worker failed ({done.returncode}):\n{failure_reason(job_dir, done.returncode)}")
         metrics = read_metrics(job_dir)
         with logged_phase(job_dir, "upload"):  # the caller's upload, here a copy to a local store
-            shutil.copyfile(job_dir / "reward-model.tar.gz", scratch / "uploaded.tar.gz")
-        phases = phase_seconds((job_dir / "worker.log").read_text())
-        archive_mib = (job_dir / "reward-model.tar.gz").stat().st_size / 2**20
-        weights_mib = (job_dir / "reward-model" / "model.safetensors").stat().st_size / 2**20
+            shutil.copyfile(job_dir / ARCHIVE_NAME, scratch / "uploaded.tar.gz")
+        phases = phase_seconds((job_dir / LOG).read_text())
+        archive_mib = (job_dir / ARCHIVE_NAME).stat().st_size / 2**20
+        weights_mib = (job_dir / CHECKPOINT_DIR / "model.safetensors").stat().st_size / 2**20
         print(f"device {metrics['device']}; final loss {metrics['final_loss']:.4f}; eval accuracy "
               f"{metrics['eval_accuracy']}; model.safetensors {weights_mib:.0f} MiB, archive {archive_mib:.0f} MiB")
         for name, seconds in phases.items():

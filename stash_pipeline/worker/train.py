@@ -279,7 +279,7 @@ def train(model: Any, pairs: list[EncodedPair], *, epochs: int, device: str, pad
         unread.clear()
 
     for _ in range(epochs):
-        first_step = len(result.step_losses) + len(unread)
+        first_step = len(result.step_losses)  # report() read every step of the epoch before
         for batch in shuffled_batches(len(pairs), rng):
             loss = train_step(model, optimizer, [pairs[i] for i in batch], device=device, pad_id=pad_id,
                               use_autocast=use_autocast, share_prefixes=share_prefixes,
