@@ -7,6 +7,8 @@ from pathlib import Path
 
 import dagster as dg
 
+from waiting import PROCESS_EXIT_S, bound
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -20,6 +22,6 @@ def test_dg_check_defs_passes():
     dg_cli = shutil.which("dg", path=str(Path(sys.executable).parent))
     assert dg_cli, "the dg CLI (dagster-dg-cli) is installed with the project"
     done = subprocess.run([dg_cli, "check", "defs"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+                          timeout=bound(PROCESS_EXIT_S))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "All definitions loaded successfully" in done.stdout + done.stderr

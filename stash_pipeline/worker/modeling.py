@@ -148,7 +148,23 @@ def scoring_precision(choice: str, device: str) -> ContextManager[Any]:
     autocast runs the matrix products in bf16 and keeps norms and the residual stream in fp32,
     which agrees with fp32 better than bf16 weights do (docs/worker.md). One context around many
     forwards casts each weight once."""
-    return autocast(device, choice == "bfloat16" or (choice == "auto" and device != "cpu"))
+    return autocast(device, _wants_bf16(choice, device))
+
+
+def _wants_bf16(choice: str, device: str) -> bool:
+    return choice == "bfloat16" or (choice == "auto" and device != "cpu")
+
+
+def scoring_precision_note(choice: str, device: str) -> str:
+    """The log line that says which precision scores are computed in, and why when bf16 was asked
+    for and the device cannot run it (a CPU without AVX512-BF16 or AMX: fp32 instead)."""
+    if not _wants_bf16(choice, device):
+        return f"scores computed in float32 (score_dtype {choice}, device {device})"
+    if supports_bf16(device):
+        return f"scores computed under bfloat16 autocast (score_dtype {choice}, device {device})"
+    return (f"score_dtype {choice} asks for bfloat16 but device {device} has no bf16 support "
+            f"({BF16_FEATURE[device] if device in BF16_FEATURE else 'not supported'}): "
+            "scores computed in float32")
 
 
 def tokenize(tokenizer: Any, texts: list[str]) -> list[list[int]]:
@@ -165,7 +181,15 @@ def tokenize(tokenizer: Any, texts: list[str]) -> list[list[int]]:
     return [list(ids) for ids in encoded["input_ids"]]
 
 
+# What a device needs for bf16, as the skip reasons and the fallback log line name it.
+BF16_FEATURE = {
+    "cuda": "torch.cuda.is_bf16_supported() is False",
+    "cpu": "torch.ops.mkldnn._is_mkldnn_bf16_supported() is False: the CPU lacks AVX512-BF16 and AMX",
+}
+
+
 def supports_bf16(device: str) -> bool:
+    """Whether bf16 autocast runs on ``device``: the one decision the worker and the tests share."""
     if device == "cuda":
         return torch.cuda.is_bf16_supported()
     if device == "cpu":

@@ -39,6 +39,7 @@ from stash_pipeline.worker.checkpoint_loading import (
 from stash_pipeline.worker.metrics import training_metrics
 from stash_pipeline.worker.modeling import (
     cast_parameters, load_config, load_reward_model, load_tokenizer, pick_device, scoring_precision,
+    scoring_precision_note,
     stored_dtype, tokenize,
 )
 from stash_pipeline.worker.progress import Progress, default_progress, logger, under_dagster_pipes
@@ -242,6 +243,7 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
               else getattr(torch, settings.checkpoint_dtype))
     cast_parameters(model, stored)
     precision = scoring_precision(settings.score_dtype, device)
+    progress.info(scoring_precision_note(settings.score_dtype, device))
     with ExitStack() as checkpoint:
         if "checkpoint" in settings.outputs:
             # The folder is renamed into place whole once the stats are in it too.
@@ -294,6 +296,7 @@ def score_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
     assert stats is not None
     with phase("inputs"):
         traces = traces_to_score(job_dir)
+    progress.info(scoring_precision_note(settings.score_dtype, device))
     with phase("scoring"), scoring_precision(settings.score_dtype, device):
         counts = write_scores(job_dir, settings, model, tokenizer, audience, traces, stats, action_stats,
                               progress)

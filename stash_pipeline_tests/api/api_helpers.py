@@ -20,6 +20,7 @@ from stash_pipeline.api.settings import ApiSettings
 from stash_pipeline.objects import LocalObjectStore, reward_model_checkpoint_key
 from stash_pipeline.services import accounts
 from stash_pipeline.store import Store
+from waiting import REQUEST_S, SERVER_START_S, bound, wait_until
 
 # store_samples (small traces with feedback) lives beside the store suite.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
@@ -36,7 +37,7 @@ class Api:
 
     def client(self, key: str | None = None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+        return httpx.Client(base_url=self.url, headers=headers, timeout=bound(REQUEST_S))
 
     def account(self, name: str, *, before_rollout: bool = False) -> tuple[str, httpx.Client]:
         """A new account: its id and a client that sends its key."""
@@ -49,16 +50,15 @@ def serve(app, sock: socket.socket) -> Iterator[None]:  # noqa: ANN001
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.01)
+    wait_until(lambda: server.started or not thread.is_alive(), timeout_s=SERVER_START_S,
+               what="uvicorn to start")
+    if not server.started:
+        raise RuntimeError("uvicorn exited before it started")
     try:
         yield
     finally:
         server.should_exit = True
-        thread.join(timeout=30)
+        thread.join(timeout=bound(SERVER_START_S))
 
 
 def loopback_socket() -> socket.socket:

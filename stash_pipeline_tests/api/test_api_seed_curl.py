@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 from api_helpers import checkpoint_archive, loopback_socket
+from waiting import PROCESS_EXIT_S, SERVER_START_S, bound
 
 from stash_pipeline.objects import object_store_from_env, reward_model_checkpoint_key
 from stash_pipeline.store import Store, schema
@@ -102,11 +103,11 @@ def test_the_seeds_curl_snippets_work_verbatim(environment: dict[str, str],
         assert (work / "reward-model" / "config.json").read_text() == "{}"
     finally:
         server.terminate()
-        server.wait(timeout=30)
+        server.wait(timeout=bound(PROCESS_EXIT_S))
 
 
 def _wait_until_up(url: str, server: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + bound(SERVER_START_S)
     while time.monotonic() < deadline:
         if server.poll() is not None:
             raise AssertionError(f"stash-pipeline api exited: {server.stdout.read()}")

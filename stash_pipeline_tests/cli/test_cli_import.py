@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from stash_pipeline.cli import main
+from waiting import PROCESS_EXIT_S, bound
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 SAMPLES = Path(__file__).resolve().parents[2] / "stash_pipeline" / "samples" / "support-agent.jsonl"
@@ -118,5 +119,5 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(stash_home):
                              env={**os.environ, "STASH_HOME": str(stash_home)})
     child.stdout.close()  # before the command writes a byte: it imports for a second first
     stderr = child.stderr.read().decode()
-    assert child.wait(timeout=120) == 141, stderr
+    assert child.wait(timeout=bound(PROCESS_EXIT_S)) == 141, stderr
     assert stderr == ""

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from fake_anthropic import FakeAnthropic
+from waiting import REQUEST_S, bound
 from stash_pipeline.extraction.config import ExtractionConfig
 
 
@@ -17,4 +18,4 @@ def extraction_config(fake_anthropic) -> ExtractionConfig:
     # Tiny backoff so retry tests run in milliseconds; the doubling is still exercised.
     return ExtractionConfig(api_key="test-key", base_url=fake_anthropic.base_url,
                             backoff_base_s=0.001, max_backoff_s=0.01, max_retries=3,
-                            timeout_s=10)
+                            timeout_s=bound(REQUEST_S))

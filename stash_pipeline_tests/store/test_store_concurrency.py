@@ -26,6 +26,7 @@ from stash_pipeline.store import Store
 from stash_pipeline.store.engine import current_revision, head_revision
 from stash_pipeline.store.locks import ConcurrentWriteError, lock_traces
 from store_samples import feedback_on, make_record, make_trace, preview_report
+from waiting import PROCESS_EXIT_S, bound
 
 SAMPLES = Path(__file__).resolve().parents[2] / "stash_pipeline" / "samples"
 
@@ -206,7 +207,7 @@ def test_8_first_commands_at_once_on_a_fresh_store(fresh_url: str, tmp_path) -> 
                "--json"]
     processes = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True) for _ in range(8)]
-    results = [(p.wait(timeout=300), *p.communicate()) for p in processes]
+    results = [(p.wait(timeout=bound(PROCESS_EXIT_S)), *p.communicate()) for p in processes]
     for code, out, err in results:
         assert code == 0, err
         assert json.loads(out.strip().splitlines()[-1])["traces"] > 0
@@ -229,11 +230,11 @@ def test_sqlite_waits_for_the_write_lock_and_never_crashes_an_import(tmp_path, m
         with store.transaction() as connection:  # BEGIN IMMEDIATE: the write lock, held
             connection.exec_driver_sql("SELECT 1")
             holding.set()
-            release.wait(timeout=60)
+            release.wait(timeout=bound(PROCESS_EXIT_S))
 
     holder = threading.Thread(target=hold_the_write_lock)
     holder.start()
-    holding.wait(timeout=60)
+    holding.wait(timeout=bound(PROCESS_EXIT_S))
     writer = Store(url)
     done = threading.Event()
     result: list[object] = []
@@ -261,7 +262,7 @@ def test_sqlite_waits_for_the_write_lock_and_never_crashes_an_import(tmp_path, m
     release.clear()
     holder = threading.Thread(target=hold_the_write_lock)
     holder.start()
-    holding.wait(timeout=60)
+    holding.wait(timeout=bound(PROCESS_EXIT_S))
     try:
         with pytest.raises(ConcurrentWriteError, match="STASH_SQLITE_BUSY_TIMEOUT_S"):
             impatient.import_traces([make_record(make_trace("u"))])

@@ -15,6 +15,7 @@ from stash_pipeline.compute.job import (
     JobSettings, failure_reason, phase_seconds, read_jsonl, read_metrics, read_settings, write_job,
 )
 from stash_pipeline.worker.runner import main
+from waiting import PROCESS_EXIT_S, bound
 
 REPO = Path(__file__).resolve().parents[2]
 METRIC_FIELDS = {
@@ -85,6 +86,26 @@ def test_scoring_job_from_the_archive_gives_identical_scores(trained_job, tmp_pa
     assert metrics["audience"] == "personal" and set(metrics["phases"]) == {"load", "inputs", "scoring"}
     calibrated = [row["calibrated"] for row in read_jsonl(job_dir / "scores.jsonl")]
     assert [row["calibrated"] for row in read_jsonl(tmp_path / "scores.jsonl")] == pytest.approx(calibrated, abs=1e-6)
+
+
+def test_bf16_asked_for_on_a_device_without_it_scores_in_fp32_and_says_so(trained_job, tmp_path,
+                                                                         monkeypatch):
+    """The fallback itself, on every machine: the device is made to report no bf16 (as a CPU
+    without AVX512-BF16 or AMX does); the job scores exactly as fp32 and its log names the reason."""
+    from stash_pipeline.worker import modeling
+
+    monkeypatch.setattr(modeling, "supports_bf16", lambda device: False)
+    job_dir, score_traces = trained_job
+    write_job(tmp_path, JobSettings(evaluator="model-1", score_dtype="bfloat16", outputs=("scores",),
+                                    checkpoint=str(job_dir / "reward-model.tar.gz")),
+              score_traces=score_traces)
+    assert main(str(tmp_path)) == 0, failure_reason(tmp_path)
+    trained = [row["score"] for row in read_jsonl(job_dir / "scores.jsonl")]
+    assert [row["score"] for row in read_jsonl(tmp_path / "scores.jsonl")] == pytest.approx(trained, abs=1e-6)
+    log = (tmp_path / "worker.log").read_text()
+    assert ("score_dtype bfloat16 asks for bfloat16 but device cpu has no bf16 support "
+            "(torch.ops.mkldnn._is_mkldnn_bf16_supported() is False: the CPU lacks AVX512-BF16 and AMX): "
+            "scores computed in float32") in log
 
 
 def test_benchmark_pairs_get_the_rewards_their_held_out_twins_get(trained_job, tmp_path,
@@ -159,7 +180,7 @@ def test_fewer_than_two_pairs_fail_before_the_model_loads(tmp_path, tiny_base_mo
 def test_the_module_entry_point_exits_non_zero_with_the_reason(tmp_path):
     (tmp_path / "settings.json").write_text(json.dumps({"evaluator": "m", "base_model": "x", "epochs": 0}))
     done = subprocess.run([sys.executable, "-m", "stash_pipeline.worker", str(tmp_path)], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=bound(PROCESS_EXIT_S))
     assert done.returncode == 1
     assert failure_reason(tmp_path).rstrip().endswith(
         "InputError: file settings.json, field 'epochs': expected an integer of at least 1, got 0")

@@ -14,6 +14,7 @@ import pytest
 
 from stash_pipeline.compute.job import JobSettings, failure_reason, read_metrics, write_job
 from stash_pipeline.worker.runner import main
+from waiting import PROCESS_EXIT_S, bound
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -63,14 +64,14 @@ def killed_attempt(job_dir: Path, stop_at: str, kill: signal.Signals, scratch: P
     reached = scratch / f"reached-{stop_at}"
     process = subprocess.Popen([sys.executable, "-c", PAUSING_WORKER, str(job_dir), stop_at, str(reached)],
                                cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + bound(PROCESS_EXIT_S)
     while not reached.exists():
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
             raise AssertionError(f"never reached {stop_at}: {process.communicate()[1].decode()[-2000:]}")
         time.sleep(0.05)
     process.send_signal(kill)
-    return process.wait(timeout=120)
+    return process.wait(timeout=bound(PROCESS_EXIT_S))
 
 
 def test_killed_in_every_phase_then_retried_succeeds(tmp_path, tiny_base_model, synthetic_pairs):
