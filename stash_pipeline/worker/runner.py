@@ -17,6 +17,7 @@ import time
 import traceback
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,9 @@ from stash_pipeline.worker.modeling import (
     stored_dtype, tokenize,
 )
 from stash_pipeline.worker.progress import Progress, default_progress, logger, under_dagster_pipes
-from stash_pipeline.worker.render import Audience, render_side, render_trace
+from stash_pipeline.worker.render import (
+    Audience, render_side, render_trace, template_kind, template_of,
+)
 from stash_pipeline.worker.scoring import score_texts, score_trace_actions
 from stash_pipeline.worker.train import EncodedPair, score_pairs, train
 
@@ -209,6 +212,18 @@ def write_pair_rewards(job_dir: Path, model: Any, tokenizer: Any, audience: Audi
     return len(pairs)
 
 
+def record_window(job_dir: Path, settings: contract.JobSettings, tokenizer: Any) -> int:
+    """The window the tokenizer keeps, recorded in settings.json; a warning naming the base model
+    when its positions end before the window asked for (BERT: 512 of 1024)."""
+    window = int(tokenizer.model_max_length)
+    if window < settings.max_length:
+        logger.warning(f"base model {settings.base_model} has {window} positions: inputs keep their "
+                       f"last {window} tokens, not {settings.max_length}")
+    if window != settings.max_length:
+        contract.write_settings(job_dir, replace(settings, max_length=window))
+    return window
+
+
 def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress, phase: Phases
               ) -> dict[str, Any]:
     device = pick_device()
@@ -221,8 +236,10 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
         train_pairs, train_encoded = encoded_pairs(job_dir, contract.TRAIN_PAIRS, tokenizer, audience)
         eval_pairs, eval_encoded = encoded_pairs(job_dir, contract.EVAL_PAIRS, tokenizer, audience)
         traces = traces_to_score(job_dir) if {"scores", "action_scores"} & set(settings.outputs) else []
+        window = record_window(job_dir, settings, tokenizer)
         progress.info(f"{len(train_pairs)} training pairs, {len(eval_pairs)} held out, "
-                      f"{len(traces)} traces to score, device {device}, window {tokenizer.model_max_length}")
+                      f"{len(traces)} traces to score, device {device}, window {window}, "
+                      f"chat template {template_kind(template_of(tokenizer))}")
         # Checked before the model is loaded, as the seed asks (a real base model is a large download).
         if len(train_pairs) + len(eval_pairs) < MIN_PAIRS:
             raise NotEnoughPairsError(len(train_pairs) + len(eval_pairs))
@@ -271,7 +288,8 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
     return training_metrics(
         train_pairs=train_pairs, eval_pairs=eval_pairs, eval_rewards=eval_rewards,
         excluded_cross_trace_pairs=settings.excluded_cross_trace_pairs, final_loss=result.final_loss,
-        epochs=result.epochs, device=device, seconds=0.0)
+        epochs=result.epochs, device=device, seconds=0.0, max_length=window,
+        chat_template=template_kind(template_of(tokenizer)))
 
 
 def score_job(job_dir: Path, settings: contract.JobSettings, progress: Progress, phase: Phases
@@ -297,7 +315,8 @@ def score_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
     with phase("scoring"), scoring_precision(settings.score_dtype, device):
         counts = write_scores(job_dir, settings, model, tokenizer, audience, traces, stats, action_stats,
                               progress)
-    return {**counts, "audience": audience, "device": device}
+    return {**counts, "audience": audience, "device": device,
+            "max_length": tokenizer.model_max_length}
 
 
 def run_job(job_dir: Path, progress: Progress | None = None, phase: Phases | None = None,

@@ -21,6 +21,7 @@ METRIC_FIELDS = {
     "train_pairs", "eval_pairs", "eval_accuracy", "action_scoring_version", "action_train_pairs",
     "action_eval_pairs", "action_eval_accuracy", "tool_eval_pairs", "tool_eval_accuracy",
     "excluded_cross_trace_pairs", "final_loss", "epochs", "device", "seconds", "attempt", "phases",
+    "num_pairs", "eval_unavailable_reason", "max_length", "chat_template",
 }
 TRAINING_PHASES = {"inputs", "load", "training", "save", "evaluation", "archive", "scoring"}
 
@@ -42,6 +43,8 @@ def test_training_job_writes_every_output(trained_job):
     metrics = json.loads((job_dir / "metrics.json").read_text())
     assert set(metrics) == METRIC_FIELDS
     assert metrics["train_pairs"] == 10 and metrics["eval_pairs"] == 4
+    assert metrics["num_pairs"] == 14 and metrics["eval_unavailable_reason"] is None
+    assert metrics["max_length"] == 1024 and metrics["chat_template"] == "chatml-think"
     assert metrics["action_scoring_version"] == 1 and metrics["action_train_pairs"] == 10
     assert metrics["action_eval_pairs"] == 4 and metrics["tool_eval_pairs"] == 4
     assert 0 <= metrics["eval_accuracy"] <= 1
