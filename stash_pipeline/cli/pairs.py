@@ -63,7 +63,7 @@ def print_report(report: dict) -> None:
               f"{report['benchmark_pairs']} pair(s); {report['training_traces']} training "
               "trace(s)")
     if report["pairs"] and not report["eval_available"]:
-        print("evaluation unavailable: no independent trace-level split")
+        print(f"evaluation unavailable: {report['eval_unavailable_reason']}")
     pending = report["pending_extraction"]
     if pending["traces"]:
         print(f"pending extraction (not run by preview): {pending['traces']} trace(s), "

@@ -83,6 +83,8 @@ class JobSettings:
     seed: int = 0
     outputs: tuple[str, ...] = DEFAULT_OUTPUTS
     excluded_cross_trace_pairs: int = 0  # from the split, reported in metrics
+    # The window asked for; the worker records the one it used (less for a model with fewer
+    # positions: BERT's 512) here and in metrics.json.
     max_length: int = MAX_LENGTH
     attempt: str | None = None  # copied into metrics.json; write_job draws one when None
     checkpoint_dtype: str = "auto"
@@ -163,9 +165,13 @@ def write_job(job_dir: Path, settings: JobSettings, *, train_pairs: Iterable[Pai
         with atomic_path(job_dir / f"{name}.jsonl") as partial, partial.open("w") as out:
             for line in lines:
                 out.write(line + "\n")
-    with atomic_path(job_dir / SETTINGS) as partial:  # last: a job without it is no job
-        partial.write_text(json.dumps(settings.to_dict(), indent=2))
+    write_settings(job_dir, settings)  # last: a job without it is no job
     return settings
+
+
+def write_settings(job_dir: Path, settings: JobSettings) -> None:
+    with atomic_path(job_dir / SETTINGS) as partial:
+        partial.write_text(json.dumps(settings.to_dict(), indent=2))
 
 
 def read_settings(job_dir: Path) -> JobSettings:

@@ -35,4 +35,5 @@ def pair_report(pairs: Sequence[Pair], dropped_by_max_pairs: int,
         "tool_pairs": sum(p.is_tool_call for p in pairs),
         "generated_pairs": sum(p.generated for p in pairs),
         "eval_available": bool(split and split.eval_available),
+        "eval_unavailable_reason": split.eval_unavailable_reason if split else None,
     }

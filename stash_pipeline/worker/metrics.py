@@ -6,7 +6,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from stash_pipeline.core.pairs import Pair
+from stash_pipeline.core.split import unavailable_reason
+from stash_pipeline.core.training_settings import MAX_LENGTH
 
+# A job written without held-out pairs although its pairs would split (not the pipeline's split).
+NO_EVAL_PAIRS_GIVEN = "the job was given no held-out pairs"
 # Version of the action-scoring method a model was trained for; the seed's action_scoring_version.
 ACTION_SCORING_VERSION = 1
 
@@ -20,11 +24,14 @@ def pairwise_accuracy(rewards: Sequence[tuple[float, float]]) -> float | None:
 
 def training_metrics(*, train_pairs: Sequence[Pair], eval_pairs: Sequence[Pair],
                      eval_rewards: Sequence[tuple[float, float]], excluded_cross_trace_pairs: int,
-                     final_loss: float | None, epochs: int, device: str, seconds: float) -> dict[str, Any]:
+                     final_loss: float | None, epochs: int, device: str, seconds: float,
+                     max_length: int = MAX_LENGTH, chat_template: str | None = None
+                     ) -> dict[str, Any]:
     """metrics.json of a training job. ``eval_rewards`` are (r(chosen), r(rejected)) per eval pair.
 
     ``seconds`` is the worker's time including scoring and the checkpoint archive (and its upload
-    when the worker does that itself).
+    when the worker does that itself). ``max_length`` is the window used (tokens kept from each
+    input's end), ``chat_template`` the rendering's kind (``render.template_kind``).
     """
     if len(eval_rewards) != len(eval_pairs):
         raise ValueError(f"{len(eval_rewards)} eval rewards for {len(eval_pairs)} eval pairs")
@@ -33,8 +40,12 @@ def training_metrics(*, train_pairs: Sequence[Pair], eval_pairs: Sequence[Pair],
     tool_eval = [r for p, r in scored if p.kind == "action" and p.is_tool_call]
     action_train_pairs = sum(1 for p in train_pairs if p.kind == "action")
     return {
+        "num_pairs": len(train_pairs) + len(eval_pairs),  # the seed's: held-out pairs included
         "train_pairs": len(train_pairs),
         "eval_pairs": len(eval_pairs),
+        # Why there is no eval_accuracy (the split found no independent held-out traces), or null.
+        "eval_unavailable_reason": None if eval_pairs else (
+            unavailable_reason(train_pairs) or NO_EVAL_PAIRS_GIVEN),
         # No independent split -> no eval pairs -> null, never a number made up from training pairs.
         "eval_accuracy": pairwise_accuracy(eval_rewards),
         "action_scoring_version": ACTION_SCORING_VERSION if action_train_pairs else None,
@@ -48,4 +59,6 @@ def training_metrics(*, train_pairs: Sequence[Pair], eval_pairs: Sequence[Pair],
         "epochs": epochs,
         "device": device,
         "seconds": seconds,
+        "max_length": max_length,
+        "chat_template": chat_template,
     }

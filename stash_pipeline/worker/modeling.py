@@ -12,7 +12,7 @@ from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTok
 from stash_pipeline.core.errors import StashError
 from stash_pipeline.core.training_settings import MAX_LENGTH
 from stash_pipeline.worker.readout import reads_inner_tokens
-from stash_pipeline.worker.render import CHAT_TEMPLATE, is_project_template
+from stash_pipeline.worker.render import choose_template
 
 # Sequence classification pools at the last token that is not the pad id, so the pad id must never
 # be a token a rendering can end with (renderings end with text, </tool_call> or a newline).
@@ -70,7 +70,8 @@ def load_tokenizer(path_or_id: str, max_length: int = MAX_LENGTH, *, config: Any
 
     truncation_side and padding_side are passed to from_pretrained because setting them afterwards
     is not saved (see the ML notes). The window is ``max_length``, or less when the model's
-    positions end sooner (BERT: 512). ``reward_add_special_tokens`` (read by ``tokenize``) is set
+    positions end sooner (BERT: 512). The chat template is the one the model reads natively
+    (``render.choose_template``). ``reward_add_special_tokens`` (read by ``tokenize``) is set
     for models read at a sequence's end by their own forward: they get their special tokens.
     """
     _checked_source(path_or_id, needs_config=False, needs_tokenizer=True)
@@ -87,9 +88,8 @@ def load_tokenizer(path_or_id: str, max_length: int = MAX_LENGTH, *, config: Any
         )
     except (OSError, ValueError, ImportError) as error:
         raise ModelLoadError(f"model {path_or_id}: cannot load its tokenizer: {error}") from error
-    if not is_project_template(tokenizer.chat_template):
-        tokenizer.chat_template = CHAT_TEMPLATE
     tokenizer.reward_add_special_tokens = config is not None and not reads_inner_tokens(config)
+    choose_template(tokenizer)  # after the pad token and special tokens: the check reads both
     return tokenizer
 
 

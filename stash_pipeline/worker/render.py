@@ -1,8 +1,15 @@
 """The one renderer from the trace model to model text, for training and scoring alike.
 
-Rendering goes through ``tokenizer.apply_chat_template`` with the project's own template
-(``templates/chat_template.jinja``), which is saved with every checkpoint as ``chat_template.jinja``
-so a downloaded model renders exactly as it was trained.
+Rendering goes through ``tokenizer.apply_chat_template`` with the template the base model reads
+natively (``choose_template``), which is saved with every checkpoint as ``chat_template.jinja`` so
+a downloaded model renders exactly as it was trained:
+- the tokenizer's own chat template, when it is prefix-stable for the project's renderings (checked
+  on a probe trace with text, tool calls, tool results and tools: ``native_template_works``);
+- else, for a tokenizer with ChatML's tokens, the project's ChatML template
+  (``templates/chat_template.jinja``), with Qwen3's empty think block only when the tokenizer has
+  the think tokens (``CHATML_TEMPLATE`` without);
+- else (the BERT family: no chat template, no ChatML tokens) plain role-labelled text
+  (``templates/plain_template.jinja``), with no markup it would split into word pieces.
 """
 
 from __future__ import annotations
@@ -13,15 +20,27 @@ from typing import Any
 
 from stash_pipeline.core.pair_builders import AUDIENCES, Audience
 from stash_pipeline.core.pairs import PairSide
-from stash_pipeline.core.traces import Trace, action_messages
+from stash_pipeline.core.traces import Message, ToolCall, Trace, action_messages
 
 
-CHAT_TEMPLATE: str = (
-    resources.files("stash_pipeline.worker").joinpath("templates/chat_template.jinja").read_text()
-)
-# The first line of every version of the project's template: a tokenizer loaded from a checkpoint
-# keeps the template it was trained with; any other template is replaced by CHAT_TEMPLATE.
+def _template(name: str) -> str:
+    return resources.files("stash_pipeline.worker").joinpath(f"templates/{name}").read_text()
+
+
+CHAT_TEMPLATE: str = _template("chat_template.jinja")
+# The same ChatML without the think block, for ChatML tokenizers that lack <think> (SmolLM2).
+_THINK = r"<think>\n\n</think>\n\n"
+CHATML_TEMPLATE: str = CHAT_TEMPLATE.replace(
+    "{#- stash-pipeline chat template v1:", "{#- stash-pipeline chat template v1 without think:", 1
+).replace("'<|im_start|>assistant\\n" + _THINK + "'", "'<|im_start|>assistant\\n'")
+PLAIN_TEMPLATE: str = _template("plain_template.jinja")
+# The first line of every version of the project's templates: a tokenizer loaded from a checkpoint
+# keeps the template it was trained with.
 TEMPLATE_MARKER = "{#- stash-pipeline chat template"
+CHATML_TOKENS = ("<|im_start|>", "<|im_end|>")
+THINK_TOKENS = ("<think>", "</think>")
+# Marks a tokenizer whose own (not the project's) template renders, set by ``choose_template``.
+NATIVE_ATTRIBUTE = "reward_native_template"
 
 
 def is_project_template(template: Any) -> bool:
@@ -30,7 +49,88 @@ def is_project_template(template: Any) -> bool:
 
 def template_of(tokenizer: Any) -> str:
     template = getattr(tokenizer, "chat_template", None)
-    return template if is_project_template(template) else CHAT_TEMPLATE
+    if is_project_template(template) or (
+            isinstance(template, str) and getattr(tokenizer, NATIVE_ATTRIBUTE, False)):
+        return template
+    return CHAT_TEMPLATE
+
+
+def template_kind(template: str) -> str:
+    """A template's name for logs and docs: native, chatml-think, chatml or plain."""
+    if template == PLAIN_TEMPLATE or template.startswith(PLAIN_TEMPLATE.partition(":")[0]):
+        return "plain"
+    if template.startswith(CHATML_TEMPLATE.partition(":")[0]):
+        return "chatml"
+    return "chatml-think" if is_project_template(template) else "native"
+
+
+def choose_template(tokenizer: Any) -> str:
+    """Set and return the template this tokenizer's model reads (module docstring). Idempotent:
+    a checkpoint's saved template is chosen again when it is loaded."""
+    own = getattr(tokenizer, "chat_template", None)
+    setattr(tokenizer, NATIVE_ATTRIBUTE, False)
+    if is_project_template(own):
+        return own
+    if isinstance(own, str) and own.strip():
+        tokenizer.chat_template = own
+        setattr(tokenizer, NATIVE_ATTRIBUTE, True)
+        if native_template_works(tokenizer):
+            return own
+        setattr(tokenizer, NATIVE_ATTRIBUTE, False)
+    vocab = tokenizer.get_vocab()
+    if all(token in vocab for token in CHATML_TOKENS):
+        chosen = CHAT_TEMPLATE if all(t in vocab for t in THINK_TOKENS) else CHATML_TEMPLATE
+    else:
+        chosen = PLAIN_TEMPLATE
+    tokenizer.chat_template = chosen
+    return chosen
+
+
+def probe_trace() -> Trace:
+    """What every rendering must carry: system, tools, text, two calls in one message, their
+    results and a final reply (``native_template_works`` checks a template on it)."""
+    return Trace("stash-template-probe", (
+        Message("system", "Follow the refund policy."),
+        Message("user", "Refund order 7, please."),
+        Message("assistant", "Checking the order.", tool_calls=(
+            ToolCall("c1", "get_order", {"order_id": 7}),
+            ToolCall("c2", "get_policy", {"kind": "refund"}))),
+        Message("tool", '{"status": "delivered"}', tool_call_id="c1", name="get_order"),
+        Message("tool", '{"days": 30}', tool_call_id="c2", name="get_policy"),
+        Message("assistant", "Refunded."),
+        Message("user", "Thanks!"),
+        Message("assistant", "You are welcome."),
+    ), tools=({"type": "function", "function": {
+        "name": "lookup_order_tool", "description": "Look an order up.",
+        "parameters": {"type": "object", "properties": {"order_id": {"type": "integer"}}}}},),
+        metadata={"evaluation_context": "Orders older than 30 days are not refundable."})
+
+
+def native_template_works(tokenizer: Any) -> bool:
+    """Whether the tokenizer's own template renders the probe trace completely (every message,
+    call, argument, tool and the evaluation context) and prefix-stably (every action's rendering a
+    prefix of the whole trace's, in text and in tokens), with no action ending on the pad token."""
+    trace = probe_trace()
+    try:
+        for audience in AUDIENCES:
+            full, offsets = action_end_offsets(tokenizer, trace, audience)
+            ends = sorted(offsets.values())
+            if len(set(ends)) != len(ends):
+                return False  # two actions render the same: something is dropped
+            full_ids = tokenizer(full, add_special_tokens=False)["input_ids"]
+            for end in ends + [len(full)]:
+                ids = tokenizer(full[:end], add_special_tokens=False)["input_ids"]
+                if not ids or full_ids[: len(ids)] != ids or ids[-1] == tokenizer.pad_token_id:
+                    return False
+            needed = [m.content for m in trace.messages if m.role != "system"] + [
+                "get_order", "get_policy", '"order_id": 7', "lookup_order_tool"]
+            if audience == "shared":
+                needed += ["Follow the refund policy.", trace.evaluation_context]
+            if not all(text in full for text in needed):
+                return False
+    except Exception:  # noqa: BLE001 - any template error means the template cannot be used
+        return False
+    return True
 
 
 def message_dicts(trace: Trace, audience: Audience) -> list[dict[str, Any]]:
@@ -65,15 +165,69 @@ def render_trace(tokenizer: Any, trace: Trace, audience: Audience, *, open_end: 
     messages = message_dicts(trace, audience)
     if open_end and (not messages or messages[-1]["role"] != "assistant"):
         raise ValueError(f"trace {trace.id}: open_end needs a final assistant message")
+    template = template_of(tokenizer)
+    if not is_project_template(template):
+        return _render_native(tokenizer, template, trace, messages, audience, open_end)
     return tokenizer.apply_chat_template(
         messages,
         tools=list(trace.tools) or None,
-        chat_template=template_of(tokenizer),
+        chat_template=template,
         tokenize=False,
         add_generation_prompt=False,
         evaluation_context=evaluation_context_text(trace, audience),
         open_end=open_end,
     )
+
+
+def native_messages(trace: Trace, messages: list[dict[str, Any]], audience: Audience
+                    ) -> list[dict[str, Any]]:
+    """``message_dicts`` in the Hugging Face shape a stock template reads: tool calls as
+    ``{"type": "function", "function": {...}}``, the evaluation context in the system turn."""
+    out = [{**m, "tool_calls": [{"type": "function", "function": c} for c in m["tool_calls"]]}
+           if m.get("tool_calls") else dict(m) for m in messages]
+    context = evaluation_context_text(trace, audience)
+    if context:
+        section = "# Evaluation context\n\n" + context
+        if out and out[0]["role"] == "system":
+            out[0]["content"] = out[0]["content"] + "\n\n" + section
+        else:
+            out.insert(0, {"role": "system", "content": section})
+    return out
+
+
+_TURN_END_PROBE = "Zq7 reply."
+
+
+def turn_end(tokenizer: Any, template: str) -> str:
+    """What the template writes after a closed final assistant turn's last token (ChatML:
+    ``<|im_end|>`` and a newline): an open end is the closed rendering without it."""
+    cache = tokenizer.__dict__.setdefault("_stash_turn_end", {})
+    if template not in cache:
+        cache[template] = _turn_end(tokenizer, template)
+    return cache[template]
+
+
+def _turn_end(tokenizer: Any, template: str) -> str:
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Hi."}, {"role": "assistant", "content": _TURN_END_PROBE}],
+        chat_template=template, tokenize=False, add_generation_prompt=False)
+    if _TURN_END_PROBE not in text:
+        raise ValueError("the chat template does not render an assistant turn's text")
+    return text[text.rindex(_TURN_END_PROBE) + len(_TURN_END_PROBE):]
+
+
+def _render_native(tokenizer: Any, template: str, trace: Trace, messages: list[dict[str, Any]],
+                   audience: Audience, open_end: bool) -> str:
+    text = tokenizer.apply_chat_template(
+        native_messages(trace, messages, audience), tools=list(trace.tools) or None,
+        chat_template=template, tokenize=False, add_generation_prompt=False)
+    if not open_end:
+        return text
+    end = turn_end(tokenizer, template)
+    if not text.endswith(end):
+        raise ValueError(f"trace {trace.id}: the chat template does not end the final assistant "
+                         f"turn with {end!r}")
+    return text[: len(text) - len(end)] if end else text
 
 
 def render_side(tokenizer: Any, side: PairSide, audience: Audience) -> str:

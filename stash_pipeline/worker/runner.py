@@ -15,8 +15,9 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +37,18 @@ from stash_pipeline.worker.checkpoint import archive, save_model, write_stats
 from stash_pipeline.worker.checkpoint_loading import (
     ACTION_REWARD_STATS_FILE, REWARD_STATS_FILE, checkpoint_directory, read_stats, saved_audience,
 )
+from stash_pipeline.worker.batching import Row, read_rows
 from stash_pipeline.worker.metrics import training_metrics
 from stash_pipeline.worker.modeling import (
     cast_parameters, load_config, load_reward_model, load_tokenizer, pick_device, scoring_precision,
     scoring_precision_note,
     stored_dtype, tokenize,
 )
+from stash_pipeline.worker.readout import pools_last_token
 from stash_pipeline.worker.progress import Progress, default_progress, logger, under_dagster_pipes
-from stash_pipeline.worker.render import Audience, render_side, render_trace
+from stash_pipeline.worker.render import (
+    Audience, render_side, render_trace, template_kind, template_of,
+)
 from stash_pipeline.worker.scoring import score_texts, score_trace_actions
 from stash_pipeline.worker.train import EncodedPair, score_pairs, train
 
@@ -161,16 +166,28 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 def write_scores(job_dir: Path, settings: contract.JobSettings, model: Any, tokenizer: Any,
                  audience: Audience, traces: list[Trace], stats: RewardStats,
                  action_stats: RewardStats | None, progress: Progress, *,
-                 actions_need_stats: bool = True) -> dict[str, int]:
+                 actions_need_stats: bool = True,
+                 known: dict[tuple[int, ...], float] | None = None) -> dict[str, int]:
     """scores.jsonl (raw and calibrated), action_scores.jsonl and pair_rewards.jsonl, as the
     settings ask.
 
     Action scores need the model's action stats (trained on action comparisons): a scoring-only job
-    that asks for them fails without; a training job skips them with a log line.
+    that asks for them fails without; a training job skips them with a log line. ``known``: the
+    rewards of token sequences already forwarded under these weights (``sequence_rewards``); a
+    trace or benchmark side rendered to one of them is not forwarded again.
     """
     counts = {"scored_traces": 0, "scored_actions": 0}
     if "scores" in settings.outputs:
-        rewards = score_texts(model, tokenizer, [render_trace(tokenizer, t, audience) for t in traces])
+        if known is None:
+            rewards = score_texts(model, tokenizer, [render_trace(tokenizer, t, audience)
+                                                     for t in traces])
+        else:
+            texts = [render_trace(tokenizer, t, audience) for t in traces]
+            ids = [tuple(i) for i in tokenize(tokenizer, texts)] if texts else []
+            reused = len(set(ids) & known.keys())
+            sequence_rewards(model, ids, tokenizer.pad_token_id, known)
+            rewards = [known[i] for i in ids]
+            progress.info(f"{reused} of {len(set(ids))} distinct trace renderings already forwarded")
         write_jsonl(job_dir / contract.SCORES, [
             {"trace_id": t.id, "trace_version": t.version, "evaluator": settings.evaluator, "score": r,
              "calibrated": calibrated_score(r, stats)}
@@ -192,22 +209,68 @@ def write_scores(job_dir: Path, settings: contract.JobSettings, model: Any, toke
         counts["scored_actions"] = len(rows)
         progress.info(f"scored {len(rows)} actions")
     if "pair_rewards" in settings.outputs:
-        counts["scored_pairs"] = write_pair_rewards(job_dir, model, tokenizer, audience, progress)
+        counts["scored_pairs"] = write_pair_rewards(job_dir, model, tokenizer, audience, progress,
+                                                    known)
     return counts
 
 
 def write_pair_rewards(job_dir: Path, model: Any, tokenizer: Any, audience: Audience,
-                       progress: Progress) -> int:
+                       progress: Progress, known: dict[tuple[int, ...], float] | None = None
+                       ) -> int:
     """pair_rewards.jsonl: r(chosen) and r(rejected) of every benchmark pair, each side rendered
     and truncated exactly as a training pair's (the held-out accuracy's own scorer)."""
     pairs, encoded = encoded_pairs(job_dir, contract.BENCHMARK_PAIRS, tokenizer, audience)
-    device = str(next(model.parameters()).device)
-    rewards = score_pairs(model, encoded, device, pad_id=tokenizer.pad_token_id)
+    if known is not None:
+        rewards = pair_rewards_from(model, encoded, tokenizer.pad_token_id, known)
+    else:
+        device = str(next(model.parameters()).device)
+        rewards = score_pairs(model, encoded, device, pad_id=tokenizer.pad_token_id)
     write_jsonl(job_dir / contract.PAIR_REWARDS, [
         {"pair_id": pair.id, "chosen": chosen, "rejected": rejected}
         for pair, (chosen, rejected) in zip(pairs, rewards)])
     progress.info(f"scored {len(pairs)} benchmark pairs")
     return len(pairs)
+
+
+def sequence_rewards(model: Any, sequences: Iterable[Sequence[int]], pad_id: int,
+                     known: dict[tuple[int, ...], float] | None = None
+                     ) -> dict[tuple[int, ...], float]:
+    """The reward of every distinct token sequence, read at its last token, under the model's
+    current weights, added to ``known`` (returned). A sequence in ``known`` is not forwarded again,
+    nor is a repeated one; for a decoder read by its score head, a sequence that begins a longer
+    one is read inside it (sorted, the sequences a sequence begins follow it directly)."""
+    known = {} if known is None else known
+    todo = sorted({tuple(s) for s in sequences} - known.keys())
+    inner = pools_last_token(model)
+    rows, start = [], 0
+    while start < len(todo):
+        end = start
+        while inner and end + 1 < len(todo) and todo[end + 1][: len(todo[end])] == todo[end]:
+            end += 1
+        rows.append(Row(todo[end], tuple((len(s) - 1, s) for s in todo[start:end + 1])))
+        start = end + 1
+    known.update(read_rows(model, rows, pad_id=pad_id))
+    return known
+
+
+def pair_rewards_from(model: Any, pairs: Sequence[EncodedPair], pad_id: int,
+                      known: dict[tuple[int, ...], float]) -> list[tuple[float, float]]:
+    """(r(chosen), r(rejected)) per pair through ``sequence_rewards``: each distinct side once."""
+    sequence_rewards(model, (s for p in pairs for s in (p.chosen_ids, p.rejected_ids)), pad_id,
+                     known)
+    return [(known[tuple(p.chosen_ids)], known[tuple(p.rejected_ids)]) for p in pairs]
+
+
+def record_window(job_dir: Path, settings: contract.JobSettings, tokenizer: Any) -> int:
+    """The window the tokenizer keeps, recorded in settings.json; a warning naming the base model
+    when its positions end before the window asked for (BERT: 512 of 1024)."""
+    window = int(tokenizer.model_max_length)
+    if window < settings.max_length:
+        logger.warning(f"base model {settings.base_model} has {window} positions: inputs keep their "
+                       f"last {window} tokens, not {settings.max_length}")
+    if window != settings.max_length:
+        contract.write_settings(job_dir, replace(settings, max_length=window))
+    return window
 
 
 def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress, phase: Phases
@@ -222,8 +285,10 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
         train_pairs, train_encoded = encoded_pairs(job_dir, contract.TRAIN_PAIRS, tokenizer, audience)
         eval_pairs, eval_encoded = encoded_pairs(job_dir, contract.EVAL_PAIRS, tokenizer, audience)
         traces = traces_to_score(job_dir) if {"scores", "action_scores"} & set(settings.outputs) else []
+        window = record_window(job_dir, settings, tokenizer)
         progress.info(f"{len(train_pairs)} training pairs, {len(eval_pairs)} held out, "
-                      f"{len(traces)} traces to score, device {device}, window {tokenizer.model_max_length}")
+                      f"{len(traces)} traces to score, device {device}, window {window}, "
+                      f"chat template {template_kind(template_of(tokenizer))}")
         # Checked before the model is loaded, as the seed asks (a real base model is a large download).
         if len(train_pairs) + len(eval_pairs) < MIN_PAIRS:
             raise NotEnoughPairsError(len(train_pairs) + len(eval_pairs))
@@ -252,10 +317,12 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
                 save_model(model, tokenizer, directory)
                 progress.info(f"checkpoint weights stored in {str(stored).removeprefix('torch.')}")
         cast_parameters(model, torch.float32)
+        # Every sequence forwarded under the final weights, by its tokens: forwarded once only.
+        known: dict[tuple[int, ...], float] = {}
         with phase("evaluation"), precision:
-            eval_rewards = score_pairs(model, eval_encoded, device, pad_id=pad_id)
+            eval_rewards = pair_rewards_from(model, eval_encoded, pad_id, known)
             # Display scale from training pairs only (the seed): both sides of every training pair.
-            train_rewards = score_pairs(model, train_encoded, device, pad_id=pad_id)
+            train_rewards = pair_rewards_from(model, train_encoded, pad_id, known)
             stats = reward_stats(r for pair in train_rewards for r in pair)
             action_rewards = [r for p, pair in zip(train_pairs, train_rewards) if p.kind == "action"
                               for r in pair]
@@ -269,11 +336,12 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
     with phase("scoring"), scoring_precision(settings.score_dtype, device):
         # A model trained without action comparisons has no action credit: it scores whole traces only.
         write_scores(job_dir, settings, model, tokenizer, audience, traces, stats, action_stats, progress,
-                     actions_need_stats=False)
+                     actions_need_stats=False, known=known)
     return training_metrics(
         train_pairs=train_pairs, eval_pairs=eval_pairs, eval_rewards=eval_rewards,
         excluded_cross_trace_pairs=settings.excluded_cross_trace_pairs, final_loss=result.final_loss,
-        epochs=result.epochs, device=device, seconds=0.0)
+        epochs=result.epochs, device=device, seconds=0.0, max_length=window,
+        chat_template=template_kind(template_of(tokenizer)))
 
 
 def score_job(job_dir: Path, settings: contract.JobSettings, progress: Progress, phase: Phases
@@ -300,7 +368,8 @@ def score_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
     with phase("scoring"), scoring_precision(settings.score_dtype, device):
         counts = write_scores(job_dir, settings, model, tokenizer, audience, traces, stats, action_stats,
                               progress)
-    return {**counts, "audience": audience, "device": device}
+    return {**counts, "audience": audience, "device": device,
+            "max_length": tokenizer.model_max_length}
 
 
 def run_job(job_dir: Path, progress: Progress | None = None, phase: Phases | None = None,

@@ -32,7 +32,8 @@ SHAPES = {
 }
 
 
-def build_tokenizer(texts: Iterable[str], vocab_size: int = 1024) -> PreTrainedTokenizerFast:
+def build_tokenizer(texts: Iterable[str], vocab_size: int = 1024,
+                    added_tokens: Iterable[str] = ADDED_TOKENS) -> PreTrainedTokenizerFast:
     """Qwen's special and added tokens around a BPE vocabulary learnt from ``texts``."""
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -40,7 +41,7 @@ def build_tokenizer(texts: Iterable[str], vocab_size: int = 1024) -> PreTrainedT
     bpe.train_from_iterator(texts, trainer=trainers.BpeTrainer(
         vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    bpe.add_tokens([AddedToken(t, special=False, normalized=False) for t in ADDED_TOKENS])
+    bpe.add_tokens([AddedToken(t, special=False, normalized=False) for t in added_tokens])
     return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>",
                                    pad_token="<|endoftext|>")
 

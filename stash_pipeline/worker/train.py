@@ -211,6 +211,18 @@ def compile_decoder_layers(model: Any) -> int:
     return max(len(layers) - 1, 0)
 
 
+def disable_dropout(model: Any) -> None:
+    """Dropout off in every module, as TRL's RewardTrainer does by default (``disable_dropout``):
+    the reward of a text must not depend on a random mask while the model learns from it. Covers
+    ``nn.Dropout`` modules (BERT's hidden and attention dropout) and the float
+    ``attention_dropout`` that decoder attention passes to its kernel (Llama, Qwen)."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        if isinstance(getattr(module, "attention_dropout", None), float):
+            module.attention_dropout = 0.0
+
+
 def make_optimizer(model: Any, device: str) -> torch.optim.Optimizer:
     """AdamW at the seed's 1e-5, with the fused kernel, as Hugging Face's Trainer (and so TRL)
     uses by default where it exists."""
@@ -244,7 +256,8 @@ def train(model: Any, pairs: list[EncodedPair], *, epochs: int, device: str, pad
           seed: int = SEED, progress: Progress | None = None, use_autocast: bool = True,
           share_prefixes: bool = True, backward_tokens: int | None = DEFAULT_BACKWARD_TOKENS,
           batch_tokens: int | None = None) -> TrainResult:
-    """Train ``model`` in place: AdamW at 1e-5, 4 pairs a batch, ``epochs`` passes, seed 0.
+    """Train ``model`` in place: AdamW at 1e-5, 4 pairs a batch, ``epochs`` passes, seed 0,
+    dropout off (``disable_dropout``).
 
     Any sequence-classification model trains; one whose head is not a linear map of the last
     token's state (BERT) is read through its own forward at each sequence's end.
@@ -262,6 +275,7 @@ def train(model: Any, pairs: list[EncodedPair], *, epochs: int, device: str, pad
     rng = random.Random(seed)
     model.to(device)
     model.train()
+    disable_dropout(model)
     optimizer = make_optimizer(model, device)
     result = TrainResult(device=device)
     total_steps = epochs * math.ceil(len(pairs) / BATCH_SIZE)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import json
+import re
 from collections import Counter, defaultdict
 from itertools import product
 from pathlib import Path
@@ -10,13 +13,16 @@ from pathlib import Path
 import pytest
 
 from stash_pipeline.core.pair_builders import build_feedback_pairs
+from stash_pipeline.core.pairs import Pair, PairSide
 from stash_pipeline.core.split import split_pairs
+from stash_pipeline.core.traces import Message, Trace
 from stash_pipeline.importers import read_path
 
 # The shared data lives beside the repository: <folder>/shared/data next to <folder>/<clone>.
 DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 HOTPOTQA = DATA / "agentprocessbench" / "hotpotqa.jsonl"
 TAU2_RUNS = DATA / "tau2-bench" / "runs"
+HH_RLHF = DATA / "hh-rlhf" / "harmless-base-dev.jsonl.gz"
 
 
 @pytest.fixture(scope="module")
@@ -101,3 +107,38 @@ def test_tau2_verified_outcomes_pair_success_and_failure_of_the_same_task():
         assert pair.source_kind == "verified_outcome" and pair.kind == "trace"
         assert (chosen.domain, chosen.task_id) == (rejected.domain, rejected.task_id)
         assert chosen.id != rejected.id
+
+
+def test_tau2_outcome_pairs_get_an_evaluation_on_whole_tasks():
+    records = list(read_path(TAU2_RUNS))
+    traces = {r.trace.id: r.trace for r in records}
+    pairs = build_feedback_pairs(list(traces.values()), [f for r in records for f in r.feedback])
+    split = split_pairs(pairs)
+    assert split.eval_available and split.excluded_cross_trace_pairs == 0
+    task_of = {t.id: (t.domain, t.task_id) for t in traces.values()}
+    held_tasks = {task_of[t] for t in split.eval_trace_ids}
+    assert not held_tasks & {task_of[t] for t in split.train_trace_ids}
+
+
+def _hh_trace(text: str) -> Trace:
+    """One side of an hh-rlhf pair as a trace: its Human/Assistant turns, id from its text."""
+    parts = re.split(r"\n\n(Human|Assistant): ", text)
+    messages = tuple(Message("user" if role == "Human" else "assistant", content)
+                     for role, content in zip(parts[1::2], parts[2::2]))
+    return Trace("hh-" + hashlib.sha256(text.encode()).hexdigest()[:16], messages)
+
+
+def test_hh_rlhf_comparisons_hold_out_about_ten_percent_and_lose_almost_none():
+    pairs = []
+    with gzip.open(HH_RLHF, "rt") as lines:
+        for index, line in enumerate(lines):
+            row = json.loads(line)
+            chosen, rejected = _hh_trace(row["chosen"]), _hh_trace(row["rejected"])
+            pairs.append(Pair(
+                id=f"hh{index:05d}", kind="trace", chosen=PairSide(chosen),
+                rejected=PairSide(rejected), source_kind="reviewed_comparison",
+                source_id=f"hh{index}", source_trace_ids=tuple(sorted({chosen.id, rejected.id}))))
+    assert len(pairs) == 1096
+    split = split_pairs(pairs)
+    assert 0.08 <= len(split.eval) / len(pairs) <= 0.12
+    assert split.excluded_cross_trace_pairs / len(pairs) < 0.01

@@ -6,7 +6,9 @@ from hypothesis import strategies as st
 
 from stash_pipeline.core.errors import StashError
 from stash_pipeline.core.pairs import Pair, PairSide
-from stash_pipeline.core.split import NotEnoughPairsError, held_out_count, split_pairs
+from stash_pipeline.core.split import (
+    NotEnoughPairsError, held_out_count, linked_groups, split_pairs,
+)
 from stash_pipeline.core.traces import Message, Trace
 
 
@@ -48,15 +50,47 @@ def test_no_trace_is_in_both_partitions_and_counts_add_up(pairs):
 
 @settings(max_examples=150, deadline=None)
 @given(pair_sets())
-def test_held_out_share_is_ten_percent_of_source_traces_at_least_one(pairs):
+def test_held_out_share_is_at_most_ten_percent_of_source_traces_in_whole_linked_groups(pairs):
     split = split_pairs(pairs)
     traces = {t for p in pairs for t in p.source_trace_ids}
+    groups = linked_groups(pairs)
     if split.eval_available:
-        assert len(split.eval_trace_ids) == max(1, len(traces) // 10)
         assert split.train and split.eval
+        if len(groups) > 1:
+            # Whole groups: nothing crosses; at most 10% of the traces unless no group fits.
+            assert split.excluded_cross_trace_pairs == 0
+            held = [g for g in groups if set(g) <= split.eval_trace_ids]
+            assert sum(len(g) for g in held) == len(split.eval_trace_ids)
+            target = max(1, len(traces) // 10)
+            assert len(split.eval_trace_ids) <= target or len(held) == 1
+        else:
+            assert len(split.eval_trace_ids) == max(1, len(traces) // 10)
     else:
         assert split.eval == () and split.excluded_cross_trace_pairs == 0
         assert sorted(p.id for p in split.train) == sorted(p.id for p in pairs)
+        # Unavailable only when no split into whole linked groups exists.
+        assert len(groups) == 1 and split.eval_unavailable_reason
+
+
+@settings(max_examples=150, deadline=None)
+@given(pair_sets())
+def test_linked_groups_are_the_connected_components_of_the_pair_graph(pairs):
+    groups = linked_groups(pairs)
+    group_of = {t: i for i, g in enumerate(groups) for t in g}
+    assert sorted(group_of) == sorted({t for p in pairs for t in p.source_trace_ids})
+    for pair in pairs:
+        assert len({group_of[t] for t in pair.source_trace_ids}) == 1
+    # No group splits further: each is connected by its own pairs.
+    for group in groups:
+        reached, frontier = {group[0]}, [group[0]]
+        while frontier:
+            trace = frontier.pop()
+            for pair in pairs:
+                if trace in pair.source_trace_ids:
+                    new = set(pair.source_trace_ids) - reached
+                    reached |= new
+                    frontier.extend(new)
+        assert reached == set(group)
 
 
 @settings(max_examples=100, deadline=None)
@@ -86,6 +120,7 @@ def test_all_pairs_from_one_trace_train_and_evaluation_is_unavailable():
     pairs = [make_pair(i, "only") for i in range(5)]
     split = split_pairs(pairs)
     assert len(split.train) == 5 and split.eval == () and not split.eval_available
+    assert "one trace" in split.eval_unavailable_reason
     assert split.counts()["eval_pairs"] == 0 and split.counts()["eval_available"] is False
 
 
@@ -101,6 +136,8 @@ def test_every_eval_pair_crossing_partitions_means_no_evaluation():
     split = split_pairs(pairs)
     assert not split.eval_available and len(split.train) == 3
     assert split.excluded_cross_trace_pairs == 0
+    assert "link all 3 source traces into one group" in split.eval_unavailable_reason
+    assert split.counts()["eval_unavailable_reason"] == split.eval_unavailable_reason
 
 
 def test_fewer_than_two_pairs_is_a_clear_stash_error():
@@ -121,3 +158,36 @@ def test_counts_report_action_and_tool_pairs_per_partition():
     assert counts["eval_traces"] == 2 and counts["eval_pairs"] == 6
     assert counts["train_pairs"] + counts["eval_pairs"] + counts[
         "excluded_cross_trace_pairs"] == 61
+
+
+def test_traces_linked_by_pairs_are_held_out_together():
+    # 30 tasks of two traces compared with each other, plus a step pair inside each trace.
+    pairs = []
+    for task in range(30):
+        a, b = f"task{task:02d}-a", f"task{task:02d}-b"
+        pairs += [make_pair(3 * task, a, b), make_pair(3 * task + 1, a), make_pair(3 * task + 2, b)]
+    split = split_pairs(pairs)
+    assert split.excluded_cross_trace_pairs == 0
+    assert len(split.eval_trace_ids) == 6 and len(split.eval) == 9  # 10% of 60 traces: 3 tasks
+    for trace in split.eval_trace_ids:
+        assert trace[:-1] + ("b" if trace.endswith("a") else "a") in split.eval_trace_ids
+    assert split.counts()["eval_unavailable_reason"] is None
+
+
+def test_ten_pairs_on_ten_traces_evaluate():
+    # Five groups of two traces, two pairs each: 10% of ten traces is one trace, which no group
+    # fits; one whole group is held out rather than none.
+    pairs = [make_pair(i, f"t{i // 2 * 2}", f"t{i // 2 * 2 + 1}") for i in range(10)]
+    split = split_pairs(pairs)
+    assert split.eval_available and len(split.eval) == 2 and len(split.eval_trace_ids) == 2
+    assert len(split.train) == 8 and split.excluded_cross_trace_pairs == 0
+
+
+def test_one_large_group_is_cut_trace_by_trace_and_its_crossing_pairs_counted():
+    # A chain links all 20 traces; each also has a step pair: held-out traces keep those.
+    pairs = [make_pair(i, f"t{i:02d}", f"t{i + 1:02d}") for i in range(19)]
+    pairs += [make_pair(100 + i, f"t{i:02d}") for i in range(20)]
+    split = split_pairs(pairs)
+    assert split.eval_available and len(split.eval_trace_ids) == 2
+    assert split.excluded_cross_trace_pairs >= 2
+    assert len(split.train) + len(split.eval) + split.excluded_cross_trace_pairs == len(pairs)

@@ -6,11 +6,13 @@ import json
 import subprocess
 import sys
 import tarfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from stash_pipeline.core.errors import InputError
+from stash_pipeline.core.pairs import PairSide
 from stash_pipeline.compute.job import (
     JobSettings, failure_reason, phase_seconds, read_jsonl, read_metrics, read_settings, write_job,
 )
@@ -22,6 +24,7 @@ METRIC_FIELDS = {
     "train_pairs", "eval_pairs", "eval_accuracy", "action_scoring_version", "action_train_pairs",
     "action_eval_pairs", "action_eval_accuracy", "tool_eval_pairs", "tool_eval_accuracy",
     "excluded_cross_trace_pairs", "final_loss", "epochs", "device", "seconds", "attempt", "phases",
+    "num_pairs", "eval_unavailable_reason", "max_length", "chat_template",
 }
 TRAINING_PHASES = {"inputs", "load", "training", "save", "evaluation", "archive", "scoring"}
 
@@ -43,6 +46,8 @@ def test_training_job_writes_every_output(trained_job):
     metrics = json.loads((job_dir / "metrics.json").read_text())
     assert set(metrics) == METRIC_FIELDS
     assert metrics["train_pairs"] == 10 and metrics["eval_pairs"] == 4
+    assert metrics["num_pairs"] == 14 and metrics["eval_unavailable_reason"] is None
+    assert metrics["max_length"] == 1024 and metrics["chat_template"] == "chatml-think"
     assert metrics["action_scoring_version"] == 1 and metrics["action_train_pairs"] == 10
     assert metrics["action_eval_pairs"] == 4 and metrics["tool_eval_pairs"] == 4
     assert 0 <= metrics["eval_accuracy"] <= 1
@@ -144,7 +149,7 @@ def test_a_bad_pair_fails_the_job_with_the_record_and_field_last_in_the_log(tmp_
 
 def test_two_pairs_split_one_and_one_train_and_evaluate(tmp_path, tiny_base_model, synthetic_pairs):
     write_job(tmp_path, JobSettings(evaluator="m", base_model=str(tiny_base_model),
-                                    outputs=("scores",)),
+                                    outputs=("checkpoint", "scores")),
               train_pairs=synthetic_pairs(0, 1), eval_pairs=synthetic_pairs(50, 1))
     assert main(str(tmp_path)) == 0, failure_reason(tmp_path)
     metrics = json.loads((tmp_path / "metrics.json").read_text())
@@ -294,3 +299,38 @@ def test_a_failed_retry_where_a_job_succeeded_leaves_no_success_behind(tmp_path,
     assert not (tmp_path / "metrics.json").exists() and not (tmp_path / "scores.jsonl").exists()
     assert failure_reason(tmp_path).splitlines()[-1].startswith("job failed: InputError: file settings.json: not JSON")
     assert len(list((tmp_path / "attempt-logs").iterdir())) == 1
+
+
+def test_post_training_work_forwards_each_rendering_once(tmp_path, tiny_base_model, synthetic_pairs,
+                                                         monkeypatch):
+    """Whole-trace pair sides are rendered exactly as the traces they score: scoring reuses their
+    rewards, and a side shared by several pairs (one success against many failures) runs once."""
+    from stash_pipeline.worker import runner
+
+    traces = [p.chosen.trace for p in synthetic_pairs(500, 6)]
+    pairs = [replace(p, kind="trace", chosen=PairSide(traces[0]), rejected=PairSide(t),
+                     source_trace_ids=(traces[0].id, t.id)) for p, t in
+             zip(synthetic_pairs(500, 5), traces[1:])]
+    forwarded: list[int] = []
+    real = runner.read_rows
+
+    def counting(model, rows, **kwargs):
+        forwarded.append(len(rows))
+        return real(model, rows, **kwargs)
+
+    monkeypatch.setattr(runner, "read_rows", counting)
+    write_job(tmp_path, JobSettings(evaluator="m", base_model=str(tiny_base_model),
+                                    outputs=("checkpoint", "scores")),
+              train_pairs=pairs[:4], eval_pairs=pairs[4:], score_traces=traces)
+    assert main(str(tmp_path)) == 0, failure_reason(tmp_path)
+    # Evaluation: 2 distinct sides of the eval pair, 4 more of the training pairs; scoring: none.
+    assert forwarded == [2, 4, 0]
+    assert "6 of 6 distinct trace renderings already forwarded" in (tmp_path / "worker.log").read_text()
+    scores = read_jsonl(tmp_path / "scores.jsonl")
+    # The same numbers a scoring-only job computes from the checkpoint's own forwards.
+    again = tmp_path / "again"
+    write_job(again, JobSettings(evaluator="m", checkpoint=str(tmp_path / "reward-model.tar.gz"),
+                                 outputs=("scores",)), score_traces=traces)
+    assert main(str(again)) == 0, failure_reason(again)
+    assert [s["score"] for s in read_jsonl(again / "scores.jsonl")] == pytest.approx(
+        [s["score"] for s in scores], abs=1e-5)

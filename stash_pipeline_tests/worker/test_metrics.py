@@ -24,7 +24,8 @@ def test_action_and_tool_slices(synthetic_pairs):
                                excluded_cross_trace_pairs=2, final_loss=0.25, epochs=1, device="cpu",
                                seconds=1.5)
     assert metrics == {
-        "train_pairs": 5, "eval_pairs": 4, "eval_accuracy": 0.5,
+        "num_pairs": 9, "train_pairs": 5, "eval_pairs": 4, "eval_accuracy": 0.5,
+        "eval_unavailable_reason": None, "max_length": 1024, "chat_template": None,
         "action_scoring_version": 1, "action_train_pairs": 4,
         "action_eval_pairs": 3, "action_eval_accuracy": pytest.approx(2 / 3),
         "tool_eval_pairs": 2, "tool_eval_accuracy": 0.5,
@@ -37,6 +38,13 @@ def test_nulls_without_held_out_or_action_pairs(synthetic_pairs):
     metrics = training_metrics(train_pairs=whole, eval_pairs=[], eval_rewards=[], excluded_cross_trace_pairs=0,
                                final_loss=0.6, epochs=2, device="cpu", seconds=3.0)
     assert metrics["eval_accuracy"] is None and metrics["eval_pairs"] == 0
+    assert metrics["num_pairs"] == 3
+    assert metrics["eval_unavailable_reason"] == "the job was given no held-out pairs"
+    one_trace = [replace(p, source_trace_ids=("s0",)) for p in whole]
+    metrics = training_metrics(train_pairs=one_trace, eval_pairs=[], eval_rewards=[],
+                               excluded_cross_trace_pairs=0, final_loss=0.6, epochs=2, device="cpu",
+                               seconds=3.0)
+    assert "one trace" in metrics["eval_unavailable_reason"]
     assert metrics["action_scoring_version"] is None and metrics["action_train_pairs"] == 0
     assert metrics["action_eval_accuracy"] is None and metrics["tool_eval_accuracy"] is None
 

@@ -9,7 +9,9 @@ import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
-from stash_pipeline.compute.job import JobSettings, failure_reason, read_jsonl, write_job
+from stash_pipeline.compute.job import (
+    JobSettings, failure_reason, read_jsonl, read_settings, write_job,
+)
 from stash_pipeline.worker.modeling import load_tokenizer, tokenize
 from stash_pipeline.worker.render import render_trace
 from stash_pipeline.worker.runner import main
@@ -56,6 +58,11 @@ def test_bert_trains_and_scores_through_the_job(tmp_path, tiny_bert, synthetic_p
     assert main(str(tmp_path)) == 0, failure_reason(tmp_path)
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["train_pairs"] == 12 and metrics["final_loss"] > 0
+    # The window used is BERT's, recorded in the metrics and the settings, with a warning.
+    assert metrics["max_length"] == WINDOW and read_settings(tmp_path).max_length == WINDOW
+    assert metrics["chat_template"] == "plain"
+    log = (tmp_path / "worker.log").read_text()
+    assert f"WARNING stash_pipeline.worker: base model {tiny_bert} has {WINDOW} positions" in log
     scores = read_jsonl(tmp_path / "scores.jsonl")
     actions = read_jsonl(tmp_path / "action_scores.jsonl")
     assert len(scores) == 4 and len(actions) == sum(len(t.actions()) for t in traces)

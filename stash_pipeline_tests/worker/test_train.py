@@ -12,8 +12,8 @@ from stash_pipeline.worker.metrics import pairwise_accuracy
 from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, tokenize
 from stash_pipeline.worker.render import cut_at_action, render_side
 from stash_pipeline.worker.train import (
-    EncodedPair, backward_groups, bradley_terry_loss, pair_rewards, place_sides, score_pairs,
-    shares_prefix, shuffled_batches, train,
+    EncodedPair, backward_groups, bradley_terry_loss, disable_dropout, pair_rewards, place_sides,
+    score_pairs, shares_prefix, shuffled_batches, train,
 )
 
 def encode(tokenizer, pairs: list[Pair]) -> list[EncodedPair]:
@@ -184,3 +184,54 @@ def test_group_by_group_backward_gives_the_same_losses(tiny_base_model, tokenize
     for budget in (1, 2048):
         assert runs[budget].step_losses == pytest.approx(runs[None].step_losses, abs=tolerance)
         assert torch.allclose(runs[budget].weights, runs[None].weights, atol=tolerance)
+
+
+def _dropout_bert():
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(0)
+    return BertForSequenceClassification(BertConfig(
+        vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=32, num_labels=1,
+        hidden_dropout_prob=0.5, attention_probs_dropout_prob=0.5))
+
+
+def _dropout_qwen3():
+    from transformers import AutoModelForSequenceClassification, Qwen3Config
+
+    torch.manual_seed(0)
+    return AutoModelForSequenceClassification.from_config(Qwen3Config(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=16, attention_dropout=0.5,
+        num_labels=1, pad_token_id=0))
+
+
+@pytest.mark.parametrize("build", [_dropout_bert, _dropout_qwen3])
+def test_dropout_off_gives_training_forwards_the_evaluation_forward(build):
+    model = build()
+    ids = torch.randint(1, 64, (2, 12))
+    model.eval()
+    with torch.no_grad():
+        expected = model(input_ids=ids).logits
+    model.train()
+    with torch.no_grad():
+        noisy = model(input_ids=ids).logits
+    assert not torch.allclose(noisy, expected)  # the config's dropout is really on
+    disable_dropout(model)
+    with torch.no_grad():
+        assert torch.allclose(model(input_ids=ids).logits, expected, atol=1e-6)
+        assert torch.allclose(model(input_ids=ids).logits, expected, atol=1e-6)
+
+
+def test_training_runs_with_dropout_off(tiny_base_model, tokenizer, synthetic_pairs):
+    model = fresh_model(tiny_base_model, tokenizer)
+    model.config.attention_dropout = 0.5
+    for module in model.modules():
+        if isinstance(getattr(module, "attention_dropout", None), float):
+            module.attention_dropout = 0.5
+    train(model, encode(tokenizer, synthetic_pairs(0, 4)), epochs=1, device="cpu",
+          pad_id=tokenizer.pad_token_id)
+    attention = [m.attention_dropout for m in model.modules()
+                 if isinstance(getattr(m, "attention_dropout", None), float)]
+    assert attention and set(attention) == {0.0}
+    assert all(m.p == 0.0 for m in model.modules() if isinstance(m, torch.nn.Dropout))
