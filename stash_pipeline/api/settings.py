@@ -15,6 +15,7 @@ class ApiSettings:
     max_json_bytes: int = 8 * 1024 * 1024  # every other body (100k trace ids fit)
     sql_max_rows: int = 1000
     sql_timeout_s: float = 5.0
+    sql_concurrency: int = 4  # queries running at once; more wait up to the timeout, then 503
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ApiSettings:
@@ -26,6 +27,8 @@ class ApiSettings:
             max_json_bytes=defaults.max_json_bytes,
             sql_max_rows=_number(environ, "STASH_SQL_MAX_ROWS", defaults.sql_max_rows, int),
             sql_timeout_s=_number(environ, "STASH_SQL_TIMEOUT_S", defaults.sql_timeout_s, float),
+            sql_concurrency=_number(environ, "STASH_SQL_CONCURRENCY", defaults.sql_concurrency,
+                                    int),
         )
 
 
