@@ -37,7 +37,7 @@ def create_app(store: Store | None = None, objects_store: ObjectStore | None = N
             app.state.objects = object_store_from_env()
         else:
             app.state.objects = objects_store
-        app.state.sql = ReadonlySql(app.state.store)
+        app.state.sql = ReadonlySql(app.state.store, concurrency=settings.sql_concurrency)
         problem = app.state.sql.prepare()
         if problem:
             import logging

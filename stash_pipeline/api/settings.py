@@ -15,6 +15,7 @@ class ApiSettings:
     max_json_bytes: int = 8 * 1024 * 1024  # every other body (100k trace ids fit)
     sql_max_rows: int = 1000
     sql_timeout_s: float = 5.0
+    sql_concurrency: int = 4  # queries running at once; more wait up to the timeout, then 503
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ApiSettings:
@@ -26,7 +27,31 @@ class ApiSettings:
             max_json_bytes=defaults.max_json_bytes,
             sql_max_rows=_number(environ, "STASH_SQL_MAX_ROWS", defaults.sql_max_rows, int),
             sql_timeout_s=_number(environ, "STASH_SQL_TIMEOUT_S", defaults.sql_timeout_s, float),
+            sql_concurrency=_number(environ, "STASH_SQL_CONCURRENCY", defaults.sql_concurrency,
+                                    int),
         )
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """The HTTP server's timeouts and connection limit (``api.server``, docs/api.md)."""
+
+    header_timeout_s: float = 10.0  # request line and headers, from connect or last response
+    body_timeout_s: float = 120.0  # the whole body, from its head: 100 MiB needs 0.85 MiB/s
+    idle_timeout_s: float = 5.0  # a kept-alive connection without a new request
+    max_connections: int = 200  # open connections; one more is closed at once
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ServerSettings:
+        environ = os.environ if environ is None else environ
+        defaults = cls()
+        return cls(**{
+            name: _number(environ, variable, getattr(defaults, name), kind)
+            for name, variable, kind in (
+                ("header_timeout_s", "STASH_API_HEADER_TIMEOUT_S", float),
+                ("body_timeout_s", "STASH_API_BODY_TIMEOUT_S", float),
+                ("idle_timeout_s", "STASH_API_IDLE_TIMEOUT_S", float),
+                ("max_connections", "STASH_API_MAX_CONNECTIONS", int))})
 
 
 def _number(environ: Mapping[str, str], name: str, default, kind):  # noqa: ANN001, ANN202

@@ -32,9 +32,13 @@ def public_url(host: str, port: int) -> str:
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from stash_pipeline.api import create_app
+    from stash_pipeline.api import create_app, server
+    from stash_pipeline.api.settings import ServerSettings
     from stash_pipeline.objects.env import API_URL_ENV
 
     os.environ.setdefault(API_URL_ENV, public_url(args.host, args.port))
-    uvicorn.run(create_app(), host=args.host, port=args.port, log_level=args.log_level)
+    settings = ServerSettings.from_env()
+    server.raise_open_file_limit()
+    uvicorn.Server(server.config(create_app(), settings, host=args.host, port=args.port,
+                                 log_level=args.log_level)).run()
     return 0

@@ -16,7 +16,8 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-from stash_pipeline.api.settings import ApiSettings
+from stash_pipeline.api import server as api_server
+from stash_pipeline.api.settings import ApiSettings, ServerSettings
 from stash_pipeline.objects import LocalObjectStore, reward_model_checkpoint_key
 from stash_pipeline.services import accounts
 from stash_pipeline.store import Store
@@ -46,8 +47,12 @@ class Api:
         return account.id, self.client(key)
 
 
-def serve(app, sock: socket.socket) -> Iterator[None]:  # noqa: ANN001
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+def serve(app, sock: socket.socket,  # noqa: ANN001
+          limits: ServerSettings | None = None) -> Iterator[None]:
+    """Serve ``app`` on ``sock``; with ``limits``, as ``stash-pipeline api`` does (api.server)."""
+    options = {"log_level": "warning", "lifespan": "on"}
+    server = uvicorn.Server(api_server.config(app, limits, **options) if limits
+                            else uvicorn.Config(app, **options))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     wait_until(lambda: server.started or not thread.is_alive(), timeout_s=SERVER_START_S,

@@ -1,15 +1,23 @@
-"""``POST /api/v1/sql``: one read-only SELECT over your own rows (docs/api.md, "SQL")."""
+"""``POST /api/v1/sql``: one read-only SELECT over your own rows (docs/api.md, "SQL").
+
+Queries run in worker threads of their own (never the event loop or the pool the other routes run
+in); ``ReadonlySql`` runs at most ``STASH_SQL_CONCURRENCY`` at a time, and one that waits longer
+than the statement timeout for its turn is answered 503 with ``Retry-After``.
+"""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+import anyio
+from fastapi import APIRouter, Depends, HTTPException, Request
 
 from stash_pipeline.api.auth import current_account
 from stash_pipeline.api.bodies import SqlBody
 from stash_pipeline.services import sql
 from stash_pipeline.store import Account
+from stash_pipeline.store.readonly_sql import SqlBusy
 
 router = APIRouter(prefix="/api/v1", tags=["sql"])
 
@@ -17,11 +25,21 @@ router = APIRouter(prefix="/api/v1", tags=["sql"])
 @router.post("/sql", responses={
     422: {"description": "Not one SELECT over the four views, a function that is not allowed, "
                          "a database error, or past the statement timeout (`code`)."},
-    503: {"description": "The deployment has not set the SQL endpoint up (PostgreSQL role)."}})
-def run_sql(body: SqlBody, request: Request,
-            account: Account = Depends(current_account)) -> dict[str, Any]:
+    503: {"description": "The deployment has not set the SQL endpoint up (PostgreSQL role), or "
+                         "every query slot stayed busy (`Retry-After`)."}})
+async def run_sql(body: SqlBody, request: Request,
+                  account: Account = Depends(current_account)) -> dict[str, Any]:
     """Tables: `traces`, `scores`, `action_scores`, `reward_models`, each holding only your
     rows. At most `STASH_SQL_MAX_ROWS` rows (`truncated` says when there were more)."""
-    settings = request.app.state.settings
-    return sql.run(request.app.state.sql, account.id, body.sql, max_rows=settings.sql_max_rows,
-                   timeout_s=settings.sql_timeout_s)
+    state = request.app.state
+    settings = state.settings
+    if getattr(state, "sql_threads", None) is None:
+        state.sql_threads = anyio.CapacityLimiter(2 * settings.sql_concurrency)
+    try:
+        return await anyio.to_thread.run_sync(
+            partial(sql.run, state.sql, account.id, body.sql, max_rows=settings.sql_max_rows,
+                    timeout_s=settings.sql_timeout_s),
+            limiter=state.sql_threads)
+    except SqlBusy as error:
+        raise HTTPException(503, str(error), headers={
+            "Retry-After": str(max(1, round(settings.sql_timeout_s)))}) from None

@@ -15,3 +15,7 @@ class SqlRefused(InputError):
 
 class SqlUnavailable(StashError):
     """The deployment cannot run caller SQL (e.g. no reader role); the message says what to do."""
+
+
+class SqlBusy(SqlUnavailable):
+    """Every query slot stayed taken for the whole statement timeout: try again (503)."""

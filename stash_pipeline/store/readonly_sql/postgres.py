@@ -18,7 +18,10 @@ or an operator who creates ``stash_sql_reader`` beforehand) and grants; every AP
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -30,7 +33,10 @@ from stash_pipeline.store.readonly_sql.views import VIEW_NAMES, compile_select, 
 
 READER_ROLE = "stash_sql_reader"
 READER_URL_ENV = "STASH_SQL_DATABASE_URL"
+KILL_GRACE_S = 0.5  # after the timeout, before the backend is terminated
 _LOCK_KEY = 7_311_524_901  # pg_advisory_xact_lock: one API start at a time rebuilds the views
+
+log = logging.getLogger(__name__)
 
 callers = sa.Table(
     "callers", sa.MetaData(),
@@ -98,41 +104,103 @@ def _ensure_role(c: sa.Connection) -> str | None:
 
 
 def run(app: sa.Engine, reader: sa.Engine, owner: str, sql: str, *, max_rows: int,
-        timeout_s: float) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """(column names, at most ``max_rows + 1`` rows) of one caller query."""
-    check_select(sql)
-    import psycopg
+        timeout_s: float, release: Callable[[], None] = lambda: None,
+        ) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """(column names, at most ``max_rows + 1`` rows) of one caller query.
 
+    The query runs in a thread of its own; its caller is answered at the statement timeout even
+    when PostgreSQL is slow to act on it (LIKE and strpos check for interrupts only between calls,
+    so one call on long strings can outlast the timeout): the backend is then terminated, and
+    ``release`` is called once it has ended, not before."""
+    try:
+        check_select(sql)
+        connection, raw, pid = _reader_session(reader)
+    except BaseException:
+        release()
+        raise
+    outcome: dict[str, Any] = {}
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            _set_caller(app, pid, owner)
+            outcome["rows"] = _query(raw, sql, max_rows=max_rows, timeout_s=timeout_s)
+        except BaseException as error:  # handed to the caller's thread
+            outcome["error"] = error
+        finally:
+            _end_session(app, connection, raw, pid)
+            done.set()
+            release()
+
+    threading.Thread(target=work, name="stash-sql-query", daemon=True).start()
+    if not done.wait(timeout_s + KILL_GRACE_S):
+        _terminate(app, pid)
+        raise _timeout(timeout_s)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["rows"]
+
+
+def _reader_session(reader: sa.Engine) -> tuple[sa.Connection, Any, int]:
     try:
         connection = reader.connect()
     except sa.exc.OperationalError as error:
         raise SqlUnavailable(f"cannot log in as {READER_ROLE}: {error.orig}; set "
                              f"{READER_URL_ENV}") from None
-    with connection:
-        raw = connection.connection.driver_connection
+    raw = connection.connection.driver_connection
+    with raw.cursor() as cursor:
+        pid = cursor.execute("SELECT pg_backend_pid()").fetchone()[0]
+    raw.rollback()
+    return connection, raw, pid
+
+
+def _query(raw: Any, sql: str, *, max_rows: int,
+           timeout_s: float) -> tuple[list[str], list[tuple[Any, ...]]]:
+    import psycopg
+
+    try:
         with raw.cursor() as cursor:
-            pid = cursor.execute("SELECT pg_backend_pid()").fetchone()[0]
-        raw.rollback()
-        _set_caller(app, pid, owner)
-        try:
-            with raw.cursor() as cursor:
-                cursor.execute("SET TRANSACTION READ ONLY")
-                cursor.execute(f"SET LOCAL statement_timeout = {max(1, int(timeout_s * 1000))}")
-                cursor.execute(f"SET LOCAL search_path = {SCHEMA}")
-            with raw.cursor(name="stash_sql_query") as cursor:
-                cursor.execute(sql)
-                columns = [column.name for column in cursor.description or ()]
-                rows = cursor.fetchmany(max_rows + 1)
-        except psycopg.errors.QueryCanceled:
-            raise SqlRefused(f"the query ran past the {timeout_s:g} s statement timeout",
-                             code="timeout") from None
-        except psycopg.Error as error:
-            message = error.diag.message_primary or str(error)
-            raise SqlRefused(message, code="invalid") from None
-        finally:
-            raw.rollback()
-            _clear_caller(app, pid)
+            cursor.execute("SET TRANSACTION READ ONLY")
+            cursor.execute(f"SET LOCAL statement_timeout = {max(1, int(timeout_s * 1000))}")
+            cursor.execute(f"SET LOCAL search_path = {SCHEMA}")
+        with raw.cursor(name="stash_sql_query") as cursor:
+            cursor.execute(sql)
+            columns = [column.name for column in cursor.description or ()]
+            rows = cursor.fetchmany(max_rows + 1)
+    except psycopg.errors.QueryCanceled:
+        raise _timeout(timeout_s) from None
+    except psycopg.errors.AdminShutdown:  # terminated by _terminate: its caller has its answer
+        raise _timeout(timeout_s) from None
+    except psycopg.Error as error:
+        message = error.diag.message_primary or str(error)
+        raise SqlRefused(message, code="invalid") from None
     return columns, [tuple(row) for row in rows]
+
+
+def _timeout(timeout_s: float) -> SqlRefused:
+    return SqlRefused(f"the query ran past the {timeout_s:g} s statement timeout", code="timeout")
+
+
+def _end_session(app: sa.Engine, connection: sa.Connection, raw: Any, pid: int) -> None:
+    try:
+        raw.rollback()
+    except Exception:  # noqa: BLE001 - a terminated backend: the connection is gone
+        connection.invalidate()
+    finally:
+        _clear_caller(app, pid)
+        connection.close()
+
+
+def _terminate(app: sa.Engine, pid: int) -> None:
+    """End a reader backend that outlived its timeout (it acts on it at its next interrupt
+    check); the application's role may signal the reader's backends (pg_signal_backend or
+    superuser), else the backend ends on its own when its call returns."""
+    try:
+        with app.begin() as c:
+            c.execute(sa.text("SELECT pg_cancel_backend(:pid), pg_terminate_backend(:pid)"),
+                      {"pid": pid})
+    except sa.exc.DBAPIError as error:
+        log.warning("could not stop the SQL reader backend %s: %s", pid, error.orig)
 
 
 def _set_caller(app: sa.Engine, pid: int, owner: str) -> None:

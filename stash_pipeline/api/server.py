@@ -1,0 +1,100 @@
+"""How ``stash-pipeline api`` serves the app: uvicorn with read timeouts and a connection limit.
+
+uvicorn alone never times out a client that trickles its request head or body, so its HTTP/1.1
+protocol (h11) is extended here (docs/api.md, "Server limits"):
+
+- **Header timeout** (``STASH_API_HEADER_TIMEOUT_S``): the request line and headers must be
+  complete within this many seconds of the connection opening or of the previous response; else
+  the connection is closed.
+- **Body timeout** (``STASH_API_BODY_TIMEOUT_S``): the whole body must arrive within this many
+  seconds of its head; else the server answers 408 (when no response has started) and closes.
+- **Idle timeout** (``STASH_API_IDLE_TIMEOUT_S``): a kept-alive connection with no new request
+  is closed after this many seconds (uvicorn's keep-alive timeout).
+- **Connection limit** (``STASH_API_MAX_CONNECTIONS``): a connection past it is closed at once;
+  the process's open-file limit is raised to its hard limit at start-up.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+from typing import Any
+
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from stash_pipeline.api.settings import ServerSettings
+
+
+def protocol_for(settings: ServerSettings) -> type[H11Protocol]:
+    """uvicorn's h11 protocol with ``settings``' header and body timeouts and connection limit."""
+
+    class GuardedH11Protocol(H11Protocol):
+        limits = settings
+
+        def connection_made(self, transport) -> None:  # noqa: ANN001
+            super().connection_made(transport)
+            if len(self.connections) > self.limits.max_connections:
+                transport.abort()
+                return
+            self._arm_head_timer()
+
+        def handle_events(self) -> None:
+            before = self.cycle
+            super().handle_events()
+            if self.cycle is not before and self.cycle is not None:  # a new request's head
+                cycle = self.cycle
+                self.loop.call_later(self.limits.body_timeout_s, self._body_expired, cycle)
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm_head_timer()
+
+        def _arm_head_timer(self) -> None:
+            self.loop.call_later(self.limits.header_timeout_s, self._head_expired, self.cycle)
+
+        def _head_expired(self, cycle: Any) -> None:
+            # Still no new request since the timer was armed (at connect or the last response).
+            waiting = self.cycle is cycle and (cycle is None or cycle.response_complete)
+            if waiting and not self.transport.is_closing():
+                self.transport.close()
+
+        def _body_expired(self, cycle: Any) -> None:
+            if cycle is not self.cycle or not cycle.more_body or self.transport.is_closing():
+                return
+            if not cycle.response_started:
+                self.transport.write(_timeout_response(self.limits.body_timeout_s))
+            cycle.disconnected = True  # the app's next receive() gets http.disconnect
+            cycle.message_event.set()
+            self.transport.close()
+
+    return GuardedH11Protocol
+
+
+def _timeout_response(seconds: float) -> bytes:
+    body = json.dumps({"detail": f"the request body did not arrive within {seconds:g} s; "
+                                 "send it faster or in smaller requests"}).encode()
+    head = (f"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n")
+    return head.encode("ascii") + body
+
+
+def config(app: Any, settings: ServerSettings, **options: Any) -> uvicorn.Config:
+    """A uvicorn config for ``app`` with the limits of ``settings``; ``options`` go to uvicorn."""
+    return uvicorn.Config(app, http=protocol_for(settings),
+                          timeout_keep_alive=settings.idle_timeout_s,
+                          limit_concurrency=settings.max_connections + 1,
+                          h11_max_incomplete_event_size=64 * 1024, **options)
+
+
+def raise_open_file_limit() -> int:
+    """The soft limit of open files raised to the hard one; returns the limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    return soft
