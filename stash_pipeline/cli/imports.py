@@ -89,7 +89,8 @@ def format_summary(counts: dict) -> str:
     ]
     if counts.get("skipped_invalid"):
         lines.append(f"Skipped {counts['skipped_invalid']} invalid record(s) (--skip-invalid).")
-    feedback = {k: counts.get(k, 0) for k in ("comments", "ratings", "comparisons", "outcomes")}
+    feedback = {k: counts.get(k, 0) for k in ("comments", "ratings", "comparisons", "outcomes",
+                                                "reviews")}
     if any(feedback.values()):
         lines.append("Feedback: " + ", ".join(f"{v} {k}" for k, v in feedback.items()) + ".")
     return "\n".join(lines)

@@ -9,10 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from stash_pipeline.core.errors import InputError
-from stash_pipeline.core.feedback import Feedback, Rating, VerifiedOutcome, feedback_id
+from stash_pipeline.core.feedback import Feedback, Rating, Review, VerifiedOutcome, feedback_id
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.core.traces import DEFAULT_OWNER, Message, Trace, content_trace_id
-from stash_pipeline.core.validation import validate_feedback, validate_trace
+from stash_pipeline.core.validation import (
+    check_id,
+    check_name,
+    validate_feedback,
+    validate_trace,
+)
 from stash_pipeline.importers.fields import (
     expect_list,
     expect_object,
@@ -53,7 +58,7 @@ def locating(file: str, record: str) -> Iterator[None]:
         raise error.located(file=file, record=record) from None
 
 
-def finish(trace: Trace, feedback: tuple[Feedback, ...], *, file: str, record: str,
+def finish(trace: Trace, feedback: tuple[Feedback | Review, ...], *, file: str, record: str,
            number: int, limits: ImportLimits, outcome_field: str | None = None) -> ImportedTrace:
     """Validate the trace and its feedback under the limits; errors name the file and record.
 
@@ -66,10 +71,16 @@ def finish(trace: Trace, feedback: tuple[Feedback, ...], *, file: str, record: s
         validate_trace(trace, max_depth=limits.max_depth, max_text_chars=limits.max_string_chars)
         for index, item in enumerate(feedback):
             try:
-                validate_feedback(item, max_text_chars=limits.max_string_chars)
+                if isinstance(item, Review):
+                    check_name(item.reviewer, "reviewer")
+                    check_id(item.comparison_id, "comparison_id", what="a comparison id")
+                else:
+                    validate_feedback(item, max_text_chars=limits.max_string_chars)
             except InputError as error:
                 raise InputError(error.reason, field=f"feedback[{index}].{error.field}") from None
-    return ImportedTrace(trace, feedback, source=f"{file}:{number}")
+    reviews = tuple(item for item in feedback if isinstance(item, Review))
+    return ImportedTrace(trace, tuple(item for item in feedback if not isinstance(item, Review)),
+                         source=f"{file}:{number}", reviews=reviews)
 
 
 def metadata_outcome(trace: Trace, path: str) -> tuple[VerifiedOutcome, ...]:

@@ -7,8 +7,8 @@ from dataclasses import asdict, dataclass, fields
 
 import sqlalchemy as sa
 
-from stash_pipeline.core.errors import InputError, OwnershipError
-from stash_pipeline.core.feedback import Feedback, count_by_kind, feedback_trace_ids
+from stash_pipeline.core.errors import InputError, NotFoundError, OwnershipError
+from stash_pipeline.core.feedback import Feedback, Review, count_by_kind, feedback_trace_ids
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.core.serialize import message_to_dict
 from stash_pipeline.core.traces import Action, Trace
@@ -16,7 +16,13 @@ from stash_pipeline.core.validation import validate_feedback, validate_trace
 from stash_pipeline.store import schema
 from stash_pipeline.store.accounts import ensure_accounts
 from stash_pipeline.store.batching import chunks, insert_rows
-from stash_pipeline.store.feedback import TABLES, missing_ids, references, write_feedback
+from stash_pipeline.store.feedback import (
+    TABLES,
+    missing_ids,
+    references,
+    review_comparison,
+    write_feedback,
+)
 from stash_pipeline.store.locks import lock_traces
 
 CHUNK_SIZE = 500
@@ -35,6 +41,7 @@ class ImportSummary:
     ratings: int = 0
     comparisons: int = 0
     outcomes: int = 0
+    reviews: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -58,6 +65,7 @@ def import_traces(connection: sa.Connection, records: Iterable[ImportedTrace], *
     """
     summary = ImportSummary()
     waiting: list[_PendingFeedback] = []
+    reviews: list[tuple[str, str, Review]] = []  # (owner, source, review)
     batch: list[ImportedTrace] = []
     batch_ids: set[str] = set()
     for record in records:
@@ -68,11 +76,25 @@ def import_traces(connection: sa.Connection, records: Iterable[ImportedTrace], *
         _check_record(record)
         batch.append(record)
         batch_ids.add(record.trace.id)
+        reviews.extend((record.trace.owner, record.source, review) for review in record.reviews)
     if batch:
         _write_chunk(connection, batch, summary, waiting, on_progress)
     if waiting:
         _write_waiting_feedback(connection, waiting)
+    _apply_reviews(connection, reviews)
+    summary.reviews += len(reviews)
     return summary
+
+
+def _apply_reviews(connection: sa.Connection, reviews: Sequence[tuple[str, str, Review]]) -> None:
+    """Reviews in trace files, after all the feedback: a comparison may come in the same call."""
+    for owner, source, review in reviews:
+        try:
+            review_comparison(connection, review.comparison_id, reviewer=review.reviewer,
+                              status=review.status, owner=owner)
+        except NotFoundError:
+            raise InputError(f"no comparison {review.comparison_id} on traces of {owner}",
+                             field="feedback.comparison_id", **_location(source)) from None
 
 
 def _location(source: str) -> dict[str, str | None]:
