@@ -13,7 +13,7 @@ from starlette.types import Scope
 
 from stash_pipeline.api import errors
 from stash_pipeline.api.limits import BodyLimit
-from stash_pipeline.api.routes import account, objects, reward_models, sql, traces
+from stash_pipeline.api.routes import account, feedback, objects, reward_models, sql, traces
 from stash_pipeline.api.settings import ApiSettings
 from stash_pipeline.objects import ObjectStore
 from stash_pipeline.store import Store
@@ -56,7 +56,7 @@ def create_app(store: Store | None = None, objects_store: ObjectStore | None = N
         lifespan=lifespan,
     )
     app.state.settings = settings
-    for module in (reward_models, traces, sql, account, objects):
+    for module in (reward_models, traces, feedback, sql, account, objects):
         app.include_router(module.router)
     errors.install(app)
 

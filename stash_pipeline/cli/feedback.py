@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from pathlib import Path
 
 from stash_pipeline.cli.output import print_json, print_table
 from stash_pipeline.cli.store import open_store
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import (
-    REVIEW_STATUSES, Comment, Feedback, Rating, ReviewedComparison, VerifiedOutcome, feedback_id,
+    REVIEW_STATUSES, Comment, Feedback, Rating, ReviewedComparison, VerifiedOutcome,
+    comparison_item, outcome_item,
 )
 from stash_pipeline.core.traces import DEFAULT_OWNER, parse_action_address
 
@@ -51,7 +53,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     review = sub.add_parser("review", help="approve (or reject) a stored comparison",
                             description="Review a comparison. Approval by its own author does not "
                                         "count as independent: the shared evaluator ignores it.")
-    review.add_argument("comparison_id", metavar="ID", help="the comparison's id")
+    review.add_argument("comparison_ids", nargs="+", metavar="ID",
+                        help="the comparisons' ids (several: one transaction, all or nothing)")
     review.add_argument("--reviewer", required=True, help="who reviews it")
     review.add_argument("--reject", action="store_true", help="reject instead of approving")
     review.set_defaults(handler=run_review)
@@ -62,7 +65,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     outcome.add_argument("--source", help="what checked it (e.g. tau2-bench)")
     outcome.set_defaults(handler=run, build=lambda a: outcome_of(a))
 
-    for kind in (comment, rate, compare, review, outcome):
+    bulk = sub.add_parser(
+        "import", help="import a feedback file (JSONL of ratings, comments, comparisons, reviews, "
+                       "outcomes on stored traces)",
+        description="One transaction: an error names the line and field, and nothing is stored. "
+                    "The item format is in docs/importing.md (\"Feedback files\").")
+    bulk.add_argument("file", type=Path, metavar="FILE")
+    bulk.set_defaults(handler=run_import)
+
+    for kind in (comment, rate, compare, review, outcome, bulk):
         kind.add_argument("--owner", default=DEFAULT_OWNER,
                           help=f"the account giving feedback on its traces (default: {DEFAULT_OWNER})")
         kind.add_argument("--json", action="store_true", help="end with one JSON line")
@@ -109,25 +120,14 @@ def rating_of(args: argparse.Namespace) -> Rating:
 
 
 def comparison_of(args: argparse.Namespace) -> ReviewedComparison:
-    chosen_trace, chosen_action = split_target(args.chosen)
-    rejected_trace, rejected_action = split_target(args.rejected)
-    if (chosen_action is None) != (rejected_action is None):
-        raise InputError("compare two actions or two whole traces, not an action with a trace",
-                         field="rejected")
-    if args.status != "pending" and not args.reviewer:
+    if args.status != "pending" and not args.reviewer:  # named as the flag the user gives
         raise InputError(f"a comparison {args.status} needs its --reviewer", field="reviewer")
-    # One comparison per author and sides: comparing again replaces the earlier one.
-    return ReviewedComparison(
-        feedback_id("comparison", args.chosen, args.rejected, args.author),
-        chosen_trace, rejected_trace, chosen_action_id=chosen_action,
-        rejected_action_id=rejected_action, reviewer=args.reviewer, status=args.status,
-        rationale=args.rationale, author=args.author,
-    )
+    return comparison_item(args.chosen, args.rejected, author=args.author,
+                           reviewer=args.reviewer, status=args.status, rationale=args.rationale)
 
 
 def outcome_of(args: argparse.Namespace) -> VerifiedOutcome:
-    return VerifiedOutcome(feedback_id("outcome", args.trace_id, args.source), args.trace_id,
-                           args.reward, source=args.source)
+    return outcome_item(args.trace_id, args.reward, args.source)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -141,10 +141,35 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_import(args: argparse.Namespace) -> int:
+    from stash_pipeline.services.feedback_batch import apply, read_feedback_file
+
+    entries = list(read_feedback_file(args.file))  # every line is checked before the store opens
+    counts = apply(open_store(), args.owner, entries)
+    if args.json:
+        print_json({"items": len(entries), **counts})
+    else:
+        print(f"Stored {len(entries)} feedback item(s): "
+              + ", ".join(f"{n} {kind}" for kind, n in counts.items()) + ".")
+    return 0
+
+
 def run_review(args: argparse.Namespace) -> int:
     store = open_store()
     status = "rejected" if args.reject else "approved"
-    comparison = store.review_comparison(args.comparison_id, reviewer=args.reviewer,
+    if len(args.comparison_ids) > 1:
+        from stash_pipeline.core.feedback import review_item
+        entries = [(f"comparison {cid}", review_item(cid, args.reviewer, status))
+                   for cid in dict.fromkeys(args.comparison_ids)]
+        counts = store.apply_feedback(entries, owner=args.owner)
+        if args.json:
+            print_json({"ids": [cid for cid in dict.fromkeys(args.comparison_ids)],
+                        "status": status, "reviewer": args.reviewer,
+                        "reviews": counts["reviews"]})
+        else:
+            print(f"{counts['reviews']} comparisons {status} by {args.reviewer}.")
+        return 0
+    comparison = store.review_comparison(args.comparison_ids[0], reviewer=args.reviewer,
                                          status=status, owner=args.owner)
     if args.json:
         print_json({"id": comparison.id, "status": comparison.status,

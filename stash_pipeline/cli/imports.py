@@ -9,11 +9,14 @@ from pathlib import Path
 
 from stash_pipeline.cli.output import print_json, progress
 from stash_pipeline.cli.store import open_store
+from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.traces import DEFAULT_OWNER
+
+SHOWN_SKIPPED = 10  # refusals printed one by one under --skip-invalid; the rest are counted
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    from stash_pipeline.importers import FORMATS
+    from stash_pipeline.importers import DEFAULT_OUTCOME_FIELD, FORMATS
 
     parser = commands.add_parser(
         "import", help="import trace files or directories",
@@ -28,6 +31,19 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                         help=f"account that owns the traces (default: {DEFAULT_OWNER})")
     parser.add_argument("--contribute", action="store_true",
                         help="opt these traces in to the shared evaluator's training data")
+    parser.add_argument("--outcome-field", default=DEFAULT_OUTCOME_FIELD, metavar="PATH",
+                        help="dotted path in each trace's metadata holding a verified outcome "
+                             f"(default: {DEFAULT_OUTCOME_FIELD}, i.e. metadata."
+                             f"{DEFAULT_OUTCOME_FIELD}; '' reads none)")
+    preference = parser.add_argument_group(
+        "preference data sets (--format preference: hh-rlhf, TRL)")
+    preference.add_argument("--author", help="who made the imported comparisons")
+    preference.add_argument("--reviewer",
+                            help="who reviewed them: with an --author other than the reviewer, "
+                                 "they count as independently reviewed for the shared evaluator")
+    preference.add_argument("--skip-invalid", action="store_true",
+                            help="skip (and count) a record that cannot be a comparison instead "
+                                 "of refusing the import")
     parser.add_argument("--json", action="store_true", help="end with one JSON summary line")
     parser.set_defaults(handler=run)
 
@@ -38,16 +54,25 @@ def run(args: argparse.Namespace) -> int:
     from stash_pipeline.services.imports import import_records
 
     store = open_store()
+    skipped: list[InputError] = []
 
     def read():  # noqa: ANN202 - the records, read again if the import must be retried
+        skipped.clear()
         records = itertools.chain.from_iterable(
-            read_path(path, format=args.format, owner=args.owner, contribute=args.contribute)
+            read_path(path, format=args.format, owner=args.owner, contribute=args.contribute,
+                      author=args.author, reviewer=args.reviewer,
+                      skip_invalid=args.skip_invalid, on_skipped=skipped.append,
+                      outcome_field=args.outcome_field)
             for path in args.paths)
         return progress(records, desc="importing", unit=" traces")
 
     report = import_records(store, read)
     record_import(report, lambda warning: print(f"warning: {warning}", file=sys.stderr))
-    counts = report.as_dict()
+    for error in skipped[:SHOWN_SKIPPED]:
+        print(f"skipped: {error}", file=sys.stderr)
+    if len(skipped) > SHOWN_SKIPPED:
+        print(f"skipped: ... and {len(skipped) - SHOWN_SKIPPED} more", file=sys.stderr)
+    counts = {**report.as_dict(), "skipped_invalid": len(skipped)}
     if args.json:
         print_json(counts)
     else:
@@ -56,11 +81,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def format_summary(counts: dict) -> str:
+    unchanged = f", {counts['unchanged']} unchanged" if counts.get("unchanged") else ""
     lines = [
-        f"Imported {counts['traces']} traces ({counts['imported']} new, {counts['updated']} updated): "
-        f"{counts['messages']} messages, {counts['actions']} actions, {counts['tool_calls']} tool calls.",
+        f"Imported {counts['traces']} traces ({counts['imported']} new, {counts['updated']} updated"
+        f"{unchanged}): {counts['messages']} messages, {counts['actions']} actions, "
+        f"{counts['tool_calls']} tool calls.",
     ]
-    feedback = {k: counts.get(k, 0) for k in ("comments", "ratings", "comparisons", "outcomes")}
+    if counts.get("skipped_invalid"):
+        lines.append(f"Skipped {counts['skipped_invalid']} invalid record(s) (--skip-invalid).")
+    feedback = {k: counts.get(k, 0) for k in ("comments", "ratings", "comparisons", "outcomes",
+                                                "reviews")}
     if any(feedback.values()):
         lines.append("Feedback: " + ", ".join(f"{v} {k}" for k, v in feedback.items()) + ".")
     return "\n".join(lines)

@@ -33,9 +33,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         description="Opting out excludes the trace's feedback from future shared candidates; it "
                     "cannot remove what previously released weights have learned.",
     )
-    contribute.add_argument("trace_id", metavar="ID")
+    which = contribute.add_mutually_exclusive_group(required=True)
+    which.add_argument("trace_ids", nargs="*", default=[], metavar="ID",
+                       help="the traces (all or nothing: an unknown id changes none)")
+    which.add_argument("--all", action="store_true", help="every trace of --owner")
     contribute.add_argument("--off", action="store_true", help="opt out instead")
-    contribute.add_argument("--owner", default=DEFAULT_OWNER, help="the trace's owner")
+    contribute.add_argument("--owner", default=DEFAULT_OWNER, help="the traces' owner")
     contribute.set_defaults(handler=run_contribute)
 
 
@@ -79,7 +82,13 @@ def run_show(args: argparse.Namespace) -> int:
 
 def run_contribute(args: argparse.Namespace) -> int:
     store = open_store()
-    store.set_contribute(args.trace_id, not args.off, args.owner)
-    print(f"Trace {args.trace_id} {'no longer contributes' if args.off else 'contributes'} "
-          "to shared-evaluator training.")
+    ids = store.trace_ids(owner=args.owner) if args.all else args.trace_ids
+    if len(ids) == 1 and not args.all:
+        store.set_contribute(ids[0], not args.off, args.owner)
+        print(f"Trace {ids[0]} {'no longer contributes' if args.off else 'contributes'} "
+              "to shared-evaluator training.")
+        return 0
+    changed = store.set_contribute_many(ids, not args.off, args.owner)
+    print(f"{changed} trace(s) of {args.owner} "
+          f"{'no longer contribute' if args.off else 'contribute'} to shared-evaluator training.")
     return 0

@@ -7,7 +7,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from stash_pipeline.core.traces import STASH_NAMESPACE, Trace, local_part
+from stash_pipeline.core.errors import InputError
+from stash_pipeline.core.traces import STASH_NAMESPACE, Trace, local_part, parse_action_address
 
 FeedbackKind = Literal["comment", "rating", "comparison", "outcome"]
 REVIEW_STATUSES = ("pending", "approved", "rejected")
@@ -96,6 +97,61 @@ class VerifiedOutcome:
 
 
 Feedback = Comment | Rating | ReviewedComparison | VerifiedOutcome
+
+
+@dataclass(frozen=True)
+class Review:
+    """A review of a stored comparison (not feedback itself: it changes a comparison's status)."""
+
+    comparison_id: str
+    reviewer: str
+    status: str = "approved"
+
+
+def comparison_item(chosen: str, rejected: str, *, author: str | None = None,
+                    reviewer: str | None = None, status: str = "pending",
+                    rationale: str | None = None) -> ReviewedComparison:
+    """CHOSEN beats REJECTED; each ``<trace id>`` or ``<trace id>/<action>``, two actions or two
+    traces. Pending unless reviewed: a status other than pending needs its reviewer. One
+    comparison per author and sides, so comparing again replaces the earlier one."""
+    sides = []
+    for field, address in (("chosen", chosen), ("rejected", rejected)):
+        if not isinstance(address, str) or not address:
+            raise InputError("expected a trace id or <trace id>/<action>", field=field)
+        try:
+            sides.append(parse_action_address(address))
+        except ValueError as error:
+            raise InputError(str(error), field=field) from None
+    (chosen_trace, chosen_action), (rejected_trace, rejected_action) = sides
+    if (chosen_action is None) != (rejected_action is None):
+        raise InputError("compare two actions or two whole traces, not an action with a trace",
+                         field="rejected")
+    if status not in REVIEW_STATUSES:
+        raise InputError(f"unknown status {status!r}; expected one of "
+                         f"{', '.join(REVIEW_STATUSES)}", field="status")
+    if status != "pending" and not reviewer:
+        raise InputError(f"a comparison {status} needs its reviewer", field="reviewer")
+    return ReviewedComparison(
+        feedback_id("comparison", chosen, rejected, author), chosen_trace, rejected_trace,
+        chosen_action_id=chosen_action, rejected_action_id=rejected_action, reviewer=reviewer,
+        status=status, rationale=rationale, author=author)
+
+
+def outcome_item(trace_id: str, reward: float, source: str | None = None) -> VerifiedOutcome:
+    """A verified outcome; one per trace and source, so recording it again replaces it."""
+    return VerifiedOutcome(feedback_id("outcome", trace_id, source), trace_id, reward,
+                           source=source)
+
+
+def review_item(comparison_id: str, reviewer: str, status: str = "approved") -> Review:
+    if not isinstance(comparison_id, str) or not comparison_id:
+        raise InputError("a review names the comparison it reviews", field="comparison_id")
+    if not isinstance(reviewer, str) or not reviewer:
+        raise InputError("a review needs its reviewer", field="reviewer")
+    if status not in REVIEW_STATUSES:
+        raise InputError(f"unknown status {status!r}; expected one of "
+                         f"{', '.join(REVIEW_STATUSES)}", field="status")
+    return Review(comparison_id, reviewer, status)
 
 
 def feedback_trace_ids(item: Feedback) -> tuple[str, ...]:

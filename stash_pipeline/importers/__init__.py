@@ -17,9 +17,10 @@ from stash_pipeline.importers import (
     anthropic_messages,
     openai_chat,
     otel_genai,
+    preference,
     tau2,
 )
-from stash_pipeline.importers.common import ImportOptions
+from stash_pipeline.importers.common import DEFAULT_OUTCOME_FIELD, ImportOptions
 from stash_pipeline.importers.detect import detect_format
 from stash_pipeline.importers.jsonio import check_file_size
 from stash_pipeline.importers.limits import DEFAULT_MAX_RECORD_BYTES, ImportLimits
@@ -32,24 +33,32 @@ READERS: dict[str, Reader] = {
     otel_genai.FORMAT: otel_genai.read,
     tau2.FORMAT: tau2.read,
     agentprocessbench.FORMAT: agentprocessbench.read,
+    preference.FORMAT: preference.read,
 }
 FORMATS: tuple[str, ...] = tuple(READERS)
 # The files a directory import reads; anything else there (READMEs, hidden files) is no trace.
-TRACE_FILE_SUFFIXES = (".json", ".jsonl", ".ndjson")
+TRACE_FILE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
 
-__all__ = ["DEFAULT_MAX_RECORD_BYTES", "FORMATS", "ImportLimits", "ImportOptions", "detect_format",
+__all__ = ["DEFAULT_MAX_RECORD_BYTES", "DEFAULT_OUTCOME_FIELD", "FORMATS", "ImportLimits", "ImportOptions", "detect_format",
            "read_path", "trace_files"]
 
 
 def read_path(path: str | Path, *, format: str = "auto", owner: str = DEFAULT_OWNER,
               contribute: bool = False, limits: ImportLimits | None = None,
-              max_record_bytes: int | None = None) -> Iterator[ImportedTrace]:
+              max_record_bytes: int | None = None, author: str | None = None,
+              reviewer: str | None = None, skip_invalid: bool = False,
+              on_skipped: Callable[[InputError], None] | None = None,
+              outcome_field: str | None = DEFAULT_OUTCOME_FIELD) -> Iterator[ImportedTrace]:
     """Every trace in a file, or in each trace file of a directory (sorted by name), lazily.
 
     ``format`` is ``auto`` (detected per file from its content) or one of ``FORMATS``. ``limits``
     (default ``ImportLimits()``; ``max_record_bytes`` overrides its record size) bound what a file
     may hold, checked before memory is spent. Errors are InputErrors naming the file, the record
     (line or index) and the field.
+
+    ``outcome_field``: the dotted path in each trace's metadata read as a verified outcome (None:
+    none). Preference data sets: ``author`` and ``reviewer`` of the comparisons; ``skip_invalid``
+    skips a record that cannot be a comparison (each refusal goes to ``on_skipped``).
     """
     if format != "auto" and format not in READERS:
         raise InputError(f"unknown format {format!r}; expected auto or one of {', '.join(FORMATS)}",
@@ -57,7 +66,9 @@ def read_path(path: str | Path, *, format: str = "auto", owner: str = DEFAULT_OW
     limits = limits or ImportLimits()
     if max_record_bytes is not None:
         limits = replace(limits, max_record_bytes=max_record_bytes)
-    options = ImportOptions(owner=owner, contribute=contribute, limits=limits)
+    options = ImportOptions(owner=owner, contribute=contribute, limits=limits, author=author,
+                            reviewer=reviewer, skip_invalid=skip_invalid, on_skipped=on_skipped,
+                            outcome_field=outcome_field or None)
     return _read_files(trace_files(Path(path)), format, options)
 
 

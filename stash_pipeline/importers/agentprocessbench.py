@@ -40,7 +40,7 @@ def read(path: Path, options: ImportOptions) -> Iterator[ImportedTrace]:
         with locating(file, record.label):
             trace, feedback = convert_record(trace_object(record), options)
         yield finish(trace, feedback, file=file, record=record.label, number=record.number,
-                     limits=options.limits)
+                     limits=options.limits, outcome_field=options.outcome_field)
 
 
 def convert_record(record: dict[str, Any],

@@ -9,13 +9,20 @@ from pathlib import Path
 from typing import Any
 
 from stash_pipeline.core.errors import InputError
-from stash_pipeline.core.feedback import Feedback, Rating, feedback_id
+from stash_pipeline.core.feedback import Feedback, Rating, Review, VerifiedOutcome, feedback_id
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.core.traces import DEFAULT_OWNER, Message, Trace, content_trace_id
-from stash_pipeline.core.validation import validate_feedback, validate_trace
+from stash_pipeline.core.validation import (
+    check_id,
+    check_name,
+    validate_feedback,
+    validate_trace,
+)
 from stash_pipeline.importers.fields import (
     expect_list,
     expect_object,
+    json_type,
+    number,
     optional_object,
     optional_str,
 )
@@ -23,11 +30,23 @@ from stash_pipeline.importers.jsonio import RawRecord, iter_records
 from stash_pipeline.importers.limits import ImportLimits
 
 
+# Where a verified outcome is read from a trace's metadata by default (docs/importing.md).
+DEFAULT_OUTCOME_FIELD = "outcome"
+
+
 @dataclass(frozen=True)
 class ImportOptions:
     owner: str = DEFAULT_OWNER
     contribute: bool = False
     limits: ImportLimits = ImportLimits()
+    # Preference data sets: who made and who reviewed the imported comparisons, and whether a
+    # record that cannot be a comparison is skipped (reported to ``on_skipped``) or refused.
+    author: str | None = None
+    reviewer: str | None = None
+    skip_invalid: bool = False
+    on_skipped: Callable[[InputError], None] | None = None
+    # A dotted path in each trace's metadata whose value is a verified outcome; None: none read.
+    outcome_field: str | None = DEFAULT_OUTCOME_FIELD
 
 
 @contextmanager
@@ -39,17 +58,51 @@ def locating(file: str, record: str) -> Iterator[None]:
         raise error.located(file=file, record=record) from None
 
 
-def finish(trace: Trace, feedback: tuple[Feedback, ...], *, file: str, record: str,
-           number: int, limits: ImportLimits) -> ImportedTrace:
-    """Validate the trace and its feedback under the limits; errors name the file and record."""
+def finish(trace: Trace, feedback: tuple[Feedback | Review, ...], *, file: str, record: str,
+           number: int, limits: ImportLimits, outcome_field: str | None = None) -> ImportedTrace:
+    """Validate the trace and its feedback under the limits; errors name the file and record.
+
+    With ``outcome_field``, a verified outcome in the trace's metadata at that dotted path joins
+    the feedback (``metadata_outcome``).
+    """
     with locating(file, record):
+        if outcome_field:
+            feedback = feedback + metadata_outcome(trace, outcome_field)
         validate_trace(trace, max_depth=limits.max_depth, max_text_chars=limits.max_string_chars)
         for index, item in enumerate(feedback):
             try:
-                validate_feedback(item, max_text_chars=limits.max_string_chars)
+                if isinstance(item, Review):
+                    check_name(item.reviewer, "reviewer")
+                    check_id(item.comparison_id, "comparison_id", what="a comparison id")
+                else:
+                    validate_feedback(item, max_text_chars=limits.max_string_chars)
             except InputError as error:
                 raise InputError(error.reason, field=f"feedback[{index}].{error.field}") from None
-    return ImportedTrace(trace, feedback, source=f"{file}:{number}")
+    reviews = tuple(item for item in feedback if isinstance(item, Review))
+    return ImportedTrace(trace, tuple(item for item in feedback if not isinstance(item, Review)),
+                         source=f"{file}:{number}", reviews=reviews)
+
+
+def metadata_outcome(trace: Trace, path: str) -> tuple[VerifiedOutcome, ...]:
+    """The verified outcome at a dotted path of the trace's metadata (``outcome``, ``eval.reward``;
+    a leading ``metadata.`` is optional): a number (1.0 succeeded) or true/false. None or absent:
+    no outcome. Anything else is an InputError naming the field."""
+    path = path.removeprefix("metadata.")
+    value: Any = trace.metadata
+    for key in path.split("."):
+        if not isinstance(value, dict) or value.get(key) is None:
+            return ()
+        value = value[key]
+    field = f"metadata.{path}"
+    if isinstance(value, bool):
+        reward = 1.0 if value else 0.0
+    elif isinstance(value, (int, float)):
+        reward = number(value, field)
+    else:
+        raise InputError(f"a verified outcome is a number (1 succeeded, 0 failed) or true/false, "
+                         f"got {json_type(value)}", field=field)
+    return (VerifiedOutcome(feedback_id("outcome", trace.id, field), trace.id, reward,
+                            source=field),)
 
 
 TraceObjectConverter = Callable[[dict[str, Any], ImportOptions], tuple[Trace, tuple[Feedback, ...]]]
@@ -63,7 +116,7 @@ def read_trace_objects(path: Path, options: ImportOptions,
         with locating(file, record.label):
             trace, feedback = convert(trace_object(record), options)
         yield finish(trace, feedback, file=file, record=record.label, number=record.number,
-                     limits=options.limits)
+                     limits=options.limits, outcome_field=options.outcome_field)
 
 
 def trace_object(record: RawRecord) -> dict[str, Any]:

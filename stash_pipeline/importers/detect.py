@@ -8,6 +8,7 @@ from typing import Any
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.importers.jsonio import iter_records, sniff_layout, top_level_keys
 from stash_pipeline.importers.limits import ImportLimits
+from stash_pipeline.importers.preference import looks_like_preference
 
 # Keys that settle a whole-file JSON object's format without reading the rest of it.
 _DOCUMENT_KEYS = {"resourceSpans": "otel", "simulations": "tau2"}
@@ -28,7 +29,8 @@ def detect_format(path: Path, limits: ImportLimits | None = None) -> str:
     if name is None:
         raise InputError(
             "cannot tell the format from this record: expected a trace object with 'messages', "
-            "an OTLP export with 'resourceSpans', or a tau2-bench result with 'simulations'; "
+            "an OTLP export with 'resourceSpans', a tau2-bench result with 'simulations', or a "
+            "preference record with 'chosen' and 'rejected'; "
             "name the format explicitly", file=str(path), record=first.label,
         )
     return name
@@ -42,6 +44,8 @@ def classify_record(record: Any) -> str | None:
             return name
     if "step_labels" in record or "final_label" in record:
         return "agentprocessbench"
+    if looks_like_preference(record):
+        return "preference"
     if "messages" not in record:
         return None
     return "anthropic" if _looks_anthropic(record) else "openai"

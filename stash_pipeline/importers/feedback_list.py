@@ -1,10 +1,11 @@
 """The ``feedback`` list of a trace object (OpenAI and Anthropic wrappers); see docs/importing.md.
 
-Each item: ``{"type": "comment", "text": ...}``, ``{"type": "rating", "value": <number>}`` or
-``{"type": "outcome", "reward": <number>}``, with at most one target for comments and ratings:
-``action_id`` (local, "m3" or "m3.call0"), ``message_index`` (an assistant message) or
-``tool_call_id``. No target: the whole trace. Optional ``author`` (comments, ratings), ``source``
-(outcomes).
+Each item: ``{"type": "comment", "text": ...}``, ``{"type": "rating", "value": <number>}``,
+``{"type": "outcome", "reward": <number>}``, ``{"type": "comparison", "chosen", "rejected",
+"reviewer"?, "status"?, "rationale"?}`` or ``{"type": "review", "comparison_id", "reviewer",
+"status"?}``, with at most one target for comments and ratings: ``action_id`` (local, "m3" or
+"m3.call0"), ``message_index`` (an assistant message) or ``tool_call_id``. No target: the whole
+trace. Optional ``author`` (comments, ratings, comparisons), ``source`` (outcomes).
 """
 
 from __future__ import annotations
@@ -12,22 +13,26 @@ from __future__ import annotations
 from typing import Any
 
 from stash_pipeline.core.errors import InputError
-from stash_pipeline.core.feedback import Comment, Feedback, Rating, VerifiedOutcome, feedback_id
-from stash_pipeline.core.traces import Trace
+from stash_pipeline.core.feedback import (
+    Comment, Feedback, Rating, Review, ReviewedComparison, VerifiedOutcome, comparison_item,
+    feedback_id, review_item,
+)
+from stash_pipeline.core.traces import LOCAL_ACTION_ID, Trace
 from stash_pipeline.importers.common import message_action_ids
 from stash_pipeline.importers.fields import expect_list, expect_object, number, optional_str
 
-FEEDBACK_TYPES = ("comment", "rating", "outcome")
+FEEDBACK_TYPES = ("comment", "rating", "comparison", "review", "outcome")
 _TARGET_KEYS = ("action_id", "message_index", "tool_call_id")
 
 
 def parse_feedback(value: Any, trace: Trace, field: str = "feedback",
-                   message_indexes: dict[int, int] | None = None) -> tuple[Feedback, ...]:
+                   message_indexes: dict[int, int] | None = None
+                   ) -> tuple[Feedback | Review, ...]:
     """Feedback items on this trace. ``message_indexes`` maps source message indexes to trace
     message indexes, for formats whose messages do not map one to one (Anthropic)."""
     if value is None:
         return ()
-    items: list[Feedback] = []
+    items: list[Feedback | Review] = []
     for i, raw in enumerate(expect_list(value, field)):
         where = f"{field}[{i}]"
         item = expect_object(raw, where)
@@ -48,6 +53,17 @@ def parse_feedback(value: Any, trace: Trace, field: str = "feedback",
             for target in targets or [None]:
                 items.append(Rating(feedback_id("rating", trace.id, i, target or "trace"),
                                     trace.id, value_, action_id=target, author=author))
+        elif kind == "comparison":
+            if targets:
+                raise InputError("a comparison names its sides in 'chosen' and 'rejected'",
+                                 field=where)
+            items.append(_comparison(item, trace, where, author))
+        elif kind == "review":
+            try:
+                items.append(review_item(item.get("comparison_id"), item.get("reviewer"),
+                                         item.get("status", "approved")))
+            except InputError as error:
+                raise InputError(error.reason, field=f"{where}.{error.field}") from None
         elif kind == "outcome":
             if targets:
                 raise InputError("an outcome is a whole trace's result: it takes no target",
@@ -59,6 +75,33 @@ def parse_feedback(value: Any, trace: Trace, field: str = "feedback",
             raise InputError(f"unknown feedback type {kind!r}; expected one of "
                              f"{', '.join(FEEDBACK_TYPES)}", field=f"{where}.type")
     return tuple(items)
+
+
+def _comparison(item: dict[str, Any], trace: Trace, where: str,
+                author: str | None) -> ReviewedComparison:
+    """Sides: a local action id of this trace (``m3``, ``m3.call0``), or any trace's address
+    (``<trace id>``, ``<trace id>/<action>``), this one's or one imported with it."""
+    sides = {}
+    for side in ("chosen", "rejected"):
+        value = item.get(side)
+        if not isinstance(value, str) or not value:
+            raise InputError("expected an action of this trace ('m3') or a trace id (with "
+                             "'/<action>')", field=f"{where}.{side}")
+        if LOCAL_ACTION_ID.fullmatch(value):
+            try:
+                value = trace.action(value).id
+            except KeyError:
+                raise InputError(f"no action {value!r} in this trace", field=f"{where}.{side}"
+                                 ) from None
+        sides[side] = value
+    status = item.get("status", "pending")
+    try:
+        return comparison_item(
+            sides["chosen"], sides["rejected"], author=author,
+            reviewer=optional_str(item, "reviewer", "reviewer"), status=status,
+            rationale=optional_str(item, "rationale", "rationale"))
+    except InputError as error:
+        raise InputError(error.reason, field=f"{where}.{error.field}") from None
 
 
 def _targets(item: dict[str, Any], trace: Trace, where: str,

@@ -7,6 +7,7 @@ nesting depth before a parser sees it (``importers.limits``), and every record f
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -20,6 +21,7 @@ from stash_pipeline.core.errors import InputError
 from stash_pipeline.importers.limits import ImportLimits, JsonRefused, JsonScanner, check_nesting
 
 _BOM = b"\xef\xbb\xbf"
+_GZIP_MAGIC = b"\x1f\x8b"
 _WHITESPACE = b" \t\r\n"
 _MAX_BUFFER = 64 * 1024
 
@@ -40,6 +42,14 @@ def too_large(label: str, limit: int) -> InputError:
         f"record is larger than the limit of {limit} bytes (raise max_record_bytes to accept it)",
         record=label,
     )
+
+
+def open_binary(path: Path) -> BinaryIO:
+    """The file's bytes; a gzip file (``.jsonl.gz``, as data sets ship) is decompressed on the fly,
+    recognised by its magic bytes, so every layout and the record limits apply unchanged."""
+    with open(path, "rb") as handle:
+        compressed = handle.read(2) == _GZIP_MAGIC
+    return gzip.open(path, "rb") if compressed else open(path, "rb")  # type: ignore[return-value]
 
 
 def check_file_size(path: Path, limits: ImportLimits) -> None:
@@ -75,7 +85,7 @@ def _refuse_constant(name: str) -> Any:
 
 def sniff_layout(path: Path, limits: ImportLimits) -> Layout:
     """JSON array, JSON Lines, or a single (possibly pretty-printed) JSON document."""
-    with open(path, "rb") as handle:
+    with open_binary(path) as handle:
         first = _first_byte(handle)
         if first is None:
             raise InputError("the file is empty", file=str(path))
@@ -114,9 +124,10 @@ def iter_records(path: Path, limits: ImportLimits) -> Iterator[RawRecord]:
 
 def read_document(path: Path, limits: ImportLimits) -> RawRecord:
     """The whole file as one record (it must fit the record limit)."""
-    if os.path.getsize(path) > limits.max_record_bytes:
+    with open_binary(path) as handle:
+        raw = handle.read(limits.max_record_bytes + 1)
+    if len(raw) > limits.max_record_bytes:
         raise too_large("document", limits.max_record_bytes).located(file=str(path))
-    raw = Path(path).read_bytes()
     return RawRecord(_loads(raw.removeprefix(_BOM), path, limits, line_offset=0, label="document"),
                      0, "document")
 
@@ -124,7 +135,7 @@ def read_document(path: Path, limits: ImportLimits) -> RawRecord:
 def iter_items(path: Path, prefix: str, limits: ImportLimits,
                label: Callable[[int], str] = lambda i: f"index {i}") -> Iterator[RawRecord]:
     """Items of the array at an ijson prefix (``item``, ``simulations.item``), one at a time."""
-    with open(path, "rb") as handle:
+    with open_binary(path) as handle:
         reader = _GuardedReader(handle, limits.max_depth, limits.max_record_bytes)
         index = 0
         try:
@@ -154,7 +165,7 @@ def first_value(path: Path, prefix: str, limits: ImportLimits) -> Any:
 def top_level_keys(path: Path, wanted: set[str], limits: ImportLimits) -> set[str]:
     """Keys of a top-level JSON object, stopping at the first key in ``wanted``: cheap to peek."""
     keys: set[str] = set()
-    with open(path, "rb") as handle:
+    with open_binary(path) as handle:
         reader = _GuardedReader(handle, limits.max_depth, None)
         try:
             for prefix, event, value in ijson.parse(reader, buf_size=reader.buffer_size):
@@ -174,7 +185,7 @@ def top_level_keys(path: Path, wanted: set[str], limits: ImportLimits) -> set[st
 
 def _jsonl_records(path: Path, limits: ImportLimits) -> Iterator[RawRecord]:
     limit = limits.max_record_bytes
-    with open(path, "rb") as handle:
+    with open_binary(path) as handle:
         number = 0
         while True:
             line = handle.readline(limit + 1)
@@ -217,8 +228,9 @@ def _syntax_error(path: Path, error: Exception, reader: _GuardedReader,
     """Name the exact line when the file is small enough to re-parse, else the nearest line read."""
     if os.path.getsize(path) <= limits.max_record_bytes:
         try:
-            _loads(Path(path).read_bytes().removeprefix(_BOM), path, limits, line_offset=0,
-                   label="document")
+            with open_binary(path) as handle:
+                raw = handle.read()
+            _loads(raw.removeprefix(_BOM), path, limits, line_offset=0, label="document")
         except InputError as exact:
             return exact
     reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

@@ -188,7 +188,7 @@ def build_trace(key: str, spans: list[GenAISpan], options: ImportOptions,
     )
     label = f"conversation {raw_id}" if kind == "conversation" else f"OTLP trace {raw_id}"
     return finish(trace, (), file=file, record=label, number=spans[0].number,
-                  limits=options.limits)
+                  limits=options.limits, outcome_field=options.outcome_field)
 
 
 def merge_history(history: list[Message], sequence: tuple[Message, ...]) -> None:

@@ -54,7 +54,7 @@ def read(path: Path, options: ImportOptions) -> Iterator[ImportedTrace]:
             trace, outcome = convert_simulation(record.data, run, options)
         count += 1
         yield finish(trace, outcome, file=file, record=record.label, number=record.number,
-                     limits=options.limits)
+                     limits=options.limits, outcome_field=options.outcome_field)
     if count == 0:
         raise InputError("a tau2-bench result file needs a non-empty 'simulations' array",
                          file=file, field="simulations")

@@ -13,8 +13,8 @@ import sqlalchemy as sa
 
 from stash_pipeline.core.errors import InputError, NotFoundError
 from stash_pipeline.core.feedback import (
-    REVIEW_STATUSES, Comment, Feedback, Rating, ReviewedComparison, VerifiedOutcome, count_by_kind,
-    feedback_trace_ids,
+    REVIEW_STATUSES, Comment, Feedback, Rating, Review, ReviewedComparison, VerifiedOutcome,
+    count_by_kind, feedback_trace_ids,
 )
 from stash_pipeline.core.validation import validate_feedback
 from stash_pipeline.store import schema
@@ -107,26 +107,51 @@ def missing_ids(connection: sa.Connection, items: Sequence[Feedback],
 
 
 def add_feedback(connection: sa.Connection, items: Sequence[Feedback],
-                 owner: str | None = None) -> dict[str, int]:
+                 owner: str | None = None, labels: Sequence[str] | None = None
+                 ) -> dict[str, int]:
     """Feedback from outside an import: every trace and action it names must exist (and belong
-    to ``owner`` when given); otherwise nothing is written."""
+    to ``owner`` when given); otherwise nothing is written. ``labels`` name the items in errors
+    (``line 3``, ``items[2]``); by default their index and id."""
+    names = list(labels) if labels is not None else [f"{i} ({item.id})"
+                                                     for i, item in enumerate(items)]
     for index, item in enumerate(items):
         try:
             validate_feedback(item)
             references(item)
         except InputError as error:
-            raise InputError(error.reason, record=f"{index} ({item.id})",
-                             field=error.field) from None
+            raise InputError(error.reason, record=names[index], field=error.field) from None
     # A reimport of these traces waits, or is waited for: the actions checked next still exist
     # when the feedback is written.
     lock_traces(connection, [tid for item in items for tid in feedback_trace_ids(item)])
     missing = missing_ids(connection, items, owner)
-    for item in items:
+    for index, item in enumerate(items):
         for _, kind, ref in references(item):
             if ref in missing:
-                raise NotFoundError(f"feedback {item.id} names {kind} {ref}, which does not exist")
+                where = f"{names[index]}: " if labels is not None else ""
+                raise NotFoundError(f"{where}feedback {item.id} names {kind} {ref}, which does "
+                                    "not exist")
     write_feedback(connection, items)
     return count_by_kind(list(items))
+
+
+def apply_feedback(connection: sa.Connection, entries: Sequence[tuple[str, Feedback | Review]],
+                   owner: str | None = None) -> dict[str, int]:
+    """Feedback items and reviews of comparisons (stored, or among the items), all or nothing:
+    the caller's transaction rolls back on any error, which names the entry's label."""
+    items = [(label, item) for label, item in entries if not isinstance(item, Review)]
+    counts = add_feedback(connection, [item for _, item in items], owner,
+                          labels=[label for label, _ in items]) if items else \
+        count_by_kind([])
+    reviews = [(label, item) for label, item in entries if isinstance(item, Review)]
+    for label, review in reviews:
+        try:
+            review_comparison(connection, review.comparison_id, reviewer=review.reviewer,
+                              status=review.status, owner=owner)
+        except NotFoundError as error:
+            raise NotFoundError(f"{label}: {error}") from None
+        except InputError as error:
+            raise InputError(error.reason, record=label, field=error.field) from None
+    return {**counts, "reviews": len(reviews)}
 
 
 def feedback_for(connection: sa.Connection, trace_ids: Sequence[str]) -> list[Feedback]:

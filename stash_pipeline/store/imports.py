@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import sqlalchemy as sa
 
-from stash_pipeline.core.errors import InputError, OwnershipError
-from stash_pipeline.core.feedback import Feedback, count_by_kind, feedback_trace_ids
+from stash_pipeline.core.errors import InputError, NotFoundError, OwnershipError
+from stash_pipeline.core.feedback import Feedback, Review, count_by_kind, feedback_trace_ids
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.core.serialize import message_to_dict
 from stash_pipeline.core.traces import Action, Trace
 from stash_pipeline.core.validation import validate_feedback, validate_trace
 from stash_pipeline.store import schema
 from stash_pipeline.store.accounts import ensure_accounts
-from stash_pipeline.store.batching import insert_rows
-from stash_pipeline.store.feedback import missing_ids, references, write_feedback
+from stash_pipeline.store.batching import chunks, insert_rows
+from stash_pipeline.store.feedback import (
+    TABLES,
+    missing_ids,
+    references,
+    review_comparison,
+    write_feedback,
+)
 from stash_pipeline.store.locks import lock_traces
 
 CHUNK_SIZE = 500
@@ -27,6 +33,7 @@ class ImportSummary:
     traces: int = 0  # records read
     imported: int = 0  # new traces
     updated: int = 0  # traces already stored: version bumped, content replaced
+    unchanged: int = 0  # content-addressed traces already stored as they are: left alone
     messages: int = 0
     actions: int = 0
     tool_calls: int = 0
@@ -34,6 +41,7 @@ class ImportSummary:
     ratings: int = 0
     comparisons: int = 0
     outcomes: int = 0
+    reviews: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -57,6 +65,7 @@ def import_traces(connection: sa.Connection, records: Iterable[ImportedTrace], *
     """
     summary = ImportSummary()
     waiting: list[_PendingFeedback] = []
+    reviews: list[tuple[str, str, Review]] = []  # (owner, source, review)
     batch: list[ImportedTrace] = []
     batch_ids: set[str] = set()
     for record in records:
@@ -67,11 +76,25 @@ def import_traces(connection: sa.Connection, records: Iterable[ImportedTrace], *
         _check_record(record)
         batch.append(record)
         batch_ids.add(record.trace.id)
+        reviews.extend((record.trace.owner, record.source, review) for review in record.reviews)
     if batch:
         _write_chunk(connection, batch, summary, waiting, on_progress)
     if waiting:
         _write_waiting_feedback(connection, waiting)
+    _apply_reviews(connection, reviews)
+    summary.reviews += len(reviews)
     return summary
+
+
+def _apply_reviews(connection: sa.Connection, reviews: Sequence[tuple[str, str, Review]]) -> None:
+    """Reviews in trace files, after all the feedback: a comparison may come in the same call."""
+    for owner, source, review in reviews:
+        try:
+            review_comparison(connection, review.comparison_id, reviewer=review.reviewer,
+                              status=review.status, owner=owner)
+        except NotFoundError:
+            raise InputError(f"no comparison {review.comparison_id} on traces of {owner}",
+                             field="feedback.comparison_id", **_location(source)) from None
 
 
 def _location(source: str) -> dict[str, str | None]:
@@ -104,7 +127,7 @@ def _write_chunk(connection: sa.Connection, batch: Sequence[ImportedTrace],
     lock_traces(connection, [*ids, *(tid for r in batch for f in r.feedback
                                      for tid in feedback_trace_ids(f))])
     stored = {row.id: row for row in connection.execute(
-        sa.select(t.c.id, t.c.owner).where(t.c.id.in_(ids)))}
+        sa.select(t.c.id, t.c.owner, t.c.contribute).where(t.c.id.in_(ids)))}
     for record in batch:
         row = stored.get(record.trace.id)
         if row is not None and row.owner != record.trace.owner:
@@ -113,6 +136,10 @@ def _write_chunk(connection: sa.Connection, batch: Sequence[ImportedTrace],
                 "another owner; import it under that owner or give it a new id",
                 trace_id=record.trace.id)
     ensure_accounts(connection, {record.trace.owner for record in batch})
+    kept = _unchanged(batch, stored)
+    if kept:
+        left_alone = {id(record) for record in kept}
+        batch = [record for record in batch if id(record) not in left_alone]
 
     # Each trace's actions are derived once: they feed the trace row, action rows and counts.
     actions = {record.trace.id: record.trace.actions() for record in batch}
@@ -127,17 +154,46 @@ def _write_chunk(connection: sa.Connection, batch: Sequence[ImportedTrace],
     insert_rows(connection, schema.actions,
                 [action_row(r.trace, a) for r in batch for a in actions[r.trace.id]])
     _write_record_feedback(connection, batch, waiting)
+    if kept:  # their traces are stored: only feedback that changed (a new reviewer) is written
+        write_feedback(connection, _changed_feedback(connection, kept))
+        summary.unchanged += len(kept)
+        actions.update((r.trace.id, r.trace.actions()) for r in kept)
 
-    summary.traces += len(batch)
+    read = [*batch, *kept]
+    summary.traces += len(read)
     summary.imported += len(new)
     summary.updated += len(updated)
-    summary.messages += sum(len(r.trace.messages) for r in batch)
+    summary.messages += sum(len(r.trace.messages) for r in read)
     summary.actions += sum(len(a) for a in actions.values())
-    summary.tool_calls += sum(len(m.tool_calls) for r in batch for m in r.trace.messages)
-    for kind, n in count_by_kind([f for record in batch for f in record.feedback]).items():
+    summary.tool_calls += sum(len(m.tool_calls) for r in read for m in r.trace.messages)
+    for kind, n in count_by_kind([f for record in read for f in record.feedback]).items():
         setattr(summary, kind, getattr(summary, kind) + n)
     if on_progress is not None:
-        on_progress(len(batch))
+        on_progress(len(read))
+
+
+def _unchanged(batch: Sequence[ImportedTrace], stored: dict) -> list[ImportedTrace]:
+    """Content-addressed records whose trace is stored (same id, so the same content): storing
+    them again would only bump versions and clear scores. One that newly opts in is written."""
+    return [r for r in batch if r.content_addressed and r.trace.id in stored
+            and (stored[r.trace.id].contribute or not r.trace.contribute)]
+
+
+def _changed_feedback(connection: sa.Connection,
+                      records: Sequence[ImportedTrace]) -> list[Feedback]:
+    """The feedback of these records that is not stored exactly so (by id and every field)."""
+    items = [item for record in records for item in record.feedback]
+    changed = []
+    for kind, table in TABLES.items():
+        mine = {item.id: item for item in items if type(item) is kind}
+        stored: dict[str, Feedback] = {}
+        names = [f.name for f in fields(kind)]
+        for chunk in chunks(sorted(mine)):
+            for row in connection.execute(sa.select(*(table.c[n] for n in names))
+                                          .where(table.c.id.in_(chunk))):
+                stored[row.id] = kind(**row._asdict())
+        changed.extend(item for key, item in mine.items() if stored.get(key) != item)
+    return changed
 
 
 def trace_row(trace: Trace, actions: list[Action], *, version: int | None,

@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from stash_pipeline.core.feedback import Feedback, ReviewedComparison
+from stash_pipeline.core.feedback import Feedback, Review, ReviewedComparison
 from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.requests import RewardModelRequest
 from stash_pipeline.core.records import ImportedTrace
@@ -115,6 +115,11 @@ class Store:
         with self.transaction() as c:
             traces.set_contribute(c, trace_id, flag, owner)
 
+    def set_contribute_many(self, trace_ids: Sequence[str], flag: bool, owner: str) -> int:
+        """All or nothing; NotFoundError names the ids that are not the owner's traces."""
+        with self.transaction() as c:
+            return traces.set_contribute_many(c, trace_ids, flag, owner)
+
     def traces_pending_scoring(self, evaluator: str,
                                limit: int | None = None) -> list[tuple[str, int]]:
         with self.reading() as c:
@@ -130,6 +135,12 @@ class Store:
         """One transaction; NotFoundError (nothing written) for an unknown or unowned id."""
         with self.transaction() as c:
             return feedback.add_feedback(c, list(items), owner)
+
+    def apply_feedback(self, entries: Sequence[tuple[str, Feedback | Review]],
+                       owner: str | None = None) -> dict[str, int]:
+        """Feedback and reviews in one transaction; errors name the entry's label."""
+        with self.transaction() as c:
+            return feedback.apply_feedback(c, list(entries), owner)
 
     def orphaned_feedback(self, owner: str | None = None) -> list[Feedback]:
         """Feedback on actions that a reimport removed (kept, left out of pairs)."""

@@ -48,6 +48,25 @@ def set_contribute(connection: sa.Connection, trace_id: str, flag: bool, owner: 
         raise NotFoundError(f"no trace {trace_id} owned by {owner}")
 
 
+def set_contribute_many(connection: sa.Connection, trace_ids: Sequence[str], flag: bool,
+                        owner: str) -> int:
+    """Opt many of the owner's traces in or out, all or nothing: NotFoundError names every id
+    that is not a trace of ``owner`` (another account's included), and nothing changes."""
+    wanted = list(dict.fromkeys(trace_ids))
+    found: set[str] = set()
+    for chunk in chunks(wanted):
+        found.update(connection.scalars(sa.select(t.c.id).where(t.c.id.in_(chunk),
+                                                               t.c.owner == owner)))
+    missing = [i for i in wanted if i not in found]
+    if missing:
+        shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" if len(missing) > 10
+                                           else "")
+        raise NotFoundError(f"no trace {shown} owned by {owner}; nothing was changed")
+    for chunk in chunks(wanted):
+        connection.execute(t.update().where(t.c.id.in_(chunk)).values(contribute=flag))
+    return len(wanted)
+
+
 def traces_pending_scoring(connection: sa.Connection, evaluator: str,
                            limit: int | None = None) -> list[tuple[str, int]]:
     """(trace id, version) of each trace whose current version ``evaluator`` has not scored."""
