@@ -202,6 +202,20 @@ def side_tool_call(side: PairSide) -> ToolCall | None:
     return side.trace.tool_call(action)
 
 
+def side_tools(side: PairSide) -> set[str]:
+    """The tools a side calls: its action's tool, or for a whole trace every tool it calls."""
+    if side.action_id is not None:
+        call = side_tool_call(side)
+        return {call.name} if call else set()
+    return {c.name for m in side.trace.messages if m.role == "assistant" for c in m.tool_calls}
+
+
+def pair_tools(pair: Pair) -> tuple[str, ...]:
+    """Every tool either side of a comparison calls, sorted: the tool slices it belongs to (one
+    tool against another belongs to both; a tool against a text reply to the tool's)."""
+    return tuple(sorted(side_tools(pair.chosen) | side_tools(pair.rejected)))
+
+
 def side_key(side: PairSide) -> str:
     return side.action_id or side.trace.id
 

@@ -7,7 +7,8 @@ The rule (docs/shared-evaluator.md):
 - Overall: the candidate's benchmark accuracy must be strictly higher than the incumbent's on the
   same pairs. A first release (no incumbent) needs reviewed training data, a non-empty benchmark
   and accuracy above chance: the lower end of its 95% interval above 0.5.
-- Slices: a slice (a tool, a domain or an agent) is judged when it holds at least
+- Slices: a comparison belongs to the slice of each tool its sides call (``pair_tools``: one tool
+  against another counts in both), and to its domain and agent slices. A slice is judged when it holds at least
   ``min_slice_pairs()`` benchmark pairs: the size at which a 95% interval around 50% is at most
   +/-0.25 wide. A judged slice regresses when the incumbent's accuracy lies above the upper end of
   the candidate's 95% Wilson interval on that slice. The tolerance (the interval's upper end minus
@@ -15,6 +16,8 @@ The rule (docs/shared-evaluator.md):
   neither blocks a release nor lets a real drop in a large one through.
 - The candidate must score actions (trained on action comparisons): its credits come from
   ``action_reward_stats.json``.
+- A saturated benchmark (the incumbent right on every pair, so at the ceiling on every populated
+  slice) cannot be beaten overall: the rule stands, and the report says so and what to add.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ class BenchmarkOutcome:
     slices: Mapping[str, str | None]  # tool, domain, agent (core.pairs.Pair.slices)
     candidate: bool
     incumbent: bool | None = None  # None without an incumbent
+    tools: tuple[str, ...] = ()  # every tool its sides call (pair_tools); else slices["tool"]
 
 
 def wilson_interval(correct: int, n: int, z: float = GATE_Z) -> tuple[float, float]:
@@ -75,9 +79,12 @@ def _slice_rows(outcomes: Sequence[BenchmarkOutcome], *, compared: bool,
                 minimum: int) -> list[dict[str, Any]]:
     groups: dict[tuple[str, str], list[BenchmarkOutcome]] = defaultdict(list)
     for outcome in outcomes:
+        tools = outcome.tools or tuple(v for v in (outcome.slices.get("tool"),) if v is not None)
+        for tool in tools:
+            groups[("tool", tool)].append(outcome)
         for kind in SLICE_KINDS:
             value = outcome.slices.get(kind)
-            if value is not None:
+            if kind != "tool" and value is not None:
                 groups[(kind, value)].append(outcome)
     rows = []
     for (kind, value), members in sorted(groups.items()):
@@ -96,6 +103,11 @@ def _slice_rows(outcomes: Sequence[BenchmarkOutcome], *, compared: bool,
         row["tolerance"] = row["candidate_high"] - row["candidate"]
         rows.append(row)
     return rows
+
+
+def saturated(outcomes: Sequence[BenchmarkOutcome]) -> bool:
+    """Whether the incumbent is right on every benchmark pair: nothing is left to beat."""
+    return bool(outcomes) and all(o.incumbent for o in outcomes)
 
 
 def release_gate(outcomes: Iterable[BenchmarkOutcome], *, incumbent: str | None,
@@ -127,6 +139,14 @@ def release_gate(outcomes: Iterable[BenchmarkOutcome], *, incumbent: str | None,
             reasons.append(f"the candidate's accuracy {overall['candidate']:.3f} does not beat the "
                            f"incumbent {incumbent}'s {overall['incumbent']:.3f} on "
                            f"{overall['pairs']} benchmark pairs")
+        if saturated(outcomes):
+            populated = [f"{r['slice']} {r['value']!r}" for r in slices if r["populated"]]
+            reasons.append(
+                f"the benchmark is saturated: the incumbent {incumbent} is right on all "
+                f"{overall['pairs']} benchmark pairs (at the ceiling on every populated slice: "
+                f"{', '.join(populated) or 'none populated'}), so no candidate can beat it "
+                "overall; add independently reviewed comparisons or verified outcomes the "
+                "incumbent gets wrong, on new tasks or harder cases")
     else:
         above = overall["candidate_low"] > CHANCE
         overall["decision"] = "above chance" if above else "not above chance"
@@ -146,6 +166,7 @@ def release_gate(outcomes: Iterable[BenchmarkOutcome], *, incumbent: str | None,
                 f"on {row['pairs']} pairs)")
     return {
         "passed": not reasons, "first_release": not compared, "incumbent": incumbent,
+        "saturated": compared and saturated(outcomes),
         "reasons": reasons, "overall": overall, "slices": slices,
         "reviewed_training_pairs": reviewed_training_pairs, "scores_actions": scores_actions,
         "rule": {"confidence": 0.95, "z": GATE_Z, "min_slice_pairs": minimum,

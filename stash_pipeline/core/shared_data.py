@@ -122,3 +122,23 @@ def check_disjoint(training: Iterable[Pair], benchmark: Iterable[Pair]) -> dict[
                            f"{', '.join(both[:5])}")
     return {"training_source_traces": len(trained), "benchmark_source_traces": len(benchmarked),
             "traces_in_both": 0}
+
+
+def not_trainable_advice(benchmark: Sequence[Pair]) -> str:
+    """Why the shared evaluator has too few training pairs, and what would help: it learns from
+    step ratings, corrections and independently reviewed comparisons only, and not on the
+    benchmark's task groups (verified outcomes only ever benchmark)."""
+    outcomes = sum(p.source_kind == "verified_outcome" for p in benchmark)
+    reviewed = sum(p.source_kind == "reviewed_comparison" for p in benchmark)
+    groups = sorted({group_key(side.trace) for p in benchmark for side in (p.chosen, p.rejected)})
+    held = []
+    if outcomes:
+        held.append(f"{outcomes} verified-outcome pair(s) are benchmark-only (the seed's rule)")
+    if reviewed:
+        held.append(f"{reviewed} reviewed-comparison pair(s) are in the benchmark")
+    where = (f"outside the benchmark's {len(groups)} task group(s) ("
+             + ", ".join(groups[:3]) + (", ..." if len(groups) > 3 else "") + ")") if groups else ""
+    return ((("; ".join(held) + ". ") if held else "")
+            + "The shared evaluator trains on step ratings, corrections and independently "
+            "reviewed comparisons of opted-in traces: add those on opted-in traces"
+            + (f" {where}" if where else "") + ", or opt more traces in")

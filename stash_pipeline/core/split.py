@@ -24,11 +24,12 @@ from stash_pipeline.core.training_settings import HOLDOUT_FRACTION, MIN_PAIRS, S
 class NotEnoughPairsError(StashError):
     """Fewer than two usable pairs: raised before any base model is downloaded."""
 
-    def __init__(self, count: int):
-        self.count = count
+    def __init__(self, count: int, advice: str | None = None):
+        self.count, self.advice = count, advice
         super().__init__(
-            f"training needs at least {MIN_PAIRS} usable pairs, found {count}: add ratings, "
-            "comments or comparisons on the selected traces, or select more traces")
+            f"training needs at least {MIN_PAIRS} usable pairs, found {count}: " + (
+                advice or "add ratings, comments or comparisons on the selected traces, or "
+                "select more traces"))
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,14 @@ from stash_pipeline.compute.job import (
     CHECKPOINT_INPUT, PAIR_REWARDS, JobSettings, read_jsonl, write_job,
 )
 from stash_pipeline.core.errors import NotFoundError, StashError
+from stash_pipeline.core.pair_builders import pair_tools
 from stash_pipeline.core.pair_report import by_source
 from stash_pipeline.core.release_gate import BenchmarkOutcome, release_gate
 from stash_pipeline.core.shared_data import (
-    assign_roles, benchmark_pairs, check_disjoint, crossing_comparisons,
+    assign_roles, benchmark_pairs, check_disjoint, crossing_comparisons, not_trainable_advice,
 )
 from stash_pipeline.core.pairs import Pair
-from stash_pipeline.core.split import PairSplit
+from stash_pipeline.core.split import NotEnoughPairsError, PairSplit
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.core.training_settings import DEFAULT_BASE_MODEL, DEFAULT_EPOCHS
 from stash_pipeline.extraction.config import ExtractionConfig
@@ -82,6 +83,9 @@ def assemble(store: Store, traces: Sequence[Trace], *, max_pairs: int,
     assembled = training_pairs(roles.training, feedback, audience=AUDIENCE, max_pairs=max_pairs,
                                extract=extract, config=config)
     benchmark = benchmark_pairs(roles.benchmark, feedback)
+    if assembled.split is None:  # say why in the shared evaluator's terms
+        assembled.report["error"] = str(NotEnoughPairsError(len(assembled.pairs),
+                                                            not_trainable_advice(benchmark)))
     report = {
         **assembled.report, "incumbent": incumbent.version if incumbent else None,
         "opted_in_traces": len(roles.training) + len(roles.benchmark), **roles.counts(),
@@ -104,8 +108,13 @@ def build_pairs(store: Store, candidate: str, *, max_pairs: int,
 
 
 def split(store: Store, candidate: str) -> PairSplit:
-    """The one split (10% of source traces held out, seed 0) over the candidate's pairs."""
-    return split_stored_pairs(store, candidate=candidate)
+    """The one split (10% of source traces held out, seed 0) over the candidate's pairs;
+    NotEnoughPairsError that says what the shared evaluator would train on."""
+    try:
+        return split_stored_pairs(store, candidate=candidate)
+    except NotEnoughPairsError as error:
+        advice = not_trainable_advice(store.load_pairs(candidate=candidate, split="benchmark"))
+        raise NotEnoughPairsError(error.count, advice) from error
 
 
 def write_training_job(store: Store, candidate: str, job_dir: Path, *,
@@ -150,7 +159,8 @@ def decide(store: Store, candidate: str, *, incumbent: Release | None,
     pairs = store.load_pairs(candidate=candidate, split="benchmark")
     outcomes = [BenchmarkOutcome(
         p.id, p.slices, candidate=_correct(candidate_rewards[p.id]),
-        incumbent=_correct(incumbent_rewards[p.id]) if incumbent else None) for p in pairs]
+        incumbent=_correct(incumbent_rewards[p.id]) if incumbent else None, tools=pair_tools(p))
+        for p in pairs]
     trained = [*store.load_pairs(candidate=candidate, split="train"),
                *store.load_pairs(candidate=candidate, split="eval")]
     report = release_gate(

@@ -104,3 +104,51 @@ def test_a_candidate_that_scores_no_actions_is_never_released():
 def test_every_outcome_needs_the_incumbents_result_when_there_is_one():
     with pytest.raises(ValueError, match="incumbent's result"):
         gate(outcomes("search", 3, 3, None))
+
+
+def test_a_comparison_counts_in_the_slice_of_each_tool_its_sides_call():
+    # 20 comparisons of get_order against cancel_order: both tool slices are populated, and
+    # the candidate's drop shows in both even though no comparison "agrees" on one tool.
+    rows = [BenchmarkOutcome(f"x{i}", {"tool": None, "domain": "airline", "agent": None},
+                             candidate=i < 8, incumbent=i < 19,
+                             tools=("cancel_order", "get_order")) for i in range(20)]
+    rows += outcomes("search", 200, candidate=200, incumbent=150)  # wins overall
+    report = gate(rows)
+    for tool in ("get_order", "cancel_order"):
+        row = slice_row(report, "tool", tool)
+        assert row["pairs"] == 20 and row["populated"] and row["decision"] == "regression"
+    assert not report["passed"]
+    assert any("regression on tool 'get_order'" in r for r in report["reasons"])
+
+
+def test_pair_tools_are_every_tool_either_side_calls():
+    from stash_pipeline.core.pair_builders import pair_tools
+    from stash_pipeline.core.pairs import Pair, PairSide
+    from stash_pipeline.core.traces import Message, ToolCall, Trace
+
+    calls = Trace("t", (Message("user", "q"), Message("assistant", "", tool_calls=(
+        ToolCall("c1", "get_order", {}), ToolCall("c2", "cancel_order", {})))))
+    text = Trace("u", (Message("user", "q"), Message("assistant", "No.")))
+    one_call = calls.with_messages(calls.messages[:1] + (
+        Message("assistant", "", tool_calls=calls.messages[1].tool_calls[:1]),))
+
+    def pair(chosen, rejected):
+        return Pair("p", "action", chosen, rejected, "reviewed_comparison", "s", ("t", "u"))
+
+    assert pair_tools(pair(PairSide(one_call, "t/m1.call0"), PairSide(text, "u/m1"))) == (
+        "get_order",)
+    assert pair_tools(pair(PairSide(calls, "t/m1.call1"), PairSide(one_call, "t/m1.call0"))) == (
+        "cancel_order", "get_order")
+    assert pair_tools(pair(PairSide(calls), PairSide(text))) == ("cancel_order", "get_order")
+
+
+def test_a_saturated_benchmark_is_reported_with_what_to_add():
+    rows = outcomes("search", 40, candidate=40, incumbent=40)
+    report = gate(rows)
+    assert report["saturated"] and not report["passed"]
+    assert report["overall"]["decision"] == "does not beat the incumbent"  # the rule stands
+    (saturation,) = [r for r in report["reasons"] if "saturated" in r]
+    assert "right on all 40 benchmark pairs" in saturation and "tool 'search'" in saturation
+    assert "add independently reviewed comparisons or verified outcomes" in saturation
+    assert not gate(outcomes("search", 40, candidate=40, incumbent=39))["saturated"]
+    assert not gate(rows, incumbent=None)["saturated"]

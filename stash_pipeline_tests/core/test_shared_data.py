@@ -10,8 +10,9 @@ from stash_pipeline.core.feedback import Comment, Rating, ReviewedComparison, Ve
 from stash_pipeline.core.pair_builders import build_feedback_pairs
 from stash_pipeline.core.shared_data import (
     OverlapError, assign_roles, benchmark_pairs, check_disjoint, crossing_comparisons, group_key,
-    in_benchmark_share,
+    in_benchmark_share, not_trainable_advice,
 )
+from stash_pipeline.extraction.training_pairs import training_pairs
 from pair_fixtures import tool_trace
 
 
@@ -102,3 +103,19 @@ def test_a_comparison_orphaned_by_a_reimport_neither_benchmarks_nor_breaks_the_b
     roles = assign_roles(traces, feedback)
     assert sorted(t.id for t in roles.benchmark) == ["o1", "o2"]  # b1, b2 have no usable review
     assert [p.source_kind for p in benchmark_pairs(traces, feedback)] == ["verified_outcome"]
+
+
+def test_outcome_labelled_data_says_outcomes_are_benchmark_only_and_what_would_train():
+    traces = [traced("o1", "7"), traced("o2", "7"), traced("o3", "9"), traced("o4", "9")]
+    feedback = [VerifiedOutcome("w7", "o1", 1.0), VerifiedOutcome("l7", "o2", 0.0),
+                VerifiedOutcome("w9", "o3", 1.0), VerifiedOutcome("l9", "o4", 0.0)]
+    roles = assign_roles(traces, feedback)
+    assert not roles.training
+    bench = benchmark_pairs(roles.benchmark, feedback)
+    assembled = training_pairs(roles.training, feedback, audience="shared", extract=False)
+    assert assembled.split is None
+    advice = not_trainable_advice(bench)
+    assert advice.startswith("2 verified-outcome pair(s) are benchmark-only (the seed's rule)")
+    assert "step ratings, corrections and independently reviewed comparisons" in advice
+    assert "outside the benchmark's 2 task group(s) (task:airline:7, task:airline:9)" in advice
+    assert "add ratings, comments or comparisons on the selected traces" not in advice
