@@ -195,3 +195,27 @@ def _reader_backends(api: Api) -> int:
         return c.scalar(sa.text("SELECT count(*) FROM pg_stat_activity WHERE usename = "
                                 "'stash_sql_reader' AND datname = current_database() "
                                 "AND state = 'active'"))
+
+
+def test_a_query_reading_some_columns_answers_as_one_reading_all(api: Api, victim: dict,  # noqa: F811
+                                                                  secrets: dict) -> None:
+    """SQLite copies only the columns a query reads: each query answers as its twin that reads
+    every column (``SELECT *`` in a CTE) does."""
+    client = victim["client"]
+    twins = [
+        ("SELECT count(*) FROM traces", "WITH a AS (SELECT * FROM traces) SELECT count(*) FROM a"),
+        ("SELECT id, length(messages), message_count FROM traces",
+         "WITH a AS (SELECT * FROM traces) SELECT id, length(messages), message_count FROM a"),
+        ("SELECT t.id, s.raw FROM traces t JOIN scores s ON s.trace_id = t.id",
+         "WITH t AS (SELECT * FROM traces), s AS (SELECT * FROM scores) "
+         "SELECT t.id, s.raw FROM t JOIN s ON s.trace_id = t.id"),
+        ("SELECT count(*) FROM action_scores WHERE raw > 1",
+         "WITH a AS (SELECT * FROM action_scores) SELECT count(*) FROM a WHERE raw > 1"),
+        ("SELECT name, status FROM reward_models",
+         "WITH a AS (SELECT * FROM reward_models) SELECT name, status FROM a"),
+    ]
+    for some, every in twins:
+        first, second = (client.post(SQL, json={"sql": q}).json() for q in (some, every))
+        assert first["rows"] == second["rows"] and first["rows"], (some, first, second)
+    everything = client.post(SQL, json={"sql": "SELECT * FROM traces"}).json()
+    assert all(value is not None for value in everything["rows"][0][:3])
