@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from stash_pipeline.core.errors import InputError
+from stash_pipeline.core.requests import base_model_dirs
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,7 @@ class ApiSettings:
     sql_max_rows: int = 1000
     sql_timeout_s: float = 5.0
     sql_concurrency: int = 4  # queries running at once; more wait up to the timeout, then 503
+    base_model_dirs: tuple[str, ...] = ()  # where a request's local base_model may be
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ApiSettings:
@@ -29,6 +31,7 @@ class ApiSettings:
             sql_timeout_s=_number(environ, "STASH_SQL_TIMEOUT_S", defaults.sql_timeout_s, float),
             sql_concurrency=_number(environ, "STASH_SQL_CONCURRENCY", defaults.sql_concurrency,
                                     int),
+            base_model_dirs=base_model_dirs(environ),
         )
 
 

@@ -7,7 +7,9 @@ which the API answers with 422. Ownership of the traces needs the store: ``servi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -26,6 +28,10 @@ MAX_TRACE_ID_LENGTH = MAX_ID_CHARS  # traces.id
 MAX_EPOCHS = 100
 MAX_MAX_PAIRS = 1_000_000
 MAX_TRACE_IDS = 100_000
+# A Hugging Face model id: ``name`` or ``namespace/name`` of letters, digits, ``-``, ``_``, ``.``
+# (no ``..`` or ``--``; at most 96 characters each), as the hub allows.
+HF_MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?")
+BASE_MODEL_DIRS_ENV = "STASH_BASE_MODEL_DIRS"
 
 
 @dataclass(frozen=True)
@@ -94,8 +100,40 @@ def _trace_ids(data: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(value))  # a repeated id selects its trace once
 
 
-def parse_reward_model_request(data: Any) -> RewardModelRequest:
-    """The validated request; InputError names the first wrong field."""
+def base_model_dirs(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """``STASH_BASE_MODEL_DIRS``: directories (``os.pathsep``-separated) whose models API callers
+    may name by path; none by default."""
+    environ = os.environ if environ is None else environ
+    return tuple(d for d in (environ.get(BASE_MODEL_DIRS_ENV) or "").split(os.pathsep) if d)
+
+
+def check_base_model(value: str, local_dirs: Sequence[str] | None) -> str:
+    """``value`` if it is a Hugging Face id, or a local path inside one of ``local_dirs``
+    (``None``: any local path, for the deployment's owner on the CLI). The message names neither
+    the directories nor what the path resolves to."""
+    if local_dirs is None or _hf_id(value):
+        return value
+    if os.path.isabs(value):
+        real = os.path.realpath(value)  # symlinks followed: a link out of a directory is outside
+        for directory in local_dirs:
+            root = os.path.realpath(directory)
+            if os.path.commonpath([real, root]) == root:
+                return value
+    raise _fail("base_model", "expected a Hugging Face model id such as Qwen/Qwen3-0.6B; a local "
+                              f"path is allowed only inside the directories {BASE_MODEL_DIRS_ENV} "
+                              "lists")
+
+
+def _hf_id(value: str) -> bool:
+    return (HF_MODEL_ID.fullmatch(value) is not None and ".." not in value and "--" not in value
+            and not value.endswith(".git"))
+
+
+def parse_reward_model_request(data: Any, *, local_dirs: Sequence[str] | None = None
+                               ) -> RewardModelRequest:
+    """The validated request; InputError names the first wrong field. ``local_dirs``: where a
+    local ``base_model`` may be (``None``: anywhere, the deployment's owner; the API passes
+    ``STASH_BASE_MODEL_DIRS``, empty by default: a Hugging Face id only)."""
     if not isinstance(data, Mapping):
         raise InputError(f"expected a JSON object, got {type(data).__name__}", record="request")
     for field in data:
@@ -106,7 +144,8 @@ def parse_reward_model_request(data: Any) -> RewardModelRequest:
     return RewardModelRequest(
         name=_text(data, "name", MAX_NAME_LENGTH),
         trace_ids=_trace_ids(data),
-        base_model=_text(data, "base_model", MAX_BASE_MODEL_LENGTH, DEFAULT_BASE_MODEL),
+        base_model=check_base_model(
+            _text(data, "base_model", MAX_BASE_MODEL_LENGTH, DEFAULT_BASE_MODEL), local_dirs),
         epochs=_integer(data, "epochs", DEFAULT_EPOCHS, MAX_EPOCHS),
         max_pairs=_integer(data, "max_pairs", DEFAULT_MAX_PAIRS, MAX_MAX_PAIRS),
     )

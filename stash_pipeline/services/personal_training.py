@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from stash_pipeline.compute.job import CHECKPOINT_INPUT, JobSettings, write_job
+from stash_pipeline.compute.job import ATTEMPT_LOGS, CHECKPOINT_INPUT, LOG, JobSettings, write_job
 from stash_pipeline.core.split import PairSplit
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.extraction.config import ExtractionConfig
@@ -27,6 +27,20 @@ from stash_pipeline.store import RewardModelRecord, StatusError, Store
 def job_directory(artifact_dir: str | Path, model_id: str, attempt: int) -> Path:
     """A fresh directory per attempt, so an old attempt's outputs are never read as new ones."""
     return Path(artifact_dir) / model_id / f"attempt-{attempt}"
+
+
+def keep_only_logs(job_dir: Path) -> None:
+    """A finished attempt's directory keeps ``worker.log`` and ``attempt-logs/`` (docs/worker.md)
+    and nothing else: no weights, pairs or scores stay on disk for anything to read later."""
+    if not job_dir.is_dir():
+        return
+    for entry in job_dir.iterdir():
+        if entry.name in (LOG, ATTEMPT_LOGS):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
 
 
 def scoring_directory(artifact_dir: str | Path, model_id: str, generation: int) -> Path:
@@ -125,9 +139,12 @@ def score_again(store: Store, model_id: str, generation: int,
         raise StatusError(f"reward model {model_id} is {model.status}: nothing to score with")
     job_dir = scoring_directory(artifact_dir, model_id, generation)
     shutil.rmtree(job_dir, ignore_errors=True)
-    write_scoring_job(store, model, job_dir, CHECKPOINT_INPUT)
-    run(job_dir, model.checkpoint_uri)
-    results = read_results(job_dir, model_id)
-    store.replace_scores(model_id, scores=results.scores, scored=results.scored,
-                         action_scores=results.action_scores)
+    try:
+        write_scoring_job(store, model, job_dir, CHECKPOINT_INPUT)
+        run(job_dir, model.checkpoint_uri)
+        results = read_results(job_dir, model_id)
+        store.replace_scores(model_id, scores=results.scores, scored=results.scored,
+                             action_scores=results.action_scores)
+    finally:
+        keep_only_logs(job_dir)
     return results

@@ -6,7 +6,8 @@ account that existed before the rollout, is "not found" (the API's 404), so ids 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from stash_pipeline.core.errors import NotFoundError
@@ -30,10 +31,14 @@ def _require_reward_models(store: Store, owner: str) -> None:
         raise NotFoundError("reward models are not available to this account")
 
 
-def create(store: Store, owner: str, body: Mapping[str, Any]) -> RewardModelRecord:
-    """Validate the request (InputError names the field) and queue the model."""
+def create(store: Store, owner: str, body: Mapping[str, Any], *,
+           local_base_models: Sequence[str] | None = None) -> RewardModelRecord:
+    """Validate the request (InputError names the field) and queue the model. A local
+    ``base_model`` must lie in ``local_base_models``; None (the CLI, for the deployment's owner)
+    allows any local path, the API passes ``STASH_BASE_MODEL_DIRS`` (none by default)."""
     _require_reward_models(store, owner)
-    return store.create_reward_model(owner, parse_reward_model_request(body))
+    request = parse_reward_model_request(body, local_dirs=local_base_models)
+    return store.create_reward_model(owner, request)
 
 
 def get(store: Store, owner: str, model_id: str) -> RewardModelRecord:
@@ -79,3 +84,21 @@ def view(model: RewardModelRecord) -> dict[str, Any]:
             ("created_at", model.created_at), ("started_at", model.started_at),
             ("finished_at", model.finished_at))},
     }
+
+
+# An absolute path, or a file:// URI, not part of a longer word, URL or Hugging Face id.
+_PART = r"(?:/[^\s/'\"(),:;\[\]{}<>]+)+/?"
+_SERVER_PATH = re.compile(rf"file://{_PART}|(?<![\w.:/~-]){_PART}")
+
+
+def hide_server_paths(text: str | None) -> str | None:
+    """``text`` with each absolute server path cut to its last part (``.../worker.log``): what a
+    caller of the API may see of a failure's reason, which is the worker log's tail."""
+    if text is None:
+        return None
+    return _SERVER_PATH.sub(lambda m: ".../" + m.group(0).rstrip("/").rsplit("/", 1)[-1], text)
+
+
+def api_view(model: RewardModelRecord) -> dict[str, Any]:
+    """``view`` for the HTTP API: the failure reason without the server's paths."""
+    return {**view(model), "error": hide_server_paths(model.error)}

@@ -17,6 +17,7 @@ from test_api_isolation import mallory, victim  # noqa: F401 - fixtures
 from stash_pipeline.api import create_app
 from stash_pipeline.objects import LocalObjectStore, UrlSigner
 from stash_pipeline.store import ActionScore
+from stash_pipeline.store.readonly_sql import ReadonlySql, SqlBusy, SqlRefused
 
 SQL = "/api/v1/sql"
 OVERFLOW = "abs(-9223372036854775807 - 1 + 0 * length(evaluator))"
@@ -149,7 +150,8 @@ def patient_api(api: Api, tmp_path) -> Iterator[tuple[Api, object]]:  # noqa: AN
         yield Api(url, api.store, objects), app
 
 
-def test_other_routes_answer_quickly_while_four_slow_queries_run(patient_api) -> None:  # noqa: ANN001
+def test_other_routes_answer_quickly_while_four_slow_queries_run(
+        patient_api) -> None:  # noqa: ANN001
     served, app = patient_api
     _, client = served.account("slow")
     slow = slow_pattern_queries(served.store.engine.dialect.name)[0]
@@ -179,9 +181,10 @@ def test_other_routes_answer_quickly_while_four_slow_queries_run(patient_api) ->
     assert answers == [422] * 4
 
 
-def settled(api: Api, app=None) -> None:  # noqa: ANN001
+def settled(api: Api, app=None, engine=None) -> None:  # noqa: ANN001
     """Wait until no query holds a slot (a PostgreSQL backend ends after its caller's answer)."""
     engines = [app.state.sql] if app is not None else []
+    engines += [engine] if engine is not None else []
     deadline = time.monotonic() + 120
     while any(engine.running for engine in engines) or _reader_backends(api):
         assert time.monotonic() < deadline, "a query backend outlived its timeout by minutes"
@@ -195,3 +198,67 @@ def _reader_backends(api: Api) -> int:
         return c.scalar(sa.text("SELECT count(*) FROM pg_stat_activity WHERE usename = "
                                 "'stash_sql_reader' AND datname = current_database() "
                                 "AND state = 'active'"))
+
+
+def test_a_query_reading_some_columns_answers_as_one_reading_all(
+        victim: dict, secrets: dict) -> None:  # noqa: F811
+    """SQLite copies only the columns a query reads: each query answers as its twin that reads
+    every column (``SELECT *`` in a CTE) does."""
+    client = victim["client"]
+    twins = [
+        ("SELECT count(*) FROM traces", "WITH a AS (SELECT * FROM traces) SELECT count(*) FROM a"),
+        ("SELECT id, length(messages), message_count FROM traces",
+         "WITH a AS (SELECT * FROM traces) SELECT id, length(messages), message_count FROM a"),
+        ("SELECT t.id, s.raw FROM traces t JOIN scores s ON s.trace_id = t.id",
+         "WITH t AS (SELECT * FROM traces), s AS (SELECT * FROM scores) "
+         "SELECT t.id, s.raw FROM t JOIN s ON s.trace_id = t.id"),
+        ("SELECT count(*) FROM action_scores WHERE raw > 1",
+         "WITH a AS (SELECT * FROM action_scores) SELECT count(*) FROM a WHERE raw > 1"),
+        ("SELECT name, status FROM reward_models",
+         "WITH a AS (SELECT * FROM reward_models) SELECT name, status FROM a"),
+    ]
+    for some, every in twins:
+        first, second = (client.post(SQL, json={"sql": q}).json() for q in (some, every))
+        assert first["rows"] == second["rows"] and first["rows"], (some, first, second)
+    everything = client.post(SQL, json={"sql": "SELECT * FROM traces"}).json()
+    assert all(value is not None for value in everything["rows"][0][:3])
+
+
+def test_a_query_waiting_past_the_timeout_for_a_slot_is_busy(api: Api) -> None:
+    engine = ReadonlySql(api.store, concurrency=1)
+    assert engine.prepare() is None
+    slow = slow_pattern_queries(api.store.engine.dialect.name)[0]
+    outcome: list[BaseException] = []
+
+    def hold() -> None:
+        try:
+            engine.run("nobody", slow, max_rows=1, timeout_s=3)
+        except SqlRefused as error:
+            outcome.append(error)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        deadline = time.monotonic() + 30
+        while engine.running == 0:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        with pytest.raises(SqlBusy, match="slots stayed busy"):
+            engine.run("nobody", "SELECT 1", max_rows=1, timeout_s=0.5)
+    finally:
+        holder.join(timeout=120)
+        settled(api, engine=engine)
+        engine.dispose()
+    assert outcome and outcome[0].code == "timeout"
+    assert engine.run("nobody", "SELECT 1", max_rows=1, timeout_s=5).rows == [(1,)]
+
+
+def test_busy_is_503_with_retry_after(api: Api, mallory: httpx.Client,  # noqa: F811
+                                      monkeypatch) -> None:  # noqa: ANN001
+    def busy(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        raise SqlBusy("all 4 SQL query slots stayed busy for 1 s; try again in a few seconds")
+
+    monkeypatch.setattr(ReadonlySql, "run", busy)
+    response = mallory.post(SQL, json={"sql": "SELECT 1"})
+    assert response.status_code == 503 and response.headers["Retry-After"] == "1"
+    assert "try again" in response.json()["detail"]

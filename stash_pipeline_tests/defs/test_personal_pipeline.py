@@ -105,6 +105,7 @@ def test_a_worker_failure_keeps_the_log_tail_and_no_checkpoint(store, instance, 
     assert model.status == "failed" and model.error == log.rstrip()[-2000:]
     assert "no-such-model" in model.error and model.checkpoint_uri is None
     assert not list((home / "stash" / "objects").rglob("*.tar.gz"))
+    assert [p.name for p in job_dir.iterdir()] == [LOG]  # a finished attempt keeps its log only
 
 
 def test_the_sensor_asks_once_per_attempt_and_a_retry_is_never_blocked(store, instance):
@@ -231,7 +232,9 @@ def test_worker_log_has_every_phase_with_its_duration(store, instance, tiny_base
     model_id = request(store, [r.trace.id for r in records], str(tiny_base_model))
     run_sensor_requests(instance, definitions(), "queued_reward_models")
     assert store.get_reward_model(model_id).status == "succeeded"
-    log = (personal_training.job_directory(home / "jobs", model_id, 1) / LOG).read_text()
+    job_dir = personal_training.job_directory(home / "jobs", model_id, 1)
+    assert [p.name for p in job_dir.iterdir()] == [LOG]  # no weights left for anyone to read
+    log = (job_dir / LOG).read_text()
     assert set(phase_seconds(log)) >= {"inputs", "load", "training", "evaluation", "save",
                                        "archive", "scoring", "upload", "extraction"}
 

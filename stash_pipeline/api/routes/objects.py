@@ -6,7 +6,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse
 
 from stash_pipeline.core.errors import NotFoundError
-from stash_pipeline.objects import DownloadSignatureError, LocalObjectStore, ObjectLocationError
+from stash_pipeline.objects import (
+    DownloadSignatureError, LocalObjectStore, ObjectLocationError, ObjectNotFoundError,
+    ObjectStoreConfigError,
+)
 
 router = APIRouter(tags=["downloads"])
 
@@ -28,4 +31,9 @@ def download(key: str, request: Request, expires: str | None = None,
         path = objects.verify_signed_download(key, expires, signature)
     except ObjectLocationError:
         raise DownloadSignatureError("this URL was not signed for that key") from None
+    # Neither message names the server's files (the store's own messages do).
+    except ObjectNotFoundError:
+        raise NotFoundError("no object with that key: it was deleted, or never stored") from None
+    except ObjectStoreConfigError:
+        raise NotFoundError("this deployment serves no signed downloads") from None
     return FileResponse(path, media_type="application/gzip", filename=key.rsplit("/", 1)[-1])

@@ -9,6 +9,8 @@ from fastapi import APIRouter, Body, Depends, Request
 from stash_pipeline.api.auth import current_account
 from stash_pipeline.api.ids import readable_ids
 from stash_pipeline.api.bodies import REWARD_MODEL_REQUEST
+from stash_pipeline.core.errors import NotFoundError
+from stash_pipeline.objects import ObjectNotFoundError
 from stash_pipeline.services import reward_models
 from stash_pipeline.store import Account
 
@@ -25,22 +27,23 @@ NOT_FOUND = {404: {"description": "Not yours, not there, or an account from befo
 def create_reward_model(request: Request, body: Any = Body(...),
                         account: Account = Depends(current_account)) -> dict[str, Any]:
     """Queue a personal reward model; it returns the queued model."""
-    model = reward_models.create(request.app.state.store, account.id, body)
-    return reward_models.view(model)
+    model = reward_models.create(request.app.state.store, account.id, body,
+                                 local_base_models=request.app.state.settings.base_model_dirs)
+    return reward_models.api_view(model)
 
 
 @router.get("", responses=NOT_FOUND)
 def list_reward_models(request: Request,
                        account: Account = Depends(current_account)) -> dict[str, Any]:
     models = reward_models.list_models(request.app.state.store, account.id)
-    return {"reward_models": [reward_models.view(m) for m in models]}
+    return {"reward_models": [reward_models.api_view(m) for m in models]}
 
 
 @router.get("/{model_id}", responses=NOT_FOUND)
 def get_reward_model(model_id: str, request: Request,
                      account: Account = Depends(current_account)) -> dict[str, Any]:
     """Status, error, metrics and timestamps."""
-    return reward_models.view(reward_models.get(request.app.state.store, account.id, model_id))
+    return reward_models.api_view(reward_models.get(request.app.state.store, account.id, model_id))
 
 
 @router.get("/{model_id}/weights", responses={
@@ -49,7 +52,11 @@ def get_weights(model_id: str, request: Request,
                 account: Account = Depends(current_account)) -> dict[str, str]:
     """A URL of `reward-model.tar.gz` that works for five minutes, without your API key."""
     state = request.app.state
-    return {"url": reward_models.weights_url(state.store, state.objects, account.id, model_id)}
+    try:
+        return {"url": reward_models.weights_url(state.store, state.objects, account.id,
+                                                 model_id)}
+    except ObjectNotFoundError:  # its message names the object's server path or bucket
+        raise NotFoundError(f"reward model {model_id} has no stored weights") from None
 
 
 @router.post("/{model_id}/score", status_code=202, responses={
@@ -58,4 +65,4 @@ def score_again(model_id: str, request: Request,
                 account: Account = Depends(current_account)) -> dict[str, Any]:
     """Score again: a fresh scoring run of the saved checkpoint, without labelling or training."""
     model = reward_models.score_again(request.app.state.store, account.id, model_id)
-    return reward_models.view(model)
+    return reward_models.api_view(model)

@@ -8,7 +8,7 @@ characters of worker.log) before the step fails, and no checkpoint of a failed a
 import shutil
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import dagster as dg
@@ -32,8 +32,9 @@ EXTRACTION_SECONDS = "extraction_seconds"
 
 @contextmanager
 def model_fails_with(store: Store, model_id: str, objects: ObjectStoreResource | None = None,
-                     ) -> Iterator[None]:
-    """On any error: the model becomes failed with the reason, and its uploaded checkpoint goes."""
+                     scratch: Path | None = None) -> Iterator[None]:
+    """On any error: the model becomes failed with the reason, its uploaded checkpoint goes, and
+    with ``scratch`` its attempt's job directory keeps only the logs."""
     try:
         yield
     except Exception as error:
@@ -41,6 +42,10 @@ def model_fails_with(store: Store, model_id: str, objects: ObjectStoreResource |
         steps.fail(store, model_id, reason)
         if objects is not None:
             steps.discard_checkpoint(store, objects.objects, model_id)
+        if scratch is not None:
+            with suppress(Exception):  # best effort: never hide the failure itself
+                attempt = store.get_reward_model(model_id).attempt
+                steps.keep_only_logs(steps.job_directory(scratch, model_id, attempt))
         raise dg.Failure(description=reason) from error
 
 
@@ -86,7 +91,7 @@ def personal_checkpoint(context: dg.AssetExecutionContext, database: StoreResour
     """Bradley-Terry training by the worker (RM_COMPUTE), which also scores the owner's traces;
     the archive goes to the object store."""
     store, model_id = database.store, context.partition_key
-    with model_fails_with(store, model_id, objects):
+    with model_fails_with(store, model_id, objects, compute.scratch):
         model = store.get_reward_model(model_id)
         job_dir = steps.job_directory(compute.scratch, model_id, model.attempt)
         shutil.rmtree(job_dir, ignore_errors=True)  # an attempt starts from a clean directory
@@ -126,11 +131,12 @@ def personal_scores(context: dg.AssetExecutionContext, database: StoreResource,
                                         context, compute.target(), job_dir, objects.objects,
                                         checkpoint_uri=uri), compute.scratch)
     else:
-        with model_fails_with(store, model_id, objects):
+        with model_fails_with(store, model_id, objects, compute.scratch):
             model = store.get_reward_model(model_id)
             job_dir = steps.job_directory(compute.scratch, model_id, model.attempt)
             results = read_results(job_dir, model_id)
             steps.succeed(store, model_id, results, uploaded_checkpoint(job_dir))
+        steps.keep_only_logs(job_dir)  # the weights are in the object store now
     raw = [score.raw for score in results.scores]
     ranked = sorted(results.scores, key=lambda s: s.raw)
     top = [{"trace": s.trace_id, "raw": s.raw, "calibrated": s.calibrated}

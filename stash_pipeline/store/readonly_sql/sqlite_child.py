@@ -69,27 +69,26 @@ def copy_rows(db: sqlite3.Connection, job: dict) -> None:
     for name, select in selects.items():
         db.execute(f'CREATE TABLE main."{name}" AS SELECT * FROM ({select}) WHERE 0')
     named = [name for name in selects if re.search(name, job["sql"], re.IGNORECASE)]
-    wanted = columns_read(db, job["sql"], named)
+    every = {name: [d[1] for d in db.execute(f'PRAGMA table_info("{name}")')] for name in named}
+    read = columns_read(db, job["sql"], every)
     for name in named:
-        columns = wanted.get(name) or [d[1] for d in db.execute(f'PRAGMA table_info("{name}")')]
+        # A view read for its rows only (count(*)) still needs them: its first column is copied.
+        columns = every[name] if read is None else (read.get(name) or every[name][:1])
         listed = ", ".join(f'"{c}"' for c in columns)
         db.execute(f'INSERT INTO main."{name}" ({listed}) SELECT {listed} FROM ({selects[name]})')
     db.execute("DETACH DATABASE src")
 
 
-def columns_read(db: sqlite3.Connection, sql: str, named: list[str]) -> dict[str, list[str]]:
-    """The columns of each view that compiling the query reads (SQLite's authorizer reports every
-    column read); an empty answer for a view, or a query that does not compile, means all."""
-    seen: dict[str, set[str]] = {name: set() for name in named}
-    everything = False
+def columns_read(db: sqlite3.Connection, sql: str,
+                 every: dict[str, list[str]]) -> dict[str, list[str]] | None:
+    """The columns of each view that compiling the query reads: SQLite's authorizer reports every
+    column a statement reads (an empty name when it reads a table's rows but no column). None
+    when the query does not compile here: then every column is copied."""
+    seen: dict[str, set[str]] = {name: set() for name in every}
 
     def record(action: int, first, second, database, source) -> int:  # noqa: ANN001
-        nonlocal everything
-        if action == sqlite3.SQLITE_READ and database == "main" and first in seen:
-            if second:
-                seen[first].add(second)
-            else:
-                everything = True
+        if action == sqlite3.SQLITE_READ and database == "main" and first in seen and second:
+            seen[first].add(second.lower())
         return sqlite3.SQLITE_OK if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ,
                                                sqlite3.SQLITE_FUNCTION,
                                                sqlite3.SQLITE_RECURSIVE) else sqlite3.SQLITE_DENY
@@ -98,16 +97,10 @@ def columns_read(db: sqlite3.Connection, sql: str, named: list[str]) -> dict[str
     try:
         db.execute(f"EXPLAIN {sql}").fetchone()
     except (sqlite3.Error, sqlite3.Warning):
-        return {}
+        return None
     finally:
         db.set_authorizer(None)
-    if everything:
-        return {}
-    existing = {name: {d[1].lower(): d[1] for d in db.execute(f'PRAGMA table_info("{name}")')}
-                for name in named}
-    return {name: [existing[name][c.lower()] for c in sorted(columns)
-                   if c.lower() in existing[name]]
-            for name, columns in seen.items() if columns}
+    return {name: [c for c in every[name] if c.lower() in seen[name]] for name in every}
 
 
 def refusal(error: Exception, views) -> dict:  # noqa: ANN001
