@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 
 import sqlalchemy as sa
 
+from stash_pipeline.core.digests import action_digests, trace_digest
 from stash_pipeline.core.errors import InputError, OwnershipError
 from stash_pipeline.core.feedback import Feedback, count_by_kind, feedback_trace_ids
 from stash_pipeline.core.records import ImportedTrace
@@ -15,7 +16,7 @@ from stash_pipeline.core.traces import Action, Trace
 from stash_pipeline.core.validation import validate_feedback, validate_trace
 from stash_pipeline.store import schema
 from stash_pipeline.store.accounts import ensure_accounts
-from stash_pipeline.store.batching import insert_rows
+from stash_pipeline.store.batching import chunks, insert_rows
 from stash_pipeline.store.feedback import missing_ids, references, write_feedback
 from stash_pipeline.store.locks import lock_traces
 
@@ -27,6 +28,7 @@ class ImportSummary:
     traces: int = 0  # records read
     imported: int = 0  # new traces
     updated: int = 0  # traces already stored: version bumped, content replaced
+    unchanged: int = 0  # traces already stored with identical content: nothing changed
     messages: int = 0
     actions: int = 0
     tool_calls: int = 0
@@ -104,7 +106,7 @@ def _write_chunk(connection: sa.Connection, batch: Sequence[ImportedTrace],
     lock_traces(connection, [*ids, *(tid for r in batch for f in r.feedback
                                      for tid in feedback_trace_ids(f))])
     stored = {row.id: row for row in connection.execute(
-        sa.select(t.c.id, t.c.owner).where(t.c.id.in_(ids)))}
+        sa.select(t.c.id, t.c.owner, t.c.content_digest, t.c.contribute).where(t.c.id.in_(ids)))}
     for record in batch:
         row = stored.get(record.trace.id)
         if row is not None and row.owner != record.trace.owner:
@@ -116,21 +118,30 @@ def _write_chunk(connection: sa.Connection, batch: Sequence[ImportedTrace],
 
     # Each trace's actions are derived once: they feed the trace row, action rows and counts.
     actions = {record.trace.id: record.trace.actions() for record in batch}
-    new = [trace_row(r.trace, actions[r.trace.id], version=1, contribute=r.trace.contribute)
+    digests = {record.trace.id: trace_digest(record.trace) for record in batch}
+    # Identical content: no version bump, scores and scoring marks kept, nothing queued again.
+    same = {r.trace.id for r in batch if r.trace.id in stored
+            and stored[r.trace.id].content_digest == digests[r.trace.id]}
+    new = [trace_row(r.trace, actions[r.trace.id], version=1, contribute=r.trace.contribute,
+                     digest=digests[r.trace.id])
            for r in batch if r.trace.id not in stored]
     updated = [trace_row(r.trace, actions[r.trace.id], version=None,
-                          contribute=r.trace.contribute)
-               for r in batch if r.trace.id in stored]
+                          contribute=r.trace.contribute, digest=digests[r.trace.id])
+               for r in batch if r.trace.id in stored and r.trace.id not in same]
     insert_rows(connection, t, new)
     if updated:
         _replace_traces(connection, updated)
+    _opt_in(connection, [r.trace.id for r in batch if r.trace.id in same and r.trace.contribute
+                         and not stored[r.trace.id].contribute])
     insert_rows(connection, schema.actions,
-                [action_row(r.trace, a) for r in batch for a in actions[r.trace.id]])
+                [action_row(r.trace, a, d) for r in batch if r.trace.id not in same
+                 for a, d in zip(actions[r.trace.id], action_digests(r.trace).values())])
     _write_record_feedback(connection, batch, waiting)
 
     summary.traces += len(batch)
     summary.imported += len(new)
     summary.updated += len(updated)
+    summary.unchanged += len(same)
     summary.messages += sum(len(r.trace.messages) for r in batch)
     summary.actions += sum(len(a) for a in actions.values())
     summary.tool_calls += sum(len(m.tool_calls) for r in batch for m in r.trace.messages)
@@ -141,10 +152,11 @@ def _write_chunk(connection: sa.Connection, batch: Sequence[ImportedTrace],
 
 
 def trace_row(trace: Trace, actions: list[Action], *, version: int | None,
-              contribute: bool) -> dict:
+              contribute: bool, digest: str | None = None) -> dict:
     """The traces row of a trace (messages in core.serialize's form); without a version for an
     update, which increments the stored one."""
     row = {
+        "content_digest": digest if digest is not None else trace_digest(trace),
         "id": trace.id, "owner": trace.owner, "agent": trace.agent, "domain": trace.domain,
         "task_id": trace.task_id, "metadata": trace.metadata, "tools": list(trace.tools),
         "messages": [message_to_dict(m) for m in trace.messages],
@@ -156,11 +168,23 @@ def trace_row(trace: Trace, actions: list[Action], *, version: int | None,
     return row
 
 
-def action_row(trace: Trace, action: Action) -> dict:
-    """The actions row of one action, with its tool's name for the slices."""
+def action_row(trace: Trace, action: Action, digest: str | None = None) -> dict:
+    """The actions row of one action, with its tool's name for the slices and its content
+    digest (core.digests.action_digests)."""
     call = trace.tool_call(action)
+    if digest is None:
+        digest = action_digests(trace)[action.id]
     return {"id": action.id, "trace_id": trace.id, "message_index": action.message_index,
-            "call_index": action.call_index, "tool_name": call.name if call else None}
+            "call_index": action.call_index, "tool_name": call.name if call else None,
+            "content_digest": digest}
+
+
+def _opt_in(connection: sa.Connection, ids: list[str]) -> None:
+    """An identical reimport with ``contribute`` still opts the trace in (not a content change:
+    the version stays)."""
+    t = schema.traces
+    for chunk in chunks(ids):
+        connection.execute(t.update().where(t.c.id.in_(chunk)).values(contribute=True))
 
 
 def _replace_traces(connection: sa.Connection, rows: list[dict]) -> None:

@@ -22,7 +22,7 @@ def test_import_then_read_back_identical_traces(store: Store) -> None:
 
     counts = summarize(traces)
     assert summary.as_dict() == {
-        "traces": 5, "imported": 5, "updated": 0, "messages": counts["messages"],
+        "traces": 5, "imported": 5, "updated": 0, "unchanged": 0, "messages": counts["messages"],
         "actions": counts["actions"], "tool_calls": counts["tool_calls"],
         "comments": 0, "ratings": 0, "comparisons": 0, "outcomes": 0,
     }
