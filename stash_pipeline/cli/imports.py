@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
 
 def format_summary(counts: dict) -> str:
     lines = [
-        f"Imported {counts['traces']} traces ({counts['imported']} new, {counts['updated']} updated): "
+        f"Imported {counts['traces']} traces ({counts['imported']} new, {counts['updated']} updated, "
+        f"{counts.get('unchanged', 0)} unchanged): "
         f"{counts['messages']} messages, {counts['actions']} actions, {counts['tool_calls']} tool calls.",
     ]
     feedback = {k: counts.get(k, 0) for k in ("comments", "ratings", "comparisons", "outcomes")}
