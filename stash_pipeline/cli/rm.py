@@ -126,7 +126,9 @@ def _request_run(args: argparse.Namespace, operation: str, sensor: str, said: An
     model = getattr(reward_models, operation)(store, args.owner, args.model_id)
     if not args.json:
         print(said(model))
-    if args.wait:
+    if args.wait and operation == "score_again":  # a scoring run: not the model's partition
+        run_now(sensor, run_keys=[reward_models.score_again_run_key(model)])
+    elif args.wait:
         run_now(sensor, model.id)
     return _report(store, args, model.id)
 
