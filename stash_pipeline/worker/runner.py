@@ -41,9 +41,11 @@ from stash_pipeline.worker.modeling import (
     cast_parameters, load_config, load_reward_model, load_tokenizer, pick_device, scoring_precision,
     stored_dtype, tokenize,
 )
-from stash_pipeline.worker.progress import Progress, default_progress, logger, under_dagster_pipes
+from stash_pipeline.worker.progress import (
+    PhaseProgress, Progress, default_progress, logger, under_dagster_pipes,
+)
 from stash_pipeline.worker.render import Audience, render_side, render_trace
-from stash_pipeline.worker.scoring import score_texts, score_trace_actions
+from stash_pipeline.worker.scoring import score_traces_and_actions
 from stash_pipeline.worker.train import EncodedPair, score_pairs, train
 
 # Signals a supervisor sends to stop a worker: the worker logs the reason, then exits 1.
@@ -160,29 +162,39 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 def write_scores(job_dir: Path, settings: contract.JobSettings, model: Any, tokenizer: Any,
                  audience: Audience, traces: list[Trace], stats: RewardStats,
                  action_stats: RewardStats | None, progress: Progress, *,
-                 actions_need_stats: bool = True) -> dict[str, int]:
+                 actions_need_stats: bool = True,
+                 known: dict[tuple[int, ...], float] | None = None) -> dict[str, int]:
     """scores.jsonl (raw and calibrated), action_scores.jsonl and pair_rewards.jsonl, as the
-    settings ask.
+    settings ask. ``known``: rewards of token sequences already read under these weights (a
+    whole trace among them is not forwarded again).
 
     Action scores need the model's action stats (trained on action comparisons): a scoring-only job
     that asks for them fails without; a training job skips them with a log line.
     """
     counts = {"scored_traces": 0, "scored_actions": 0}
-    if "scores" in settings.outputs:
-        rewards = score_texts(model, tokenizer, [render_trace(tokenizer, t, audience) for t in traces])
+    whole = "scores" in settings.outputs
+    actions = "action_scores" in settings.outputs
+    if actions and action_stats is None and not actions_need_stats:
+        progress.info("no action comparisons in training: no action scores")
+        actions = False
+    elif actions and action_stats is None:
+        raise InputError("this model was not trained on action comparisons and cannot score actions; "
+                         "train it again with action comparisons", file=ACTION_REWARD_STATS_FILE)
+    if whole or actions:
+        # Whole traces and actions in the same forwards; progress at least every few seconds.
+        reporter = PhaseProgress(progress.info, "scoring", {"traces": 0, "actions": 0}, work=1)
+        rewards, raw = score_traces_and_actions(model, tokenizer, traces, audience, whole=whole,
+                                                actions=actions, known=known, progress=reporter)
+        reporter.emit()
+    if whole:
         write_jsonl(job_dir / contract.SCORES, [
-            {"trace_id": t.id, "trace_version": t.version, "evaluator": settings.evaluator, "score": r,
-             "calibrated": calibrated_score(r, stats)}
-            for t, r in zip(traces, rewards)])
+            {"trace_id": t.id, "trace_version": t.version, "evaluator": settings.evaluator,
+             "score": rewards[t.id], "calibrated": calibrated_score(rewards[t.id], stats)}
+            for t in traces])
         counts["scored_traces"] = len(traces)
         progress.info(f"scored {len(traces)} traces")
-    if "action_scores" in settings.outputs and action_stats is None and not actions_need_stats:
-        progress.info("no action comparisons in training: no action scores")
-    elif "action_scores" in settings.outputs:
-        if action_stats is None:
-            raise InputError("this model was not trained on action comparisons and cannot score actions; "
-                             "train it again with action comparisons", file=ACTION_REWARD_STATS_FILE)
-        raw = score_trace_actions(model, tokenizer, traces, audience)
+    if actions:
+        assert action_stats is not None
         rows = [{"trace_id": t.id, "trace_version": t.version, "action_id": a.id,
                  "evaluator": settings.evaluator, "raw_reward": raw[a.id],
                  "credit": action_credit(raw[a.id], action_stats)}
@@ -251,9 +263,15 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
                 progress.info(f"checkpoint weights stored in {str(stored).removeprefix('torch.')}")
         cast_parameters(model, torch.float32)
         with phase("evaluation"), precision:
-            eval_rewards = score_pairs(model, eval_encoded, device, pad_id=pad_id)
+            evaluated = PhaseProgress(progress.info, "evaluation",
+                                      {"pairs": len(eval_encoded) + len(train_encoded)},
+                                      work=sum(p.cost for p in (*eval_encoded, *train_encoded)))
+            eval_rewards = score_pairs(model, eval_encoded, device, pad_id=pad_id,
+                                       on_batch=evaluated.add)
             # Display scale from training pairs only (the seed): both sides of every training pair.
-            train_rewards = score_pairs(model, train_encoded, device, pad_id=pad_id)
+            train_rewards = score_pairs(model, train_encoded, device, pad_id=pad_id,
+                                        on_batch=evaluated.add)
+            evaluated.emit()
             stats = reward_stats(r for pair in train_rewards for r in pair)
             action_rewards = [r for p, pair in zip(train_pairs, train_rewards) if p.kind == "action"
                               for r in pair]
@@ -264,10 +282,15 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
         with phase("archive"):
             archive(job_dir / contract.CHECKPOINT_DIR, job_dir / contract.ARCHIVE_NAME)
     (job_dir / contract.LOSSES).write_text(json.dumps(result.step_losses))
+    # Whole-trace pair sides the evaluation read under these final weights: not forwarded again.
+    known = {tuple(ids): reward
+             for encoded, rewards in ((eval_encoded, eval_rewards), (train_encoded, train_rewards))
+             for pair, sides in zip(encoded, rewards)
+             for ids, reward in zip((pair.chosen_ids, pair.rejected_ids), sides)}
     with phase("scoring"), scoring_precision(settings.score_dtype, device):
         # A model trained without action comparisons has no action credit: it scores whole traces only.
         write_scores(job_dir, settings, model, tokenizer, audience, traces, stats, action_stats, progress,
-                     actions_need_stats=False)
+                     actions_need_stats=False, known=known)
     return training_metrics(
         train_pairs=train_pairs, eval_pairs=eval_pairs, eval_rewards=eval_rewards,
         excluded_cross_trace_pairs=settings.excluded_cross_trace_pairs, final_loss=result.final_loss,
