@@ -13,6 +13,12 @@ rates, the GPU-bound phases (training, evaluation, scoring) scaled by the two GP
 (A10G 125 TFLOP/s against this GPU's), the others as measured. Last line ``job_over_compute: N``:
 the worker's wall time over its training plus scoring time (the aim: at most 1.3).
 
+Scoring (issue 18) is also given per 1,000 actions: the job's scoring phase (whole traces and every
+action of the 250 traces, whole traces riding along in the actions' forwards) beside the naive
+scorer, one forward per action over its own rendering (``action_scoring.naive_scores``), timed
+here on a seed-0 sample of ``--naive-traces`` traces with the job's own checkpoint, in fp32:
+``scoring_s_per_1000_actions``, ``naive_s_per_1000_actions`` and ``naive_over_scoring``.
+
     .venv/bin/python benchmarks/worker_job.py [--device cuda] [--model qwen3-0.6b-shape] [--data DIR]
         [--max-pairs N] [--keep DIR]
 """
@@ -58,11 +64,31 @@ def a10g_minutes(phases: dict[str, float], *, train_pairs: int, all_pairs: int, 
     return sum(parts.values()) / 60, parts
 
 
+def naive_seconds_per_action(checkpoint: Path, traces: list, device: str, count: int) -> float:
+    """Seconds per action of the naive scorer on a seed-0 sample, with the job's checkpoint."""
+    import random
+
+    import torch
+
+    from action_scoring import naive_scores
+    from stash_pipeline.worker.checkpoint_loading import saved_audience
+    from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer
+
+    tokenizer = load_tokenizer(str(checkpoint))
+    model = load_reward_model(str(checkpoint), dtype=torch.float32, device=device, tokenizer=tokenizer)
+    sample = random.Random(0).sample(traces, min(count, len(traces)))
+    started = time.perf_counter()
+    scores = naive_scores(model, tokenizer, sample, saved_audience(checkpoint), device)
+    return (time.perf_counter() - started) / max(len(scores), 1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_common_arguments(parser)
     parser.add_argument("--max-pairs", type=int, default=None, help="cap the pairs (a quick run)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the job directory here")
+    parser.add_argument("--naive-traces", type=int, default=20,
+                        help="traces the naive per-action scorer is timed on")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="worker-job-"))
     try:
@@ -104,6 +130,13 @@ def main() -> None:
               f"interpreter start and imports {startup:.2f})")
         print(f"training_pairs_per_s: {len(split.train) / phases['training']:.2f}")
         print(f"scoring_traces_per_s: {len(traces) / phases['scoring']:.2f}")
+        actions = sum(len(t.actions()) for t in traces)
+        naive = naive_seconds_per_action(job_dir / CHECKPOINT_DIR, traces, args.device,
+                                         args.naive_traces)
+        ours = phases["scoring"] / actions
+        print(f"scoring_s_per_1000_actions: {1000 * ours:.2f} ({actions} actions, whole traces too)")
+        print(f"naive_s_per_1000_actions: {1000 * naive:.2f}")
+        print(f"naive_over_scoring: {naive / ours:.2f}")
         peak = peak_tflops(metrics["device"], args.peak_tflops)
         if metrics["device"] == "cuda" and peak:
             minutes, parts = a10g_minutes(phases, train_pairs=len(split.train), all_pairs=len(pairs),

@@ -66,6 +66,20 @@ def record_import(report: Any, warn: Callable[[str], None]) -> None:
         warn(f"the import is stored, but recording it in Dagster failed: {error}")
 
 
+def latest_progress(run_id: str, *, look_back: int = 500) -> str | None:
+    """The newest progress line of the worker in a run's log (a training step, a phase start, the
+    scoring or evaluation counts), or None; read from the run's last ``look_back`` log entries."""
+    from stash_pipeline.compute.job import is_progress_line
+
+    with get_instance() as instance:
+        records = instance.get_records_for_run(run_id, limit=look_back, ascending=False).records
+    for record in records:
+        message = record.event_log_entry.user_message or ""
+        if record.event_log_entry.dagster_event is None and is_progress_line(message):
+            return message
+    return None
+
+
 def definitions() -> dg.Definitions:
     from stash_pipeline.definitions import defs
 

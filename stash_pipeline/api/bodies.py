@@ -19,6 +19,7 @@ from stash_pipeline.core.training_settings import (
 )
 from stash_pipeline.services.feedback import MAX_AUTHOR_LENGTH, MAX_COMMENT_LENGTH
 from stash_pipeline.services.sql import MAX_SQL_CHARS
+from stash_pipeline.services.trace_scoring import MAX_TRACES_PER_REQUEST as MAX_SCORE_AGAIN_TRACES
 
 REWARD_MODEL_REQUEST: dict[str, Any] = {
     "type": "object",
@@ -76,3 +77,14 @@ class SqlBody(BaseModel):
     sql: str = Field(min_length=1, max_length=MAX_SQL_CHARS,
                      description="One SELECT over traces, scores, action_scores and "
                                  "reward_models (your rows only).")
+
+
+class ScoreAgainBody(BaseModel):
+    model_config = _STRICT
+    trace_ids: list[str] = Field(min_length=1, max_length=MAX_SCORE_AGAIN_TRACES,
+                                 description="Traces of yours to score again.")
+    model_id: str | None = Field(None, min_length=1, max_length=64,
+                                 description="One of your succeeded reward models; absent: the "
+                                             "released shared evaluator.")
+    actions: bool = Field(False, description="Score actions too (a personal model needs "
+                                             "training with action comparisons: else 422).")

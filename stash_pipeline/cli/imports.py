@@ -81,11 +81,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def format_summary(counts: dict) -> str:
-    unchanged = f", {counts['unchanged']} unchanged" if counts.get("unchanged") else ""
     lines = [
-        f"Imported {counts['traces']} traces ({counts['imported']} new, {counts['updated']} updated"
-        f"{unchanged}): {counts['messages']} messages, {counts['actions']} actions, "
-        f"{counts['tool_calls']} tool calls.",
+        f"Imported {counts['traces']} traces ({counts['imported']} new, {counts['updated']} updated, "
+        f"{counts.get('unchanged', 0)} unchanged): "
+        f"{counts['messages']} messages, {counts['actions']} actions, {counts['tool_calls']} tool calls.",
     ]
     if counts.get("skipped_invalid"):
         lines.append(f"Skipped {counts['skipped_invalid']} invalid record(s) (--skip-invalid).")

@@ -126,7 +126,9 @@ def _request_run(args: argparse.Namespace, operation: str, sensor: str, said: An
     model = getattr(reward_models, operation)(store, args.owner, args.model_id)
     if not args.json:
         print(said(model))
-    if args.wait:
+    if args.wait and operation == "score_again":  # a scoring run: not the model's partition
+        run_now(sensor, run_keys=[reward_models.score_again_run_key(model)])
+    elif args.wait:
         run_now(sensor, model.id)
     return _report(store, args, model.id)
 
@@ -135,11 +137,18 @@ def _report(store: Any, args: argparse.Namespace, model_id: str) -> int:
     """The model as JSON (last line) or text; exit status 1 for a failed model."""
     from stash_pipeline.services import reward_models
 
-    view = reward_models.view(reward_models.get(store, args.owner, model_id))
+    model = reward_models.get(store, args.owner, model_id)
+    view = reward_models.view(model)
+    if model.status == "running" and model.run_id:
+        from stash_pipeline.instance import latest_progress
+
+        view["progress"] = latest_progress(model.run_id)  # the worker's newest progress line
     if args.json:
         print_json(view)
     else:
         print(f"{view['id']}  {view['name']}  {view['status']}  attempt {view['attempt']}")
+        if view.get("progress"):
+            print(f"progress: {view['progress']}")
         for name, value in (view["metrics"] or {}).items():
             print(f"  {name:28} {_shown(value)}")
         if view["error"]:

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 
 from stash_pipeline.cli.output import print_json, print_table, rounded
 from stash_pipeline.cli.store import open_store
+from stash_pipeline.cli.waiting import WAIT_HELP, run_now
 from stash_pipeline.core.serialize import trace_to_dict
 from stash_pipeline.core.traces import DEFAULT_OWNER
 
-# latest_score is the newest personal whole-trace score; scoring_state, mean_action_credit and
+# latest_score is the newest personal whole-trace score, personal_state whether the newest
+# personal model has scored this version (pending, scored); scoring_state, mean_action_credit and
 # actions_scored are the shared evaluator's (the seed: shown separately).
 LIST_COLUMNS = ["id", "owner", "agent", "domain", "task_id", "version", "messages", "actions",
-                "contribute", "latest_score", "scoring_state", "mean_action_credit",
-                "actions_scored"]
+                "contribute", "latest_score", "personal_state", "scoring_state",
+                "mean_action_credit", "actions_scored"]
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -40,6 +43,20 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     contribute.add_argument("--off", action="store_true", help="opt out instead")
     contribute.add_argument("--owner", default=DEFAULT_OWNER, help="the traces' owner")
     contribute.set_defaults(handler=run_contribute)
+    score = sub.add_parser(
+        "score", help="Score again: a fresh run of a saved checkpoint over these traces",
+        description="Scores the traces with the released shared evaluator (default) or one of "
+                    "your personal models (--model), without labelling calls or retraining; "
+                    "--actions scores every action too. The pipeline's sensor runs the request "
+                    "(`stash-pipeline dev`), or --wait runs it now.")
+    score.add_argument("trace_ids", nargs="+", metavar="ID")
+    score.add_argument("--model", dest="model_id", metavar="ID",
+                       help="a succeeded personal model of yours instead of the release")
+    score.add_argument("--actions", action="store_true", help="Score actions too")
+    score.add_argument("--owner", default=DEFAULT_OWNER, help="the traces' owner")
+    score.add_argument("--wait", action="store_true", help=WAIT_HELP)
+    score.add_argument("--json", action="store_true", help="print one JSON object")
+    score.set_defaults(handler=run_score)
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -92,3 +109,24 @@ def run_contribute(args: argparse.Namespace) -> int:
     print(f"{changed} trace(s) of {args.owner} "
           f"{'no longer contribute' if args.off else 'contribute'} to shared-evaluator training.")
     return 0
+
+
+def run_score(args: argparse.Namespace) -> int:
+    from stash_pipeline.services import trace_scoring
+
+    store = open_store()
+    request = trace_scoring.request(store, args.owner, args.trace_ids, model_id=args.model_id,
+                                    actions=args.actions)
+    if not args.json:
+        print(f"Score again requested (request {request.id}): {len(request.traces)} trace(s) "
+              f"with {request.evaluator}{', actions too' if request.actions else ''}.")
+    ok = True
+    if args.wait:
+        ok = run_now("score_again_for_traces",
+                     run_keys=[trace_scoring.request_run_key(request.id)])
+        if not ok:
+            print(f"the scoring run of request {request.id} failed (see the Dagster run log)",
+                  file=sys.stderr)
+    if args.json:
+        print_json(trace_scoring.request_view(request))
+    return 0 if ok else 1

@@ -8,14 +8,18 @@ WAIT_HELP = ("run it now, in this process, on the local Dagster instance, and re
              "ends (if a daemon started it already, wait for that run)")
 
 
-def run_now(sensor: str, model_id: str) -> None:
-    """The run of one reward model's partition; a run a daemon started for it is waited for."""
+def run_now(sensor: str, model_id: str | None = None, *,
+            run_keys: list[str] | None = None) -> bool:
+    """The run of one reward model's partition (or of these run keys); a run a daemon started for
+    it is waited for. True when every run succeeded."""
     # Imported here: `--help` should not pay for Dagster.
     from stash_pipeline.instance import definitions, get_instance, run_sensor_requests
 
     with get_instance() as instance:
-        run_sensor_requests(instance, definitions(), sensor, partition_keys=[model_id],
-                            once_per_run_key=True, on_run=say)
+        runs = run_sensor_requests(instance, definitions(), sensor,
+                                   partition_keys=None if model_id is None else [model_id],
+                                   run_keys=run_keys, once_per_run_key=True, on_run=say)
+    return all(run.is_success for run in runs)
 
 
 def say(line: str) -> None:

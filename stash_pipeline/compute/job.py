@@ -262,6 +262,15 @@ def phase_done_line(name: str, seconds: float) -> str:
     return f"phase {name} done in {seconds:.2f} s"
 
 
+# The worker's lines that say how far a job got: training steps, phase starts, and the scoring and
+# evaluation phases' counts (worker.progress.PhaseProgress). `rm show` shows the latest one.
+PROGRESS_LINE = re.compile(r"^(step \d+/\d+ |phase \w+ started|(scoring|evaluation): \d+/)")
+
+
+def is_progress_line(message: str) -> bool:
+    return bool(PROGRESS_LINE.match(message))
+
+
 def phase_seconds(log_text: str) -> dict[str, float]:
     """Seconds of every finished phase in a worker.log, in log order (a repeated phase adds up)."""
     seconds: dict[str, float] = {}

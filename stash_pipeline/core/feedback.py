@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from stash_pipeline.core.errors import InputError
@@ -32,6 +32,9 @@ class Comment:
     text: str
     action_id: str | None = None
     author: str | None = None
+    # Set by the store: the action's content changed since (a reimport); orphaned like feedback on
+    # an action that no longer exists. Not stored: the store derives it from content digests.
+    detached: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class Rating:
     value: float
     action_id: str | None = None
     author: str | None = None
+    detached: bool = field(default=False, compare=False)  # as Comment.detached
 
     @property
     def is_step_rating(self) -> bool:
@@ -65,6 +69,7 @@ class ReviewedComparison:
     status: str = "approved"
     rationale: str | None = None
     author: str | None = None
+    detached: bool = field(default=False, compare=False)  # as Comment.detached (either side)
 
     @property
     def is_action_comparison(self) -> bool:
@@ -184,8 +189,9 @@ def named_actions(item: Feedback) -> tuple[tuple[str, str], ...]:
 def split_orphaned(traces: Iterable[Trace],
                    feedback: Iterable[Feedback]) -> tuple[list[Feedback], list[Feedback]]:
     """(usable, orphaned): orphaned feedback names an action its trace, among ``traces``, no
-    longer has (a shorter reimport removed it). It is kept in the store, but no pair or extraction
-    request can be built from it, and reports count it as ``orphaned_feedback``.
+    longer has (a shorter reimport removed it), or one whose content changed since it was given
+    (``detached``, set by the store). It is kept in the store, but no pair or extraction request
+    can be built from it, and reports count it as ``orphaned_feedback``.
 
     Feedback on traces outside ``traces`` is left to the caller (it is usable or not by selection).
     """
@@ -193,7 +199,8 @@ def split_orphaned(traces: Iterable[Trace],
     usable: list[Feedback] = []
     orphaned: list[Feedback] = []
     for item in feedback:
-        gone = any(trace_id in actions and local_part(action, trace_id) not in actions[trace_id]
-                   for trace_id, action in named_actions(item))
+        gone = getattr(item, "detached", False) or any(
+            trace_id in actions and local_part(action, trace_id) not in actions[trace_id]
+            for trace_id, action in named_actions(item))
         (orphaned if gone else usable).append(item)
     return usable, orphaned

@@ -14,7 +14,4 @@ class ImportedTrace:
     feedback: tuple[Feedback, ...] = ()
     source: str = ""  # "<file>:<line or index>", for errors and progress
     format: str | None = None  # the importer that read it (openai, tau2, ...), for import counts
-    # The trace id derives from the owner and all of the trace's content (preference records): a
-    # stored trace of that id is this very trace, so the import leaves it (and its scores) as is.
-    content_addressed: bool = False
     reviews: tuple[Review, ...] = ()  # of stored comparisons (or of ones imported with it)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +57,7 @@ def read(path: Path, options: ImportOptions) -> Iterator[ImportedTrace]:
             if options.on_skipped is not None:
                 options.on_skipped(error)
             continue
-        for item in imported:
-            yield replace(item, content_addressed=True)
+        yield from imported
 
 
 def convert_record(value: Any, options: ImportOptions, position: str = "document"

@@ -7,20 +7,17 @@ through ``compute``.
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from stash_pipeline.compute.job import ATTEMPT_LOGS, CHECKPOINT_INPUT, LOG, JobSettings, write_job
+from stash_pipeline.compute.job import ATTEMPT_LOGS, LOG, JobSettings, write_job
 from stash_pipeline.core.split import PairSplit
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.extraction.config import ExtractionConfig
 from stash_pipeline.extraction.training_pairs import training_pairs
 from stash_pipeline.objects.keys import reward_model_checkpoint_key
-from stash_pipeline.services.worker_jobs import (
-    JobResults, read_results, split_stored_pairs, traces_in_chunks,
-)
+from stash_pipeline.services.worker_jobs import JobResults, split_stored_pairs, traces_in_chunks
 from stash_pipeline.store import RewardModelRecord, StatusError, Store
 
 
@@ -41,10 +38,6 @@ def keep_only_logs(job_dir: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True)
         else:
             entry.unlink(missing_ok=True)
-
-
-def scoring_directory(artifact_dir: str | Path, model_id: str, generation: int) -> Path:
-    return Path(artifact_dir) / model_id / f"score-{generation}"
 
 
 def start(store: Store, model_id: str, run_id: str, *, retry: bool = False) -> RewardModelRecord:
@@ -89,16 +82,6 @@ def write_training_job(store: Store, model: RewardModelRecord, job_dir: Path) ->
     return settings
 
 
-def write_scoring_job(store: Store, model: RewardModelRecord, job_dir: Path,
-                      checkpoint: str) -> JobSettings:
-    """Score again: the saved checkpoint over every trace of the owner; no labels, no training."""
-    outputs = ("scores", "action_scores") if (model.metrics or {}).get(
-        "action_scoring_version") else ("scores",)
-    settings = JobSettings(evaluator=model.id, checkpoint=checkpoint, outputs=outputs)
-    write_job(job_dir, settings, score_traces=owner_traces(store, model.owner))
-    return settings
-
-
 def succeed(store: Store, model_id: str, results: JobResults, checkpoint_uri: str) -> None:
     """Metrics, checkpoint and scores land in the one transaction that marks the model succeeded."""
     store.mark_succeeded(model_id, metrics=results.metrics, checkpoint_uri=checkpoint_uri,
@@ -125,26 +108,3 @@ def discard_checkpoint(store: Store, objects: Any, model_id: str) -> None:
     model = store.get_reward_model(model_id)
     if model.status != "succeeded":
         objects.delete(objects.uri_for(checkpoint_key(model_id, model.attempt)))
-
-
-def score_again(store: Store, model_id: str, generation: int,
-                run: Callable[[Path, str], Any], artifact_dir: str | Path) -> JobResults:
-    """Score again: the saved checkpoint rescores every trace of the owner, replacing its scores.
-
-    ``run(job_dir, checkpoint_uri)`` runs the worker (``compute.run_worker_job``). The model stays
-    succeeded whatever happens: a failed rescoring fails only its own run.
-    """
-    model = store.get_reward_model(model_id)
-    if model.status != "succeeded" or not model.checkpoint_uri:
-        raise StatusError(f"reward model {model_id} is {model.status}: nothing to score with")
-    job_dir = scoring_directory(artifact_dir, model_id, generation)
-    shutil.rmtree(job_dir, ignore_errors=True)
-    try:
-        write_scoring_job(store, model, job_dir, CHECKPOINT_INPUT)
-        run(job_dir, model.checkpoint_uri)
-        results = read_results(job_dir, model_id)
-        store.replace_scores(model_id, scores=results.scores, scored=results.scored,
-                             action_scores=results.action_scores)
-    finally:
-        keep_only_logs(job_dir)
-    return results

@@ -59,6 +59,11 @@ def weights_url(store: Store, objects: DownloadUrls, owner: str, model_id: str) 
     return objects.download_url(model.checkpoint_uri, expires_s=WEIGHTS_URL_SECONDS)
 
 
+def score_again_run_key(model: RewardModelRecord) -> str:
+    """The run key of the model's latest Score again request (one scoring run per request)."""
+    return f"{model.id}:score:{model.score_generation}"
+
+
 def score_again(store: Store, owner: str, model_id: str) -> RewardModelRecord:
     """Queue a fresh scoring run of the saved checkpoint (no labelling calls, no retraining)."""
     get(store, owner, model_id)

@@ -1,13 +1,15 @@
 """Feedback rows: the four kinds of core.feedback, one table each.
 
-Orphaned feedback (on an action a shorter reimport removed) is not marked: it is found by a query,
-``orphaned_feedback``, so it can never disagree with the actions stored.
+Orphaned feedback (on an action a shorter reimport removed, or whose content a reimport changed)
+is not marked: it is found by a query, ``orphaned_feedback``, so it can never disagree with the
+actions stored. Feedback on an action keeps the action's content digest from when it was written;
+a different digest on the stored action now means the feedback was about other content.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 
 import sqlalchemy as sa
 
@@ -27,8 +29,9 @@ TABLES: dict[type, sa.Table] = {
     ReviewedComparison: schema.reviewed_comparisons,
     VerifiedOutcome: schema.verified_outcomes,
 }
-# Dataclass field names equal column names, so a row is the dataclass as a dict and back.
-_FIELDS = {kind: [f.name for f in fields(kind)] for kind in TABLES}
+# Dataclass field names equal column names, so a row is the dataclass as a dict and back
+# (``detached`` is derived, never stored).
+_FIELDS = {kind: [f.name for f in fields(kind) if f.name != "detached"] for kind in TABLES}
 
 
 # (trace field, action field) pairs of each kind: the action must be an action of that trace.
@@ -39,6 +42,23 @@ _REFERENCES: dict[type, tuple[tuple[str, str | None], ...]] = {
                          ("rejected_trace_id", "rejected_action_id")),
     VerifiedOutcome: (("trace_id", None),),
 }
+# The digest column beside each action column.
+_DIGESTS = {"action_id": "action_digest", "chosen_action_id": "chosen_action_digest",
+            "rejected_action_id": "rejected_action_digest"}
+
+
+def _action_fields(kind: type) -> list[str]:
+    return [action for _, action in _REFERENCES[kind] if action]
+
+
+def _action_digests(connection: sa.Connection, action_ids: set[str]) -> dict[str, str | None]:
+    """The stored content digest of each of these actions that exists."""
+    a = schema.actions
+    found: dict[str, str | None] = {}
+    for ids in chunks(sorted(action_ids)):
+        found.update(connection.execute(
+            sa.select(a.c.id, a.c.content_digest).where(a.c.id.in_(ids))).all())
+    return found
 
 
 def references(item: Feedback) -> list[tuple[str, str, str]]:
@@ -62,8 +82,15 @@ def references(item: Feedback) -> list[tuple[str, str, str]]:
 def write_feedback(connection: sa.Connection, items: Sequence[Feedback]) -> None:
     """Insert or replace by id: feedback ids are stable, so a second import updates in place."""
     by_table: dict[sa.Table, list[dict]] = {}
+    digests = _action_digests(connection, {getattr(item, name) for item in items
+                                           for name in _action_fields(type(item))
+                                           if getattr(item, name)})
     for item in items:
-        by_table.setdefault(TABLES[type(item)], []).append(asdict(item))
+        row = {name: value for name, value in asdict(item).items() if name != "detached"}
+        # The content the feedback is about: the action as stored now.
+        row.update({_DIGESTS[name]: digests.get(row[name]) if row[name] else None
+                    for name in _action_fields(type(item))})
+        by_table.setdefault(TABLES[type(item)], []).append(row)
     for table, rows in by_table.items():
         # Delete then insert is the portable upsert; an id repeated in one batch keeps the last.
         unique = list({row["id"]: row for row in rows}.values())
@@ -158,8 +185,10 @@ def feedback_for(connection: sa.Connection, trace_ids: Sequence[str]) -> list[Fe
     """Every feedback item on these traces (a comparison when either side is one of them)."""
     ids = list(dict.fromkeys(trace_ids))
     items: dict[str, Feedback] = {}  # by id: a comparison may match two chunks
+    given: dict[str, list[tuple[str, str]]] = {}  # feedback id -> (action id, digest given on)
     for kind, table in TABLES.items():
-        columns = [table.c[name] for name in _FIELDS[kind]]
+        digest_columns = [table.c[_DIGESTS[name]] for name in _action_fields(kind)]
+        columns = [table.c[name] for name in _FIELDS[kind]] + digest_columns
         for chunk in chunks(ids):
             if kind is ReviewedComparison:
                 where = sa.or_(table.c.chosen_trace_id.in_(chunk),
@@ -167,19 +196,29 @@ def feedback_for(connection: sa.Connection, trace_ids: Sequence[str]) -> list[Fe
             else:
                 where = table.c.trace_id.in_(chunk)
             for row in connection.execute(sa.select(*columns).where(where)):
-                items[row.id] = kind(**row._asdict())
+                data = row._asdict()
+                given[row.id] = [(data[name], data[_DIGESTS[name]])
+                                 for name in _action_fields(kind)
+                                 if data[name] and data[_DIGESTS[name]]]
+                items[row.id] = kind(**{name: data[name] for name in _FIELDS[kind]})
+    now = _action_digests(connection, {a for sides in given.values() for a, _ in sides})
+    for feedback_id, sides in given.items():
+        if any(now.get(action) not in (None, was) for action, was in sides):
+            items[feedback_id] = replace(items[feedback_id], detached=True)
     order = {kind: i for i, kind in enumerate(TABLES)}
     return sorted(items.values(), key=lambda item: (order[type(item)], item.id))
 
 
 
-def _action_sides(table: sa.Table) -> list[tuple[sa.Column, sa.Column]]:
-    """(trace column, action column) of each side of a feedback table that names actions."""
+def _action_sides(table: sa.Table) -> list[tuple[sa.Column, sa.Column, sa.Column]]:
+    """(trace, action, digest given on) columns of each side of a feedback table naming actions."""
     if table is schema.reviewed_comparisons:
-        return [(table.c.chosen_trace_id, table.c.chosen_action_id),
-                (table.c.rejected_trace_id, table.c.rejected_action_id)]
+        return [(table.c.chosen_trace_id, table.c.chosen_action_id,
+                 table.c.chosen_action_digest),
+                (table.c.rejected_trace_id, table.c.rejected_action_id,
+                 table.c.rejected_action_digest)]
     if "action_id" in table.c:
-        return [(table.c.trace_id, table.c.action_id)]
+        return [(table.c.trace_id, table.c.action_id, table.c.action_digest)]
     return []
 
 
@@ -196,7 +235,8 @@ def _owned_by(table: sa.Table, owner: str) -> sa.ColumnElement[bool]:
 
 
 def orphaned_feedback(connection: sa.Connection, owner: str | None = None) -> list[Feedback]:
-    """Feedback on an action its trace no longer has (a shorter reimport removed it).
+    """Feedback on an action its trace no longer has (a shorter reimport removed it), or whose
+    content changed since the feedback was given (``detached``).
 
     Kept, since the person's judgment stays true of what they saw; left out of pairs (see
     core.feedback.split_orphaned); listed here so it can be removed with ``remove_feedback``.
@@ -207,9 +247,11 @@ def orphaned_feedback(connection: sa.Connection, owner: str | None = None) -> li
         sides = _action_sides(table)
         if not sides:
             continue
-        gone = [sa.and_(action.is_not(None), ~sa.exists().where(a.c.id == action,
-                                                                a.c.trace_id == trace))
-                for trace, action in sides]
+        gone = [sa.and_(action.is_not(None), ~sa.exists().where(
+                    a.c.id == action, a.c.trace_id == trace,
+                    sa.or_(given.is_(None), a.c.content_digest.is_(None),
+                           a.c.content_digest == given)))
+                for trace, action, given in sides]
         query = sa.select(*(table.c[name] for name in _FIELDS[kind])).where(sa.or_(*gone))
         if owner is not None:
             query = query.where(_owned_by(table, owner))

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 import sqlalchemy as sa
 
+from stash_pipeline.core.digests import action_digests, trace_digest
 from stash_pipeline.core.errors import InputError, NotFoundError, OwnershipError
 from stash_pipeline.core.feedback import Feedback, Review, count_by_kind, feedback_trace_ids
 from stash_pipeline.core.records import ImportedTrace
@@ -17,7 +18,6 @@ from stash_pipeline.store import schema
 from stash_pipeline.store.accounts import ensure_accounts
 from stash_pipeline.store.batching import chunks, insert_rows
 from stash_pipeline.store.feedback import (
-    TABLES,
     missing_ids,
     references,
     review_comparison,
@@ -33,7 +33,7 @@ class ImportSummary:
     traces: int = 0  # records read
     imported: int = 0  # new traces
     updated: int = 0  # traces already stored: version bumped, content replaced
-    unchanged: int = 0  # content-addressed traces already stored as they are: left alone
+    unchanged: int = 0  # traces already stored with identical content: nothing changed
     messages: int = 0
     actions: int = 0
     tool_calls: int = 0
@@ -127,7 +127,7 @@ def _write_chunk(connection: sa.Connection, batch: Sequence[ImportedTrace],
     lock_traces(connection, [*ids, *(tid for r in batch for f in r.feedback
                                      for tid in feedback_trace_ids(f))])
     stored = {row.id: row for row in connection.execute(
-        sa.select(t.c.id, t.c.owner, t.c.contribute).where(t.c.id.in_(ids)))}
+        sa.select(t.c.id, t.c.owner, t.c.content_digest, t.c.contribute).where(t.c.id.in_(ids)))}
     for record in batch:
         row = stored.get(record.trace.id)
         if row is not None and row.owner != record.trace.owner:
@@ -136,71 +136,48 @@ def _write_chunk(connection: sa.Connection, batch: Sequence[ImportedTrace],
                 "another owner; import it under that owner or give it a new id",
                 trace_id=record.trace.id)
     ensure_accounts(connection, {record.trace.owner for record in batch})
-    kept = _unchanged(batch, stored)
-    if kept:
-        left_alone = {id(record) for record in kept}
-        batch = [record for record in batch if id(record) not in left_alone]
 
     # Each trace's actions are derived once: they feed the trace row, action rows and counts.
     actions = {record.trace.id: record.trace.actions() for record in batch}
-    new = [trace_row(r.trace, actions[r.trace.id], version=1, contribute=r.trace.contribute)
+    digests = {record.trace.id: trace_digest(record.trace) for record in batch}
+    # Identical content: no version bump, scores and scoring marks kept, nothing queued again.
+    same = {r.trace.id for r in batch if r.trace.id in stored
+            and stored[r.trace.id].content_digest == digests[r.trace.id]}
+    new = [trace_row(r.trace, actions[r.trace.id], version=1, contribute=r.trace.contribute,
+                     digest=digests[r.trace.id])
            for r in batch if r.trace.id not in stored]
     updated = [trace_row(r.trace, actions[r.trace.id], version=None,
-                          contribute=r.trace.contribute)
-               for r in batch if r.trace.id in stored]
+                          contribute=r.trace.contribute, digest=digests[r.trace.id])
+               for r in batch if r.trace.id in stored and r.trace.id not in same]
     insert_rows(connection, t, new)
     if updated:
         _replace_traces(connection, updated)
+    _opt_in(connection, [r.trace.id for r in batch if r.trace.id in same and r.trace.contribute
+                         and not stored[r.trace.id].contribute])
     insert_rows(connection, schema.actions,
-                [action_row(r.trace, a) for r in batch for a in actions[r.trace.id]])
+                [action_row(r.trace, a, d) for r in batch if r.trace.id not in same
+                 for a, d in zip(actions[r.trace.id], action_digests(r.trace).values())])
     _write_record_feedback(connection, batch, waiting)
-    if kept:  # their traces are stored: only feedback that changed (a new reviewer) is written
-        write_feedback(connection, _changed_feedback(connection, kept))
-        summary.unchanged += len(kept)
-        actions.update((r.trace.id, r.trace.actions()) for r in kept)
 
-    read = [*batch, *kept]
-    summary.traces += len(read)
+    summary.traces += len(batch)
     summary.imported += len(new)
     summary.updated += len(updated)
-    summary.messages += sum(len(r.trace.messages) for r in read)
+    summary.unchanged += len(same)
+    summary.messages += sum(len(r.trace.messages) for r in batch)
     summary.actions += sum(len(a) for a in actions.values())
-    summary.tool_calls += sum(len(m.tool_calls) for r in read for m in r.trace.messages)
-    for kind, n in count_by_kind([f for record in read for f in record.feedback]).items():
+    summary.tool_calls += sum(len(m.tool_calls) for r in batch for m in r.trace.messages)
+    for kind, n in count_by_kind([f for record in batch for f in record.feedback]).items():
         setattr(summary, kind, getattr(summary, kind) + n)
     if on_progress is not None:
-        on_progress(len(read))
-
-
-def _unchanged(batch: Sequence[ImportedTrace], stored: dict) -> list[ImportedTrace]:
-    """Content-addressed records whose trace is stored (same id, so the same content): storing
-    them again would only bump versions and clear scores. One that newly opts in is written."""
-    return [r for r in batch if r.content_addressed and r.trace.id in stored
-            and (stored[r.trace.id].contribute or not r.trace.contribute)]
-
-
-def _changed_feedback(connection: sa.Connection,
-                      records: Sequence[ImportedTrace]) -> list[Feedback]:
-    """The feedback of these records that is not stored exactly so (by id and every field)."""
-    items = [item for record in records for item in record.feedback]
-    changed = []
-    for kind, table in TABLES.items():
-        mine = {item.id: item for item in items if type(item) is kind}
-        stored: dict[str, Feedback] = {}
-        names = [f.name for f in fields(kind)]
-        for chunk in chunks(sorted(mine)):
-            for row in connection.execute(sa.select(*(table.c[n] for n in names))
-                                          .where(table.c.id.in_(chunk))):
-                stored[row.id] = kind(**row._asdict())
-        changed.extend(item for key, item in mine.items() if stored.get(key) != item)
-    return changed
+        on_progress(len(batch))
 
 
 def trace_row(trace: Trace, actions: list[Action], *, version: int | None,
-              contribute: bool) -> dict:
+              contribute: bool, digest: str | None = None) -> dict:
     """The traces row of a trace (messages in core.serialize's form); without a version for an
     update, which increments the stored one."""
     row = {
+        "content_digest": digest if digest is not None else trace_digest(trace),
         "id": trace.id, "owner": trace.owner, "agent": trace.agent, "domain": trace.domain,
         "task_id": trace.task_id, "metadata": trace.metadata, "tools": list(trace.tools),
         "messages": [message_to_dict(m) for m in trace.messages],
@@ -212,11 +189,23 @@ def trace_row(trace: Trace, actions: list[Action], *, version: int | None,
     return row
 
 
-def action_row(trace: Trace, action: Action) -> dict:
-    """The actions row of one action, with its tool's name for the slices."""
+def action_row(trace: Trace, action: Action, digest: str | None = None) -> dict:
+    """The actions row of one action, with its tool's name for the slices and its content
+    digest (core.digests.action_digests)."""
     call = trace.tool_call(action)
+    if digest is None:
+        digest = action_digests(trace)[action.id]
     return {"id": action.id, "trace_id": trace.id, "message_index": action.message_index,
-            "call_index": action.call_index, "tool_name": call.name if call else None}
+            "call_index": action.call_index, "tool_name": call.name if call else None,
+            "content_digest": digest}
+
+
+def _opt_in(connection: sa.Connection, ids: list[str]) -> None:
+    """An identical reimport with ``contribute`` still opts the trace in (not a content change:
+    the version stays)."""
+    t = schema.traces
+    for chunk in chunks(ids):
+        connection.execute(t.update().where(t.c.id.in_(chunk)).values(contribute=True))
 
 
 def _replace_traces(connection: sa.Connection, rows: list[dict]) -> None:

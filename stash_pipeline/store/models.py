@@ -106,6 +106,18 @@ def list_reward_models(connection: sa.Connection, owner: str | None = None,
     return [_record(row) for row in connection.execute(query)]
 
 
+def models_kept_current(connection: sa.Connection, per_owner: int) -> list[RewardModelRecord]:
+    """The ``per_owner`` most recently succeeded models of each owner: the ones auto-scoring
+    keeps current (``STASH_PERSONAL_SCORING_MODELS``), newest first within an owner."""
+    ranked = (sa.select(rm.c.id, sa.func.row_number().over(
+        partition_by=rm.c.owner, order_by=(rm.c.finished_at.desc(), rm.c.id.desc())).label("n"))
+        .where(rm.c.status == "succeeded").subquery())
+    query = (sa.select(rm).join(ranked, ranked.c.id == rm.c.id)
+             .where(ranked.c.n <= per_owner)
+             .order_by(rm.c.owner, rm.c.finished_at.desc(), rm.c.id.desc()))
+    return [_record(row) for row in connection.execute(query)]
+
+
 def _move(connection: sa.Connection, model_id: str, status: str, **values: Any) -> RewardModelRecord:
     current = get_reward_model(connection, model_id)
     if status not in _NEXT.get(current.status, ()):

@@ -64,6 +64,9 @@ traces = sa.Table(
     _created(),
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False, default=utcnow,
               server_default=NOW),
+    # core.digests.trace_digest of the stored content: an identical reimport changes nothing.
+    # Null for traces stored before digests existed (their next reimport counts as a change).
+    sa.Column("content_digest", sa.String(64)),
 )
 
 actions = sa.Table(
@@ -73,6 +76,8 @@ actions = sa.Table(
     sa.Column("message_index", sa.Integer, nullable=False),
     sa.Column("call_index", sa.Integer),
     sa.Column("tool_name", sa.String(256)),
+    # core.digests.action_digests: the action and what its rendering reads before it.
+    sa.Column("content_digest", sa.String(64)),
 )
 
 # Which trace version each evaluator has scored: a trace whose current version has no row here for
@@ -94,6 +99,9 @@ comments = sa.Table(
     sa.Column("text", sa.Text, nullable=False),
     sa.Column("author", sa.String(256)),
     _created(),
+    # The content digest of the action when the feedback was given: when the action's content
+    # changes, the feedback is orphaned (store.feedback). Null: on a trace, or given before digests.
+    sa.Column("action_digest", sa.String(64)),
 )
 
 ratings = sa.Table(
@@ -104,6 +112,7 @@ ratings = sa.Table(
     sa.Column("value", sa.Float, nullable=False),
     sa.Column("author", sa.String(256)),
     _created(),
+    sa.Column("action_digest", sa.String(64)),  # as comments.action_digest
 )
 
 reviewed_comparisons = sa.Table(
@@ -119,6 +128,8 @@ reviewed_comparisons = sa.Table(
     _created(),
     # Who made the comparison: the shared evaluator takes it only when someone else reviewed it.
     sa.Column("author", sa.String(256)),
+    sa.Column("chosen_action_digest", sa.String(64)),  # as comments.action_digest, per side
+    sa.Column("rejected_action_digest", sa.String(64)),
 )
 
 verified_outcomes = sa.Table(
@@ -230,5 +241,17 @@ shared_training_requests = sa.Table(
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("base_model", sa.String(512)),  # null: the deployment's default
     sa.Column("epochs", sa.Integer),
+    _created(),
+)
+
+# Score again for chosen traces (`traces score`, POST /api/v1/traces/score): one request the
+# scoring sensor turns into one run (run key = the request's id), with the release or a model.
+scoring_requests = sa.Table(
+    "scoring_requests", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("owner", ID, sa.ForeignKey("accounts.id"), nullable=False),
+    sa.Column("evaluator", sa.String(128), nullable=False),  # a release version or a model id
+    sa.Column("traces", sa.JSON, nullable=False),  # {trace id: version} when asked
+    sa.Column("actions", sa.Boolean, nullable=False),  # Score actions too
     _created(),
 )

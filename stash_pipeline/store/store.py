@@ -15,12 +15,13 @@ from stash_pipeline.core.requests import RewardModelRequest
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.store import accounts, engine, feedback, imports, models, pairs, releases
-from stash_pipeline.store import scores, trace_pages, traces, training_requests
+from stash_pipeline.store import scores, scoring_requests, trace_pages, traces, training_requests
 from stash_pipeline.store.imports import ImportSummary
 from stash_pipeline.store.locks import concurrent_write_errors
 from stash_pipeline.store.models import RewardModelRecord
 from stash_pipeline.store.releases import BenchmarkComparison, Release
 from stash_pipeline.store.scores import ActionScore, TraceScore
+from stash_pipeline.store.scoring_requests import ScoringRequest
 from stash_pipeline.store.trace_pages import TraceSummary
 from stash_pipeline.store.training_requests import SharedTrainingRequest
 
@@ -125,6 +126,26 @@ class Store:
         with self.reading() as c:
             return traces.traces_pending_scoring(c, evaluator, limit)
 
+    def traces_pending_model(self, model_id: str, owner: str,
+                             limit: int | None = None) -> list[tuple[str, int]]:
+        """The owner's trace versions the personal model has not scored (auto-scoring's queue)."""
+        with self.reading() as c:
+            return traces.traces_pending_model(c, model_id, owner, limit)
+
+    def request_scoring(self, *, owner: str, evaluator: str, traces: Mapping[str, int],
+                        actions: bool) -> ScoringRequest:
+        with self.transaction() as c:
+            return scoring_requests.request_scoring(c, owner=owner, evaluator=evaluator,
+                                                    traces=traces, actions=actions)
+
+    def scoring_requests(self, after: int = 0) -> list[ScoringRequest]:
+        with self.reading() as c:
+            return scoring_requests.scoring_requests(c, after)
+
+    def get_scoring_request(self, request_id: int) -> ScoringRequest:
+        with self.reading() as c:
+            return scoring_requests.get_scoring_request(c, request_id)
+
     # Feedback
     def feedback_for(self, trace_ids: Sequence[str]) -> list[Feedback]:
         with self.reading() as c:
@@ -200,6 +221,10 @@ class Store:
                            status: str | None = None) -> list[RewardModelRecord]:
         with self.reading() as c:
             return models.list_reward_models(c, owner, status)
+
+    def models_kept_current(self, per_owner: int) -> list[RewardModelRecord]:
+        with self.reading() as c:
+            return models.models_kept_current(c, per_owner)
 
     def mark_running(self, model_id: str, run_id: str | None = None) -> int:
         """Start a run of a queued model; returns the attempt number."""

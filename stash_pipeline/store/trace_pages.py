@@ -49,6 +49,10 @@ class TraceSummary:
     # The shared evaluator's queue: "waiting" (no release yet), "pending" (the release has not
     # scored this version), "scored".
     scoring_state: str
+    # The owner's newest succeeded personal model (or the one asked for) and whether it has scored
+    # this version: "pending" until auto-scoring has, then "scored"; None without such a model.
+    personal_model_id: str | None = None
+    personal_state: str | None = None
 
 
 def list_traces(connection: sa.Connection, owner: str | None, *, shared_evaluator: str | None,
@@ -83,6 +87,14 @@ def list_traces(connection: sa.Connection, owner: str | None, *, shared_evaluato
               .join(t, sa.and_(t.c.id == a.c.trace_id, t.c.version == a.c.trace_version))
               .where(a.c.evaluator == shared_evaluator, *owned)
               .group_by(a.c.trace_id).subquery())
+    # The personal model whose state is shown: the one asked for, else the owner's newest.
+    chosen = sa.select(rm.c.owner, rm.c.id, sa.func.row_number().over(
+        partition_by=rm.c.owner, order_by=(rm.c.finished_at.desc(), rm.c.id.desc())).label("n")
+    ).where(rm.c.status == "succeeded")
+    if model_ids is not None:
+        chosen = chosen.where(rm.c.id.in_(list(model_ids)))
+    chosen = chosen.subquery()
+    mine = s.alias("mine")
     columns = {"created_at": t.c.created_at, "latest_score": ranked.c.raw,
                "mean_action_credit": credit.c.mean}
     label, descending = SORTS[sort]
@@ -90,8 +102,14 @@ def list_traces(connection: sa.Connection, owner: str | None, *, shared_evaluato
     query = (sa.select(t.c.id, t.c.owner, t.c.agent, t.c.domain, t.c.task_id, t.c.version,
                        t.c.message_count, t.c.action_count, t.c.contribute, t.c.created_at,
                        t.c.updated_at, ranked.c.raw, ranked.c.evaluator, credit.c.mean,
-                       credit.c.n, m.c.trace_version.label("scored_version"))
+                       credit.c.n, m.c.trace_version.label("scored_version"),
+                       chosen.c.id.label("personal_model_id"),
+                       mine.c.trace_id.label("personal_scored"))
              .outerjoin(ranked, sa.and_(ranked.c.trace_id == t.c.id, ranked.c.n == 1))
+             .outerjoin(chosen, sa.and_(chosen.c.owner == t.c.owner, chosen.c.n == 1))
+             .outerjoin(mine, sa.and_(mine.c.trace_id == t.c.id,
+                                      mine.c.evaluator == chosen.c.id,
+                                      mine.c.trace_version == t.c.version))
              .outerjoin(credit, credit.c.trace_id == t.c.id)
              .outerjoin(m, sa.and_(m.c.trace_id == t.c.id, m.c.evaluator == shared_evaluator))
              .order_by(sa.case((key.is_(None), 1), else_=0),
@@ -107,7 +125,10 @@ def list_traces(connection: sa.Connection, owner: str | None, *, shared_evaluato
                      latest_score=row.raw, latest_score_model_id=row.evaluator,
                      mean_action_credit=row.mean, actions_scored=row.n or 0,
                      scoring_state=scoring_state(shared_evaluator, row.scored_version,
-                                                 row.version))
+                                                 row.version),
+                     personal_model_id=row.personal_model_id,
+                     personal_state=None if row.personal_model_id is None
+                     else "scored" if row.personal_scored is not None else "pending")
         for row in connection.execute(query)
     ]
 

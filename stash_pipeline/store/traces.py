@@ -76,3 +76,16 @@ def traces_pending_scoring(connection: sa.Connection, evaluator: str,
              .where(sa.or_(m.c.trace_version.is_(None), m.c.trace_version != t.c.version))
              .order_by(t.c.updated_at, t.c.id).limit(limit))
     return [(row.id, row.version) for row in connection.execute(query)]
+
+
+def traces_pending_model(connection: sa.Connection, model_id: str, owner: str,
+                         limit: int | None = None) -> list[tuple[str, int]]:
+    """(trace id, version) of each of ``owner``'s traces whose current version has no
+    whole-trace score by the personal model ``model_id`` (imported or changed since it scored)."""
+    s = schema.scores
+    query = (sa.select(t.c.id, t.c.version)
+             .outerjoin(s, sa.and_(s.c.trace_id == t.c.id, s.c.evaluator == model_id,
+                                   s.c.trace_version == t.c.version))
+             .where(t.c.owner == owner, s.c.trace_id.is_(None))
+             .order_by(t.c.updated_at, t.c.id).limit(limit))
+    return [(row.id, row.version) for row in connection.execute(query)]

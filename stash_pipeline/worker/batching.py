@@ -7,7 +7,7 @@ trace reads every action that ends inside it), for other models at the row's end
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,10 +59,14 @@ def length_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]
 
 
 def read_rows(model: Any, rows: Sequence[Row], *, pad_id: int | None,
-              batch_tokens: int | None = None) -> dict[Hashable, float]:
+              batch_tokens: int | None = None,
+              on_batch: Callable[[Sequence[Hashable], int], None] | None = None,
+              ) -> dict[Hashable, float]:
     """The raw reward at every read of every row, batched by length, without gradients.
 
     ``batch_tokens`` bounds rows x longest row per forward (default: by the model's device).
+    ``on_batch(keys, tokens)`` follows each forward with the keys it read and its rows' tokens
+    (progress reports).
     """
     if pad_id is None:
         raise ValueError("batched scoring needs a pad token: load the tokenizer with load_tokenizer")
@@ -84,4 +88,6 @@ def read_rows(model: Any, rows: Sequence[Row], *, pad_id: int | None,
             values = read_rewards(model, ids, mask, rows_index, positions).float().tolist()
             keys = [key for row in chosen for _, key in row.reads]
             rewards.update(zip(keys, values))
+            if on_batch is not None:
+                on_batch(keys, sum(len(row.ids) for row in chosen))
     return rewards

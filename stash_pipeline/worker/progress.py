@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 from typing import Any, Protocol
 
 logger = logging.getLogger("stash_pipeline.worker")
@@ -88,3 +89,47 @@ def default_progress(pipes: Any = None) -> Progress:
     if sys.stderr.isatty():
         return TqdmProgress()
     return LogProgress()
+
+
+# How often a long phase (scoring, evaluation) reports how far it got: a line at most this long
+# after the previous one, plus the forward that was running (a forward is a few seconds at most
+# on a CPU), so lines are never more than about 10 s apart.
+PROGRESS_INTERVAL_S = 5.0
+
+
+class PhaseProgress:
+    """Counts what a phase has done as its forwards finish and reports it, throttled:
+    ``<phase>: 120/200 traces, 1500/2544 actions, 31.0 actions/s, about 34 s left``.
+
+    ``totals`` names the units (traces, actions, pairs) and how many of each there are; ``work``
+    is the phase's whole cost in tokens, which the time left is estimated from.
+    """
+
+    def __init__(self, report: Any, phase: str, totals: dict[str, int], *, work: int,
+                 interval_s: float | None = None, clock: Any = time.monotonic):
+        self.report, self.phase, self.totals, self.work = report, phase, totals, max(work, 1)
+        self.done = {unit: 0 for unit in totals}
+        self.worked = 0
+        self.interval_s = PROGRESS_INTERVAL_S if interval_s is None else interval_s
+        self.clock = clock
+        self.started = self.last = clock()
+
+    def add(self, tokens: int = 0, **units: int) -> None:
+        for unit, count in units.items():
+            self.done[unit] += count
+        self.worked += tokens
+        if self.clock() - self.last >= self.interval_s:
+            self.emit()
+
+    def line(self) -> str:
+        elapsed = max(self.clock() - self.started, 1e-9)
+        counts = ", ".join(f"{self.done[u]}/{n} {u}" for u, n in self.totals.items())
+        rate_unit = list(self.totals)[-1] if self.totals else "items"
+        rate = self.done.get(rate_unit, 0) / elapsed
+        left = elapsed * (self.work - self.worked) / self.worked if self.worked else float("nan")
+        when = f"about {left:.0f} s left" if left == left else "time left unknown"
+        return f"{self.phase}: {counts}, {rate:.1f} {rate_unit}/s, {when}"
+
+    def emit(self) -> None:
+        self.report(self.line())
+        self.last = self.clock()

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -45,11 +45,13 @@ from stash_pipeline.worker.modeling import (
     stored_dtype, tokenize,
 )
 from stash_pipeline.worker.readout import pools_last_token
-from stash_pipeline.worker.progress import Progress, default_progress, logger, under_dagster_pipes
+from stash_pipeline.worker.progress import (
+    PhaseProgress, Progress, default_progress, logger, under_dagster_pipes,
+)
 from stash_pipeline.worker.render import (
     Audience, render_side, render_trace, template_kind, template_of,
 )
-from stash_pipeline.worker.scoring import score_texts, score_trace_actions
+from stash_pipeline.worker.scoring import score_traces_and_actions
 from stash_pipeline.worker.train import EncodedPair, score_pairs, train
 
 # Signals a supervisor sends to stop a worker: the worker logs the reason, then exits 1.
@@ -169,7 +171,8 @@ def write_scores(job_dir: Path, settings: contract.JobSettings, model: Any, toke
                  actions_need_stats: bool = True,
                  known: dict[tuple[int, ...], float] | None = None) -> dict[str, int]:
     """scores.jsonl (raw and calibrated), action_scores.jsonl and pair_rewards.jsonl, as the
-    settings ask.
+    settings ask. ``known``: rewards of token sequences already read under these weights (a
+    whole trace among them is not forwarded again).
 
     Action scores need the model's action stats (trained on action comparisons): a scoring-only job
     that asks for them fails without; a training job skips them with a log line. ``known``: the
@@ -177,30 +180,29 @@ def write_scores(job_dir: Path, settings: contract.JobSettings, model: Any, toke
     trace or benchmark side rendered to one of them is not forwarded again.
     """
     counts = {"scored_traces": 0, "scored_actions": 0}
-    if "scores" in settings.outputs:
-        if known is None:
-            rewards = score_texts(model, tokenizer, [render_trace(tokenizer, t, audience)
-                                                     for t in traces])
-        else:
-            texts = [render_trace(tokenizer, t, audience) for t in traces]
-            ids = [tuple(i) for i in tokenize(tokenizer, texts)] if texts else []
-            reused = len(set(ids) & known.keys())
-            sequence_rewards(model, ids, tokenizer.pad_token_id, known)
-            rewards = [known[i] for i in ids]
-            progress.info(f"{reused} of {len(set(ids))} distinct trace renderings already forwarded")
+    whole = "scores" in settings.outputs
+    actions = "action_scores" in settings.outputs
+    if actions and action_stats is None and not actions_need_stats:
+        progress.info("no action comparisons in training: no action scores")
+        actions = False
+    elif actions and action_stats is None:
+        raise InputError("this model was not trained on action comparisons and cannot score actions; "
+                         "train it again with action comparisons", file=ACTION_REWARD_STATS_FILE)
+    if whole or actions:
+        # Whole traces and actions in the same forwards; progress at least every few seconds.
+        reporter = PhaseProgress(progress.info, "scoring", {"traces": 0, "actions": 0}, work=1)
+        rewards, raw = score_traces_and_actions(model, tokenizer, traces, audience, whole=whole,
+                                                actions=actions, known=known, progress=reporter)
+        reporter.emit()
+    if whole:
         write_jsonl(job_dir / contract.SCORES, [
-            {"trace_id": t.id, "trace_version": t.version, "evaluator": settings.evaluator, "score": r,
-             "calibrated": calibrated_score(r, stats)}
-            for t, r in zip(traces, rewards)])
+            {"trace_id": t.id, "trace_version": t.version, "evaluator": settings.evaluator,
+             "score": rewards[t.id], "calibrated": calibrated_score(rewards[t.id], stats)}
+            for t in traces])
         counts["scored_traces"] = len(traces)
         progress.info(f"scored {len(traces)} traces")
-    if "action_scores" in settings.outputs and action_stats is None and not actions_need_stats:
-        progress.info("no action comparisons in training: no action scores")
-    elif "action_scores" in settings.outputs:
-        if action_stats is None:
-            raise InputError("this model was not trained on action comparisons and cannot score actions; "
-                             "train it again with action comparisons", file=ACTION_REWARD_STATS_FILE)
-        raw = score_trace_actions(model, tokenizer, traces, audience)
+    if actions:
+        assert action_stats is not None
         rows = [{"trace_id": t.id, "trace_version": t.version, "action_id": a.id,
                  "evaluator": settings.evaluator, "raw_reward": raw[a.id],
                  "credit": action_credit(raw[a.id], action_stats)}
@@ -233,12 +235,14 @@ def write_pair_rewards(job_dir: Path, model: Any, tokenizer: Any, audience: Audi
 
 
 def sequence_rewards(model: Any, sequences: Iterable[Sequence[int]], pad_id: int,
-                     known: dict[tuple[int, ...], float] | None = None
+                     known: dict[tuple[int, ...], float] | None = None,
+                     on_batch: Callable[[Sequence[Any], int], None] | None = None,
                      ) -> dict[tuple[int, ...], float]:
     """The reward of every distinct token sequence, read at its last token, under the model's
     current weights, added to ``known`` (returned). A sequence in ``known`` is not forwarded again,
     nor is a repeated one; for a decoder read by its score head, a sequence that begins a longer
-    one is read inside it (sorted, the sequences a sequence begins follow it directly)."""
+    one is read inside it (sorted, the sequences a sequence begins follow it directly).
+    ``on_batch`` as ``read_rows``'s (progress reports)."""
     known = {} if known is None else known
     todo = sorted({tuple(s) for s in sequences} - known.keys())
     inner = pools_last_token(model)
@@ -249,15 +253,35 @@ def sequence_rewards(model: Any, sequences: Iterable[Sequence[int]], pad_id: int
             end += 1
         rows.append(Row(todo[end], tuple((len(s) - 1, s) for s in todo[start:end + 1])))
         start = end + 1
-    known.update(read_rows(model, rows, pad_id=pad_id))
+    known.update(read_rows(model, rows, pad_id=pad_id, on_batch=on_batch))
     return known
 
 
 def pair_rewards_from(model: Any, pairs: Sequence[EncodedPair], pad_id: int,
-                      known: dict[tuple[int, ...], float]) -> list[tuple[float, float]]:
-    """(r(chosen), r(rejected)) per pair through ``sequence_rewards``: each distinct side once."""
+                      known: dict[tuple[int, ...], float],
+                      progress: PhaseProgress | None = None) -> list[tuple[float, float]]:
+    """(r(chosen), r(rejected)) per pair through ``sequence_rewards``: each distinct side once.
+    ``progress`` counts the pairs whose sides are all read, as forwards finish."""
+    on_batch = None
+    if progress is not None:
+        waiting = {}
+        for pair in pairs:
+            for side in {tuple(pair.chosen_ids), tuple(pair.rejected_ids)} - known.keys():
+                waiting.setdefault(side, []).append(pair)
+        unread = {id(pair): len({tuple(pair.chosen_ids), tuple(pair.rejected_ids)} - known.keys())
+                  for pair in pairs}
+        progress.add(pairs=sum(1 for pair in pairs if not unread[id(pair)]))
+
+        def on_batch(keys: Sequence[Any], tokens: int) -> None:
+            done = 0
+            for key in keys:
+                for pair in waiting.pop(key, ()):
+                    unread[id(pair)] -= 1
+                    done += unread[id(pair)] == 0
+            progress.add(tokens, pairs=done)
+
     sequence_rewards(model, (s for p in pairs for s in (p.chosen_ids, p.rejected_ids)), pad_id,
-                     known)
+                     known, on_batch)
     return [(known[tuple(p.chosen_ids)], known[tuple(p.rejected_ids)]) for p in pairs]
 
 
@@ -320,9 +344,13 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
         # Every sequence forwarded under the final weights, by its tokens: forwarded once only.
         known: dict[tuple[int, ...], float] = {}
         with phase("evaluation"), precision:
-            eval_rewards = pair_rewards_from(model, eval_encoded, pad_id, known)
+            evaluated = PhaseProgress(progress.info, "evaluation",
+                                      {"pairs": len(eval_encoded) + len(train_encoded)},
+                                      work=sum(p.cost for p in (*eval_encoded, *train_encoded)))
+            eval_rewards = pair_rewards_from(model, eval_encoded, pad_id, known, evaluated)
             # Display scale from training pairs only (the seed): both sides of every training pair.
-            train_rewards = pair_rewards_from(model, train_encoded, pad_id, known)
+            train_rewards = pair_rewards_from(model, train_encoded, pad_id, known, evaluated)
+            evaluated.emit()
             stats = reward_stats(r for pair in train_rewards for r in pair)
             action_rewards = [r for p, pair in zip(train_pairs, train_rewards) if p.kind == "action"
                               for r in pair]

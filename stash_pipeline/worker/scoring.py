@@ -10,7 +10,7 @@ action is read inside one forward over the trace. Every other action gets its ow
 from __future__ import annotations
 
 import os
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -26,6 +26,7 @@ from stash_pipeline.worker.checkpoint_loading import (
 from stash_pipeline.worker.modeling import (
     load_config, load_reward_model, load_tokenizer, pick_device, scoring_precision, tokenize,
 )
+from stash_pipeline.worker.progress import PhaseProgress
 from stash_pipeline.worker.readout import pools_last_token
 from stash_pipeline.worker.render import Audience, action_end_offsets, render_trace
 
@@ -102,6 +103,68 @@ def score_trace_actions(model: Any, tokenizer: Any, traces: Sequence[Trace], aud
         rows.extend(windows)
     rewards = read_rows(model, rows, pad_id=tokenizer.pad_token_id, batch_tokens=batch_tokens)
     return {str(key): value for key, value in rewards.items()}
+
+
+TRACE = "trace"  # read keys of whole-trace rewards: (TRACE, trace id); action reads are action ids
+
+
+def score_traces_and_actions(model: Any, tokenizer: Any, traces: Sequence[Trace],
+                             audience: Audience, *, whole: bool = True, actions: bool = True,
+                             known: Mapping[tuple[int, ...], float] | None = None,
+                             progress: PhaseProgress | None = None,
+                             batch_tokens: int | None = None
+                             ) -> tuple[dict[str, float], dict[str, float]]:
+    """({trace id: whole-trace raw reward}, {action id: raw reward}), with no more forwards than
+    needed, all batched together by length:
+
+    - a whole trace whose tokens are in ``known`` (rewards already read under these weights, e.g.
+      the training job's evaluation of whole-trace pair sides) is not forwarded again;
+    - a whole trace that fits the window is read at its last token inside the one-pass row that
+      reads its actions (the causal model never looks ahead: the action reads do not change).
+
+    Every number equals scoring the trace's, or the action's, own rendering alone (see
+    ``plan_action_rows``). ``progress`` counts traces and actions as forwards finish.
+    """
+    known = known or {}
+    whole_rewards: dict[str, float] = {}
+    rows: list[Row] = []
+    one_pass = pools_last_token(model)
+    texts = [render_trace(tokenizer, t, audience) for t in traces] if whole else []
+    whole_ids = tokenize(tokenizer, texts) if texts else [[] for _ in traces]
+    action_count = 0
+    for trace, ids in zip(traces, whole_ids):
+        heads, windows = (plan_action_rows(tokenizer, trace, audience, one_pass=one_pass)
+                          if actions else ([], []))
+        action_count += sum(len(row.reads) for row in (*heads, *windows))
+        if whole:
+            if not ids:
+                raise ValueError(f"trace {trace.id} has no tokens: there is nothing to score")
+            read = (len(ids) - 1, (TRACE, trace.id))
+            if tuple(ids) in known:
+                whole_rewards[trace.id] = known[tuple(ids)]
+            elif (heads and len(ids) < tokenizer.model_max_length
+                  and tuple(ids[: len(heads[0].ids)]) == heads[0].ids):
+                heads = [Row(tuple(ids), (*heads[0].reads, read))]
+            else:
+                rows.append(Row(tuple(ids), (read,)))
+        rows.extend(heads)
+        rows.extend(windows)
+
+    def counted(keys: Sequence[Hashable], tokens: int) -> None:
+        if progress is not None:
+            traces_read = sum(isinstance(k, tuple) for k in keys)
+            progress.add(tokens, traces=traces_read, actions=len(keys) - traces_read)
+
+    if progress is not None:
+        progress.totals.update(traces=len(traces) if whole else 0, actions=action_count)
+        progress.done.update(traces=len(whole_rewards), actions=0)
+        progress.work = max(sum(len(row.ids) for row in rows), 1)
+    rewards = read_rows(model, rows, pad_id=tokenizer.pad_token_id, batch_tokens=batch_tokens,
+                        on_batch=counted)
+    for key, value in rewards.items():
+        if isinstance(key, tuple):
+            whole_rewards[key[1]] = value
+    return whole_rewards, {str(k): v for k, v in rewards.items() if not isinstance(k, tuple)}
 
 
 def _tokens_up_to(tokenizer: Any, text: str, cuts: list[int]) -> tuple[list[int], list[int | None]]:

@@ -125,3 +125,30 @@ def test_missing_or_bad_keys_are_401(api: Api, authorization: str | None) -> Non
 def test_the_account_route_says_whose_key_it_is(api: Api) -> None:
     account_id, client = api.account("ana")
     assert client.get("/api/v1/account").json()["id"] == account_id
+
+
+def test_score_again_for_chosen_traces(api: Api, ana: httpx.Client, tmp_path) -> None:
+    """POST /api/v1/traces/score (issue 18): queued with the release by default or a model of
+    yours; actions asked of a model trained without action comparisons are a 422 naming why."""
+    score = "/api/v1/traces/score"
+    assert ana.post(score, json={"trace_ids": ["t1"]}).status_code == 404  # no release yet
+    model = ana.post(RM, json={"name": "m", "trace_ids": ["t1"]}).json()
+    assert ana.post(score, json={"trace_ids": ["t1"], "model_id": model["id"]}).status_code == 404
+    succeed(api.store, api.objects, model["id"], tmp_path)  # metrics without action training
+    refused = ana.post(score, json={"trace_ids": ["t1"], "model_id": model["id"],
+                                    "actions": True})
+    assert refused.status_code == 422
+    assert "new training with action comparisons" in refused.json()["detail"]
+    assert api.store.scoring_requests() == []
+    queued = ana.post(score, json={"trace_ids": ["t2", "t1"], "model_id": model["id"]})
+    assert queued.status_code == 202
+    body = queued.json()
+    assert (body["evaluator"], body["trace_ids"], body["actions"]) == \
+        (model["id"], ["t2", "t1"], False)
+    [stored] = api.store.scoring_requests()
+    assert stored.traces == {"t2": 1, "t1": 1} and stored.owner != "" and not stored.actions
+    for bad in ({"trace_ids": []}, {"trace_ids": ["t1"], "compute": "modal"},
+                {"trace_ids": ["t1"], "actions": "yes"}):
+        assert ana.post(score, json=bad).status_code == 422, bad
+    _, bo = api.account("bo")
+    assert bo.post(score, json={"trace_ids": ["t1"], "model_id": model["id"]}).status_code == 404

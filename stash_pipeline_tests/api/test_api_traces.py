@@ -28,6 +28,9 @@ def test_import_takes_jsonl_an_array_or_one_object(ana) -> None:
     assert single.json()["trace_ids"] == ["e"]
     again = client.post(TRACES, json=trace_object("e", text="changed"))
     assert (again.json()["imported"], again.json()["updated"]) == (0, 1)
+    same = client.post(TRACES, json=trace_object("e", text="changed"))
+    assert (same.json()["updated"], same.json()["unchanged"]) == (0, 1)
+    assert client.get(f"{TRACES}/e").json()["version"] == 2
     listed = client.get(TRACES).json()
     assert listed["total"] == 5
     assert {t["id"]: t["contribute"] for t in listed["traces"]}["e"] is True

@@ -31,12 +31,19 @@ def test_import_samples_prints_a_json_summary(capsys):
     assert summary["comments"] == 2 and summary["ratings"] == 4 and summary["outcomes"] == 1
 
 
-def test_reimport_updates_and_keeps_ids(capsys):
+def test_reimport_updates_and_keeps_ids(capsys, tmp_path):
     main(["import", str(SAMPLES), "--json"])
     capsys.readouterr()
     assert main(["import", str(SAMPLES), "--json"]) == 0
+    summary = last_json(capsys)  # identical content: nothing changes (issue 18)
+    assert (summary["imported"], summary["updated"], summary["unchanged"]) == (0, 0, 3)
+    assert main(["import", str(SAMPLES)]) == 0
+    assert "(0 new, 0 updated, 3 unchanged)" in capsys.readouterr().out
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text(SAMPLES.read_text().replace("Follow the policy.", "Follow it.", 1))
+    assert main(["import", str(edited), "--json"]) == 0
     summary = last_json(capsys)
-    assert summary["imported"] == 0 and summary["updated"] == 3
+    assert (summary["updated"], summary["unchanged"]) == (1, 2)
     assert main(["traces", "show", "6f1d2c3a-0b1e-4c8e-9a51-1a2b3c4d5e01", "--json"]) == 0
     shown = last_json(capsys)
     assert shown["version"] == 2

@@ -63,6 +63,45 @@ def test_create_wait_show_weights_and_score_again(home, base_model, capsys):
     assert main(["rm", "score", model["id"], "--wait", "--json"]) == 0
     assert last_json(capsys)["status"] == "succeeded"
 
+    # Score again for chosen traces with this model, actions too (issue 18).
+    assert main(["traces", "list", "--json"]) == 0
+    rows = last_json(capsys)["traces"]
+    assert {(r["personal_model_id"], r["personal_state"]) for r in rows} == {
+        (model["id"], "scored")}
+    chosen = rows[0]["id"]
+    assert main(["traces", "score", chosen, "--model", model["id"], "--actions", "--wait",
+                 "--json"]) == 0
+    request = last_json(capsys)
+    assert (request["evaluator"], request["trace_ids"], request["actions"]) == \
+        (model["id"], [chosen], True)
+    assert main(["traces", "score", chosen, "--json"]) == 2  # no release yet
+    assert "no shared evaluator release" in capsys.readouterr().err
+
+
+def test_show_of_a_running_model_prints_the_workers_latest_progress(home, capsys):
+    import time
+
+    from stash_pipeline.instance import get_instance
+    from stash_pipeline.services import reward_models
+    from stash_pipeline.store import Store
+
+    store = Store.from_env()
+    model = reward_models.create(store, "local", {"name": "m",
+                                                  "trace_ids": store.trace_ids()[:2]})
+    store.mark_running(model.id, "run-1")
+    with get_instance() as instance:
+        for message in ("step 3/9 loss 0.6931 pairs/s 2.00", "not progress",
+                        "scoring: 40/200 traces, 500/2544 actions, 50.0 actions/s, "
+                        "about 41 s left", "scored nothing yet"):
+            instance.store_event(dg.EventLogEntry(
+                error_info=None, level=20, user_message=message, run_id="run-1",
+                timestamp=time.time(), dagster_event=None))
+    assert main(["rm", "show", model.id]) == 0
+    out = capsys.readouterr().out
+    assert "progress: scoring: 40/200 traces, 500/2544 actions" in out
+    assert main(["rm", "show", model.id, "--json"]) == 0
+    assert last_json(capsys)["progress"].startswith("scoring: 40/200")
+
 
 def test_refusals_name_the_field_and_exit_non_zero(home, capsys):
     assert main(["rm", "create", "--name", "x", "--trace-ids", "nope", "--json"]) == 2

@@ -12,10 +12,10 @@ from starlette.concurrency import run_in_threadpool
 
 from stash_pipeline.api.auth import current_account
 from stash_pipeline.api.ids import readable_ids
-from stash_pipeline.api.bodies import CommentBody, ContributionChange, RatingBody
+from stash_pipeline.api.bodies import CommentBody, ContributionChange, RatingBody, ScoreAgainBody
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.importers import FORMATS
-from stash_pipeline.services import feedback, traces
+from stash_pipeline.services import feedback, trace_scoring, traces
 from stash_pipeline.services.imports import ImportReport
 from stash_pipeline.store import Account
 from stash_pipeline.store.trace_pages import SORTS
@@ -76,6 +76,19 @@ def list_traces(request: Request, sort: Sort = "-created",
     credit and number of actions scored; `sort` by either (`-` for descending)."""
     return traces.page(request.app.state.store, account.id, sort=sort, limit=limit,
                        offset=offset, model_id=model_id)
+
+
+@router.post("/score", status_code=202, responses={
+    404: {"description": "A trace or model that is not yours, or no release yet."},
+    422: {"description": "Bad input, or actions asked of a model trained without action "
+                         "comparisons."}})
+def score_again(body: ScoreAgainBody, request: Request,
+                account: Account = Depends(current_account)) -> dict[str, Any]:
+    """Score again: a fresh run of the saved checkpoint over these traces, without labelling
+    calls or retraining; the released shared evaluator by default, or one of your models."""
+    queued = trace_scoring.request(request.app.state.store, account.id, body.trace_ids,
+                                   model_id=body.model_id, actions=body.actions)
+    return trace_scoring.request_view(queued)
 
 
 @router.get("/{trace_id}", responses=NOT_FOUND)

@@ -16,7 +16,7 @@ import dagster as dg
 from stash_pipeline.compute.job import LOG, LOSSES, append_log, phase_done_line
 from stash_pipeline.compute.run import run_worker_job, uploaded_checkpoint
 from stash_pipeline.defs import metadata
-from stash_pipeline.defs.personal.partitions import SCORE_AGAIN_TAG, personal_reward_model
+from stash_pipeline.defs.personal.partitions import personal_reward_model
 from stash_pipeline.defs.resources import (
     ComputeResource, ExtractionResource, ObjectStoreResource, StoreResource,
 )
@@ -115,28 +115,23 @@ def _log_extraction(context: dg.AssetExecutionContext, job_dir: Path) -> None:
         append_log(job_dir, phase_done_line("extraction", float(seconds.value)))
 
 
+# No pool: storing needs no worker, so a model whose worker is done is succeeded at once, not after
+# the next model's training, which holds the reward_worker slot (issue 18).
 @dg.asset(partitions_def=personal_reward_model, deps=[personal_checkpoint], group_name=GROUP,
-          kinds={"sql"}, pool=REWARD_POOL)
+          kinds={"sql"})
 def personal_scores(context: dg.AssetExecutionContext, database: StoreResource,
                     objects: ObjectStoreResource,
                     compute: ComputeResource) -> dg.MaterializeResult:
     """Every trace of the owner scored (raw and calibrated; action scores with credit when trained
-    on action comparisons), stored with metrics and checkpoint as the model succeeds. In a Score
-    again run: the saved checkpoint scores again, without labelling calls or retraining."""
+    on action comparisons), stored with metrics and checkpoint as the model succeeds. Score again
+    and traces imported later are scored by the ``trace_scores`` runs (defs/scoring)."""
     store, model_id = database.store, context.partition_key
-    generation = context.run.tags.get(SCORE_AGAIN_TAG)
-    if generation is not None:
-        results = steps.score_again(store, model_id, int(generation),
-                                    lambda job_dir, uri: run_worker_job(
-                                        context, compute.target(), job_dir, objects.objects,
-                                        checkpoint_uri=uri), compute.scratch)
-    else:
-        with model_fails_with(store, model_id, objects, compute.scratch):
-            model = store.get_reward_model(model_id)
-            job_dir = steps.job_directory(compute.scratch, model_id, model.attempt)
-            results = read_results(job_dir, model_id)
-            steps.succeed(store, model_id, results, uploaded_checkpoint(job_dir))
-        steps.keep_only_logs(job_dir)  # the weights are in the object store now
+    with model_fails_with(store, model_id, objects, compute.scratch):
+        model = store.get_reward_model(model_id)
+        job_dir = steps.job_directory(compute.scratch, model_id, model.attempt)
+        results = read_results(job_dir, model_id)
+        steps.succeed(store, model_id, results, uploaded_checkpoint(job_dir))
+    steps.keep_only_logs(job_dir)  # the weights are in the object store now
     raw = [score.raw for score in results.scores]
     ranked = sorted(results.scores, key=lambda s: s.raw)
     top = [{"trace": s.trace_id, "raw": s.raw, "calibrated": s.calibrated}
@@ -147,5 +142,4 @@ def personal_scores(context: dg.AssetExecutionContext, database: StoreResource,
         "score_histogram": metadata.histogram(raw),
         "top_traces": metadata.table(top, ["trace", "raw", "calibrated"]),
         "bottom_traces": metadata.table(bottom, ["trace", "raw", "calibrated"]),
-        "score_again": generation is not None,
     })

@@ -1,4 +1,5 @@
-"""The two runs of a personal model: training (pairs to scores) and Score again (scores only)."""
+"""A personal model's training run (pairs to scores); Score again runs are scoring's
+(defs/scoring), in the reward pool, while the storing step here needs no pool slot."""
 
 import dagster as dg
 
@@ -12,9 +13,4 @@ personal_training_job = dg.define_asset_job(
     selection=[personal_pairs, personal_split, personal_checkpoint, personal_scores],
     tags={"dagster/max_runtime": MAX_RUNTIME_S},
     description="Train a requested personal reward model and score its owner's traces.",
-)
-personal_scoring_job = dg.define_asset_job(
-    "personal_reward_model_score_again", selection=[personal_scores],
-    tags={"dagster/max_runtime": MAX_RUNTIME_S},
-    description="Score again: a fresh run of the saved checkpoint over the owner's traces.",
 )

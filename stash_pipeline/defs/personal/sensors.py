@@ -4,10 +4,12 @@ outside the worker still leaves its model failed with a reason."""
 import dagster as dg
 
 from stash_pipeline.compute.job import LOG, failure_reason
-from stash_pipeline.defs.personal.jobs import personal_scoring_job, personal_training_job
+from stash_pipeline.defs.personal.jobs import personal_training_job
 from stash_pipeline.defs.personal.partitions import SCORE_AGAIN_TAG, personal_reward_model
 from stash_pipeline.defs.resources import ComputeResource, StoreResource
+from stash_pipeline.defs.scoring.jobs import trace_scoring_job
 from stash_pipeline.services import personal_training as steps
+from stash_pipeline.services import reward_models
 
 MODEL_TAG = "stash/reward_model"
 ATTEMPT_TAG = "stash/attempt"
@@ -29,19 +31,21 @@ def queued_reward_models(context: dg.SensorEvaluationContext,
     )
 
 
-@dg.sensor(job=personal_scoring_job, minimum_interval_seconds=INTERVAL_S,
+@dg.sensor(job=trace_scoring_job, minimum_interval_seconds=INTERVAL_S,
            default_status=dg.DefaultSensorStatus.RUNNING)
 def score_again_requests(context: dg.SensorEvaluationContext,
                          database: StoreResource) -> dg.SensorResult:
-    """A run for each Score again request of a succeeded model (one run key per request)."""
+    """A scoring run over the owner's every trace for each Score again request of a succeeded
+    model (one run key per request), with actions when it was trained on action comparisons."""
     models = [m for m in database.store.list_reward_models(status="succeeded")
               if m.score_generation]
-    return dg.SensorResult(
-        run_requests=[
-            dg.RunRequest(partition_key=m.id, run_key=f"{m.id}:score:{m.score_generation}",
-                          tags={MODEL_TAG: m.id, SCORE_AGAIN_TAG: str(m.score_generation)})
-            for m in models],
-        dynamic_partitions_requests=_partitions_to_add(context, [m.id for m in models]))
+    return dg.SensorResult(run_requests=[
+        dg.RunRequest(run_key=reward_models.score_again_run_key(m),
+                      run_config={"ops": {"trace_scores": {"config": {
+                          "evaluator": m.id, "whole_owner": True,
+                          "actions": bool((m.metrics or {}).get("action_scoring_version"))}}}},
+                      tags={MODEL_TAG: m.id, SCORE_AGAIN_TAG: str(m.score_generation)})
+        for m in models])
 
 
 def _partitions_to_add(context: dg.SensorEvaluationContext,

@@ -1,0 +1,56 @@
+"""Scores of chosen traces by one saved checkpoint (a release or a personal model), in the reward
+pool: Score again for selected traces, Score again of a model's whole owner set, and the
+auto-scoring that keeps each succeeded personal model's owner's traces scored."""
+
+import dagster as dg
+
+from stash_pipeline.compute.run import run_worker_job
+from stash_pipeline.defs import metadata
+from stash_pipeline.defs.resources import ComputeResource, ObjectStoreResource, StoreResource
+from stash_pipeline.defs.traces.assets import traces
+from stash_pipeline.defs.worker_runs import REWARD_POOL, failure_text
+from stash_pipeline.services import trace_scoring as steps
+
+GROUP = "scoring"
+
+
+class TraceScoringConfig(dg.Config):
+    evaluator: str  # a release version or a personal model id
+    actions: bool  # Score actions too
+    trace_ids: list[str] = []
+    versions: list[int] = []  # the version of each trace when the run was asked for
+    request_id: int | None = None  # a Score again request: its traces
+    whole_owner: bool = False  # every trace of the model's owner (`rm score`)
+
+
+def batch_traces(database: StoreResource, config: TraceScoringConfig) -> dict[str, int]:
+    store = database.store
+    if config.request_id is not None:
+        return store.get_scoring_request(config.request_id).traces
+    if config.whole_owner:
+        return steps.owner_traces(store, config.evaluator)
+    return dict(zip(config.trace_ids, config.versions))
+
+
+@dg.asset(deps=[traces], group_name=GROUP, kinds={"pytorch"}, pool=REWARD_POOL)
+def trace_scores(context: dg.AssetExecutionContext, config: TraceScoringConfig,
+                 database: StoreResource, objects: ObjectStoreResource,
+                 compute: ComputeResource) -> dg.MaterializeResult:
+    """Whole-trace scores (and action credit when asked) of one batch of traces by one saved
+    checkpoint: a fresh run, without labelling calls or retraining."""
+    try:
+        results = steps.score(
+            database.store, config.evaluator, batch_traces(database, config),
+            actions=config.actions,
+            run=lambda job_dir, uri: run_worker_job(context, compute.target(), job_dir,
+                                                    objects.objects, checkpoint_uri=uri),
+            artifact_dir=compute.scratch, name=context.run.run_id)
+    except Exception as error:
+        raise dg.Failure(description=failure_text(error)) from error
+    raw = [score.raw for score in results.scores]
+    return dg.MaterializeResult(metadata={
+        "evaluator": config.evaluator, "scored_traces": len(results.scores),
+        "scored_actions": len(results.action_scores),
+        "score_histogram": metadata.histogram(raw),
+        "request": config.request_id if config.request_id is not None else "auto",
+    })

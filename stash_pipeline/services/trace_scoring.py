@@ -1,0 +1,187 @@
+"""Scoring chosen traces with a saved checkpoint, without Dagster: Score again for selected traces
+(the released shared evaluator by default, or a personal model; Score actions optional) and the
+auto-scoring that keeps each succeeded personal model's owner's traces scored.
+
+The seed: "Score again requests a fresh run of the saved checkpoint without labeling calls or
+retraining. Advanced options let you select a personal model and choose Score actions. Older
+personal models need new training with action comparisons."
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stash_pipeline.compute.job import CHECKPOINT_INPUT, JobSettings, write_job
+from stash_pipeline.core.errors import InputError, NotFoundError
+from stash_pipeline.core.validation import check_trace_id
+from stash_pipeline.services import reward_models
+from stash_pipeline.services.worker_jobs import JobResults, read_results, traces_in_chunks
+from stash_pipeline.store import Store
+from stash_pipeline.store.scoring_requests import ScoringRequest
+
+SCORING_DIR = "scoring"  # under RM_ARTIFACT_DIR
+# Traces one Score again request may name (a whole account is `rm score`'s job).
+MAX_TRACES_PER_REQUEST = 10_000
+# The most recent succeeded personal models of each owner that auto-scoring keeps current.
+DEFAULT_MODELS_KEPT_CURRENT = 3
+MODELS_KEPT_CURRENT_ENV = "STASH_PERSONAL_SCORING_MODELS"
+NEEDS_ACTION_TRAINING = ("this reward model was not trained on action comparisons, so it cannot "
+                         "score actions: older personal models need new training with action "
+                         "comparisons")
+RunWorker = Callable[[Path, str], Any]  # compute.run_worker_job bound to a step
+
+
+@dataclass(frozen=True)
+class Scorer:
+    """A saved checkpoint that scores: the current release or a succeeded personal model."""
+
+    evaluator: str  # the release version or the model id
+    checkpoint_uri: str
+    shared: bool
+    scores_actions: bool  # trained on action comparisons (a release always scores actions)
+
+
+def models_kept_current(environ: Mapping[str, str] | None = None) -> int:
+    """``STASH_PERSONAL_SCORING_MODELS`` (default 3): each owner's most recent succeeded models
+    that auto-scoring keeps current."""
+    environ = os.environ if environ is None else environ
+    value = environ.get(MODELS_KEPT_CURRENT_ENV) or str(DEFAULT_MODELS_KEPT_CURRENT)
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise ValueError(f"{MODELS_KEPT_CURRENT_ENV} must be a positive integer, not {value!r}")
+    return count
+
+
+def scorer(store: Store, owner: str, model_id: str | None) -> Scorer:
+    """The release (``model_id`` None) or the owner's succeeded model; NotFoundError otherwise
+    (no release yet, or no such model of the owner's with a checkpoint)."""
+    if model_id is None:
+        release = store.latest_release()
+        if release is None:
+            raise NotFoundError("no shared evaluator release yet: traces wait for the first "
+                                "release; choose a personal model with --model")
+        return Scorer(release.version, release.checkpoint_uri, True, True)
+    model = reward_models.get(store, owner, model_id)
+    if model.status != "succeeded" or not model.checkpoint_uri:
+        raise NotFoundError(f"reward model {model_id} has no checkpoint to score with: it is "
+                            f"{model.status}")
+    return Scorer(model.id, model.checkpoint_uri, False,
+                  bool((model.metrics or {}).get("action_scoring_version")))
+
+
+def scorer_of(store: Store, evaluator: str) -> Scorer:
+    """The scorer an evaluator tag names (a release version or a personal model id)."""
+    if any(r.version == evaluator for r in store.list_releases()):
+        release = store.get_release(evaluator)
+        return Scorer(release.version, release.checkpoint_uri, True, True)
+    model = store.get_reward_model(evaluator)
+    return scorer(store, model.owner, model.id)
+
+
+def request(store: Store, owner: str, trace_ids: Sequence[Any], *, model_id: str | None = None,
+            actions: bool = False) -> ScoringRequest:
+    """Queue Score again for these traces of the owner's; the scoring sensor runs it.
+
+    InputError (the API's 422) for a bad list or for actions asked of a model trained without
+    action comparisons (the seed's message); NotFoundError for a trace or model not the owner's.
+    """
+    if not isinstance(trace_ids, (list, tuple)) or not trace_ids:
+        raise InputError("give at least one trace id", field="trace_ids")
+    if len(trace_ids) > MAX_TRACES_PER_REQUEST:
+        raise InputError(f"at most {MAX_TRACES_PER_REQUEST} traces a request, got "
+                         f"{len(trace_ids)}", field="trace_ids")
+    for index, trace_id in enumerate(trace_ids):
+        if not isinstance(trace_id, str):
+            raise InputError("a trace id is a string", field=f"trace_ids[{index}]")
+        check_trace_id(trace_id, field=f"trace_ids[{index}]")
+    if not isinstance(actions, bool):
+        raise InputError(f"actions is true or false, got {actions!r}", field="actions")
+    chosen = scorer(store, owner, model_id)
+    if actions and not chosen.scores_actions:
+        raise InputError(NEEDS_ACTION_TRAINING, field="actions")
+    wanted = list(dict.fromkeys(trace_ids))
+    owned = set(store.trace_ids(owner=owner))
+    missing = [t for t in wanted if t not in owned]
+    if missing:
+        raise NotFoundError(f"no trace {', '.join(missing[:5])} of yours")
+    versions = {t.id: t.version for t in traces_in_chunks(store, wanted)}
+    return store.request_scoring(owner=owner, evaluator=chosen.evaluator, traces=versions,
+                                 actions=actions)
+
+
+def owner_traces(store: Store, model_id: str) -> dict[str, int]:
+    """Every trace of the model's owner at its current version (`rm score`: the whole set)."""
+    model = store.get_reward_model(model_id)
+    return {t.id: t.version for t in traces_in_chunks(store, store.trace_ids(owner=model.owner))}
+
+
+def request_run_key(request_id: int) -> str:
+    """One scoring run per Score again request."""
+    return f"scoring-request:{request_id}"
+
+
+def request_view(scoring: ScoringRequest) -> dict[str, Any]:
+    """The JSON form the API returns and `traces score --json` prints."""
+    return {"request_id": scoring.id, "evaluator": scoring.evaluator,
+            "trace_ids": list(scoring.traces), "actions": scoring.actions,
+            "created_at": scoring.created_at.isoformat()}
+
+
+def job_directory(artifact_dir: str | Path, evaluator: str, name: str) -> Path:
+    return Path(artifact_dir) / SCORING_DIR / evaluator / name
+
+
+def score(store: Store, evaluator: str, traces: Mapping[str, int], *, actions: bool,
+          run: RunWorker, artifact_dir: str | Path, name: str) -> JobResults:
+    """A fresh run of the evaluator's saved checkpoint over these traces: whole-trace scores
+    (raw and calibrated), and each action's credit with ``actions``; stored as one replacement of
+    that evaluator's scores of them. A trace reimported since is scored at its new version; a
+    version replaced while this ran is dropped by the store (and stays pending)."""
+    chosen = scorer_of(store, evaluator)
+    if actions and not chosen.scores_actions:
+        raise InputError(NEEDS_ACTION_TRAINING, field="actions")
+    scored = list(traces_in_chunks(store, list(traces)))
+    job_dir = job_directory(artifact_dir, evaluator, name)
+    shutil.rmtree(job_dir, ignore_errors=True)
+    outputs = ("scores", "action_scores") if actions else ("scores",)
+    write_job(job_dir, JobSettings(evaluator=evaluator, checkpoint=CHECKPOINT_INPUT,
+                                   outputs=outputs), score_traces=scored)
+    run(job_dir, chosen.checkpoint_uri)
+    results = read_results(job_dir, evaluator,
+                           scored={t.id: t.version for t in scored} if actions else None)
+    if chosen.shared:
+        store.save_scores(results.scores)
+        if actions:
+            store.save_action_scores(evaluator, results.scored, results.action_scores)
+    else:
+        store.replace_scores(evaluator, scores=results.scores, scored=results.scored,
+                             action_scores=results.action_scores)
+    shutil.rmtree(job_dir, ignore_errors=True)  # scoring runs all the time: keep no scratch
+    return results
+
+
+def pending_batches(store: Store, *, per_owner: int, batch_size: int, room: int,
+                    skip: set[tuple[str, str, int]]) -> list[tuple[str, bool, list[tuple[str, int]]]]:
+    """Auto-scoring's next batches: (model id, score actions, [(trace id, version)]) for the trace
+    versions each kept-current model has not scored, ``room`` traces at most, none in ``skip``
+    ((model id, trace id, version) already handed out)."""
+    out: list[tuple[str, bool, list[tuple[str, int]]]] = []
+    for model in store.models_kept_current(per_owner):
+        if room <= 0:
+            break
+        pending = [p for p in store.traces_pending_model(model.id, model.owner,
+                                                         limit=room + len(skip))
+                   if (model.id, *p) not in skip][:room]
+        room -= len(pending)
+        actions = bool((model.metrics or {}).get("action_scoring_version"))
+        out.extend((model.id, actions, pending[i:i + batch_size])
+                   for i in range(0, len(pending), batch_size))
+    return out
