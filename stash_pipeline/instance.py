@@ -20,6 +20,7 @@ import dagster as dg
 from stash_pipeline.core.home import stash_home
 
 LOCAL_CONFIG = Path(__file__).with_name("dagster_local.yaml")
+CREATED = ".stash-created"  # in the instance folder, once its storage exists
 # Runs executed here log their progress (the worker's steps among it) at INFO, not every DEBUG event.
 CONSOLE_INFO = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
 # The tags by which the sensor daemon finds a run key's existing run and skips the key
@@ -46,8 +47,31 @@ def dagster_home(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def get_instance() -> dg.DagsterInstance:
-    os.environ["DAGSTER_HOME"] = str(dagster_home())
-    return dg.DagsterInstance.get()
+    """The instance; its storage is created once, under a lock, so parallel first commands (eight
+    imports into a fresh STASH_HOME) never both create it (Dagster's SQLite schedule storage
+    would then hold two alembic versions, and every later command fail)."""
+    home = dagster_home()
+    os.environ["DAGSTER_HOME"] = str(home)
+    if (home / CREATED).is_file():
+        return dg.DagsterInstance.get()
+    from filelock import FileLock
+
+    try:
+        lock = FileLock(home / f"{CREATED}.lock")
+        lock.acquire()
+    except OSError:  # a read-only DAGSTER_HOME: a deployment created its storage beforehand
+        return dg.DagsterInstance.get()
+    try:
+        instance = dg.DagsterInstance.get()
+        if not (home / CREATED).is_file():
+            # Every storage now, while the lock is held (Dagster creates some on first use).
+            instance.get_runs(limit=1)
+            instance.all_instigator_state()
+            instance.get_latest_materialization_event(dg.AssetKey("traces"))
+            (home / CREATED).write_text("the storage of this instance is created\n")
+        return instance
+    finally:
+        lock.release()
 
 
 def record_traces_import(instance: dg.DagsterInstance, summary: Mapping[str, int],
