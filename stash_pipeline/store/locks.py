@@ -18,6 +18,11 @@ import sqlalchemy as sa
 from stash_pipeline.core.errors import StashError
 
 _MIGRATION_LOCK = "stash-pipeline:migrations"
+# Trace locks are striped: a trace takes the lock of its stripe, so a transaction holds at most
+# this many trace locks however many traces it writes. One lock per trace exhausted PostgreSQL's
+# shared lock table ("out of shared memory", max_locks_per_transaction x max_connections slots)
+# with one 30,000-trace import. Two writers of different traces in one stripe take turns.
+TRACE_LOCK_STRIPES = 256
 
 
 class ConcurrentWriteError(StashError):
@@ -36,12 +41,21 @@ def lock_key(name: str) -> int:
                           signed=True)
 
 
+_STRIPE_KEYS = [lock_key(f"trace-stripe:{stripe}") for stripe in range(TRACE_LOCK_STRIPES)]
+
+
 def lock_traces(connection: sa.Connection, trace_ids: Iterable[str]) -> None:
-    """Hold each trace until the transaction ends. Keys are taken in sorted order, so two
-    transactions that lock overlapping sets in one call never wait on each other in a cycle."""
+    """Hold each trace (its stripe) until the transaction ends. Keys are taken in sorted order,
+    so two transactions that lock overlapping sets in one call never wait on each other in a
+    cycle."""
     if connection.dialect.name != "postgresql":
         return
-    keys = sorted({lock_key(f"trace:{trace_id}") for trace_id in trace_ids})
+    stripes = {lock_key(f"trace:{trace_id}") % TRACE_LOCK_STRIPES for trace_id in trace_ids}
+    if len(stripes) > TRACE_LOCK_STRIPES // 4:
+        # A large write (an import's chunk) takes every stripe, in order, at once: its later
+        # chunks then need no more, so two large imports take turns instead of deadlocking.
+        stripes = set(range(TRACE_LOCK_STRIPES))
+    keys = sorted(_STRIPE_KEYS[stripe] for stripe in stripes)
     if keys:  # unnest yields the array in order, and each row takes its lock in turn
         connection.execute(sa.text("SELECT pg_advisory_xact_lock(k) "
                                    "FROM unnest(CAST(:keys AS bigint[])) AS k"), {"keys": keys})
