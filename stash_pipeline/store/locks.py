@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 import sqlalchemy as sa
 
-from stash_pipeline.core.errors import StashError
+from stash_pipeline.core.errors import UnavailableError
 
 _MIGRATION_LOCK = "stash-pipeline:migrations"
 # Trace locks are striped: a trace takes the lock of its stripe, so a transaction holds at most
@@ -25,14 +25,20 @@ _MIGRATION_LOCK = "stash-pipeline:migrations"
 TRACE_LOCK_STRIPES = 256
 
 
-class ConcurrentWriteError(StashError):
+class ConcurrentWriteError(UnavailableError):
     """Another writer kept the database busy too long, or PostgreSQL chose this transaction to
     break a deadlock (``deadlock``: the other one has gone ahead, so an immediate retry is fine).
     Nothing of the call was stored; running it again is safe."""
 
+    retry_after_s = 1
+
     def __init__(self, message: str, *, deadlock: bool = False):
         super().__init__(message)
         self.deadlock = deadlock
+
+
+class DatabaseUnavailableError(UnavailableError):
+    """The database could not be reached, or dropped the connection (it was stopped)."""
 
 
 def lock_key(name: str) -> int:
@@ -83,4 +89,44 @@ def concurrent_write_errors(busy_timeout_s: float | None) -> Iterator[None]:
             raise ConcurrentWriteError(
                 f"another writer conflicted with this one ({type(error.orig).__name__}); nothing "
                 "was stored, run the command again", deadlock=True) from error
+        if getattr(error.orig, "sqlstate", None) == "55P03":  # lock_timeout ran out
+            raise ConcurrentWriteError(
+                "another writer held a lock past the lock timeout; nothing was stored, run the "
+                "command again") from error
+        translated = unavailable_database(error)
+        if translated is not None:
+            raise translated from None
         raise
+
+
+def unavailable_database(error: BaseException) -> UnavailableError | None:
+    """The error as ours when the database went away or stayed locked, else None."""
+    if not isinstance(error, sa.exc.DBAPIError):
+        return None
+    if "database is locked" in str(error.orig):
+        return ConcurrentWriteError("the SQLite database stayed locked by another writer past "
+                                    "its busy timeout; nothing was stored, try again")
+    if not _unreachable(error):
+        return None
+    return DatabaseUnavailableError(
+        f"the database is unavailable ({_first_line(error.orig)}); nothing was stored, try "
+        "again once it is back")
+
+
+def _unreachable(error: sa.exc.DBAPIError) -> bool:
+    """A connection that failed or broke, not a statement the database refused."""
+    if error.connection_invalidated or isinstance(error, sa.exc.InterfaceError):
+        return True
+    if not isinstance(error, sa.exc.OperationalError):
+        return False
+    state = getattr(error.orig, "sqlstate", None)
+    # 08: connection exception; 57P01-57P03: the server is shutting down or starting up.
+    if state is not None:
+        return state.startswith("08") or state in ("57P01", "57P02", "57P03")
+    text = str(error.orig).lower()
+    return any(sign in text for sign in ("connection", "server closed", "unable to open database",
+                                         "disk i/o error"))
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0].strip()
