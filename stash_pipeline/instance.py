@@ -7,11 +7,14 @@ evaluate the pipeline's sensors once and run what they request in this process, 
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import shutil
 import socket
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -143,14 +146,38 @@ def run_sensor_requests(instance: dg.DagsterInstance, defs: dg.Definitions, sens
         job = defs.resolve_job_def(request.job_name or sensor.job_name)
         if on_run:
             on_run(f"running {job.name} for {request.partition_key or request.run_key}")
-        result = job.execute_in_process(instance=instance, partition_key=request.partition_key,
-                                        tags=tags, raise_on_error=False,
-                                        run_config={**dict(request.run_config or {}),
-                                                    **CONSOLE_INFO})
+        with _console_without_stack_traces():
+            result = job.execute_in_process(
+                instance=instance, partition_key=request.partition_key, tags=tags,
+                raise_on_error=False, run_config={**dict(request.run_config or {}),
+                                                  **CONSOLE_INFO})
         runs.append(result.dagster_run)
         if not result.success:
             _record_failed_run(instance, defs, result)
     return runs
+
+
+class _OneLineErrors(logging.Logger):
+    """Dagster's console logger for runs executed here: an error in one line, without its stack
+    trace (the run's event log keeps the whole error, for the UI; the model keeps the reason)."""
+
+    def handle(self, record: logging.LogRecord) -> None:
+        if isinstance(record.msg, str) and "Stack Trace:" in record.msg:
+            head = record.msg.split("\n\nStack Trace:", 1)[0]
+            # `failed.\n\ndagster._core.definitions.events.Failure: why` reads `failed: why`.
+            record.msg = re.sub(r"\.?\s*\n\n(?:[\w.]+\.)?\w+: ", ": ", head).replace("\n", " ")
+        super().handle(record)
+
+
+@contextmanager
+def _console_without_stack_traces() -> Iterator[None]:
+    """Dagster makes its console logger with the logging module's logger class at run start."""
+    previous = logging.getLoggerClass()
+    logging.setLoggerClass(_OneLineErrors)
+    try:
+        yield
+    finally:
+        logging.setLoggerClass(previous)
 
 
 def _run_of_key(instance: dg.DagsterInstance, sensor_name: str,
