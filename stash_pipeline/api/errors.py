@@ -47,11 +47,13 @@ def database_error(request: Request, error: Exception) -> JSONResponse:
     translated = unavailable_database(error)
     if translated is not None:
         return unavailable(request, translated)
+    log.error("unexpected database error: %s", error, exc_info=error)
     return internal_error(request, error)
 
 
 def internal_error(_: Request, error: Exception) -> JSONResponse:
-    log.error("unexpected error: %s", error, exc_info=error)
+    """Any other exception (Starlette logs it with its traceback, then re-raises it to the
+    server, which has sent this answer already)."""
     return error_response(500, "internal error: the server failed to answer this request; "
                                "the error is logged")
 

@@ -138,3 +138,18 @@ def test_weights_while_the_object_store_is_down_is_503(store: Store, tmp_path: P
             assert "object store" in ana.get(f"{RM}/{model['id']}/weights").json()["detail"]
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)
+def test_a_bug_is_a_one_line_500_without_a_traceback(api: Api, monkeypatch) -> None:
+    from stash_pipeline.services import reward_models
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("a server-side detail\nTraceback-like second line")
+
+    monkeypatch.setattr(reward_models, "list_models", broken)
+    _, ana = api.account("ana")
+    response = ana.get(RM)
+    assert response.status_code == 500
+    assert response.json() == {"detail": "internal error: the server failed to answer this "
+                                         "request; the error is logged"}
