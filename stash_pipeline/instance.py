@@ -7,10 +7,14 @@ evaluate the pipeline's sensors once and run what they request in this process, 
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import shutil
+import socket
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +23,18 @@ import dagster as dg
 from stash_pipeline.core.home import stash_home
 
 LOCAL_CONFIG = Path(__file__).with_name("dagster_local.yaml")
+CREATED = ".stash-created"  # in the instance folder, once its storage exists
 # Runs executed here log their progress (the worker's steps among it) at INFO, not every DEBUG event.
 CONSOLE_INFO = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
 # The tags by which the sensor daemon finds a run key's existing run and skips the key
 # (dagster._daemon.sensor.fetch_existing_runs); a run without an origin matches on the name.
 RUN_KEY_TAG = "dagster/run_key"
 SENSOR_NAME_TAG = "dagster/sensor_name"
+# The process that executes a run here (`host:pid:start`): a run whose process is gone, such as a
+# `--wait` command killed with SIGKILL, is failed by fail_abandoned_runs and its pool slots freed.
+PROCESS_TAG = "stash/process"
+IN_PROGRESS = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
+               dg.DagsterRunStatus.CANCELING]
 
 
 def dagster_home(environ: Mapping[str, str] | None = None) -> Path:
@@ -40,8 +50,31 @@ def dagster_home(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def get_instance() -> dg.DagsterInstance:
-    os.environ["DAGSTER_HOME"] = str(dagster_home())
-    return dg.DagsterInstance.get()
+    """The instance; its storage is created once, under a lock, so parallel first commands (eight
+    imports into a fresh STASH_HOME) never both create it (Dagster's SQLite schedule storage
+    would then hold two alembic versions, and every later command fail)."""
+    home = dagster_home()
+    os.environ["DAGSTER_HOME"] = str(home)
+    if (home / CREATED).is_file():
+        return dg.DagsterInstance.get()
+    from filelock import FileLock
+
+    try:
+        lock = FileLock(home / f"{CREATED}.lock")
+        lock.acquire()
+    except OSError:  # a read-only DAGSTER_HOME: a deployment created its storage beforehand
+        return dg.DagsterInstance.get()
+    try:
+        instance = dg.DagsterInstance.get()
+        if not (home / CREATED).is_file():
+            # Every storage now, while the lock is held (Dagster creates some on first use).
+            instance.get_runs(limit=1)
+            instance.all_instigator_state()
+            instance.get_latest_materialization_event(dg.AssetKey("traces"))
+            (home / CREATED).write_text("the storage of this instance is created\n")
+        return instance
+    finally:
+        lock.release()
 
 
 def record_traces_import(instance: dg.DagsterInstance, summary: Mapping[str, int],
@@ -100,6 +133,7 @@ def run_sensor_requests(instance: dg.DagsterInstance, defs: dg.Definitions, sens
     running daemon started, is waited for instead of run twice, and the runs started here carry
     the tags by which the daemon's sensor skips a key that has a run. Returns the finished runs.
     """
+    fail_abandoned_runs(instance, record=dead_run_recorder(defs))
     sensor = defs.resolve_sensor_def(sensor_name)
     with dg.build_sensor_context(instance=instance, definitions=defs,
                                  instance_ref=instance.get_ref(), sensor_name=sensor_name,
@@ -113,7 +147,7 @@ def run_sensor_requests(instance: dg.DagsterInstance, defs: dg.Definitions, sens
             continue
         if run_keys is not None and request.run_key not in run_keys:
             continue
-        tags = dict(request.tags)
+        tags = {**dict(request.tags), PROCESS_TAG: this_process()}
         if once_per_run_key and request.run_key:
             existing = _run_of_key(instance, sensor_name, request.run_key)
             if existing is not None:
@@ -126,14 +160,38 @@ def run_sensor_requests(instance: dg.DagsterInstance, defs: dg.Definitions, sens
         job = defs.resolve_job_def(request.job_name or sensor.job_name)
         if on_run:
             on_run(f"running {job.name} for {request.partition_key or request.run_key}")
-        result = job.execute_in_process(instance=instance, partition_key=request.partition_key,
-                                        tags=tags, raise_on_error=False,
-                                        run_config={**dict(request.run_config or {}),
-                                                    **CONSOLE_INFO})
+        with _console_without_stack_traces():
+            result = job.execute_in_process(
+                instance=instance, partition_key=request.partition_key, tags=tags,
+                raise_on_error=False, run_config={**dict(request.run_config or {}),
+                                                  **CONSOLE_INFO})
         runs.append(result.dagster_run)
         if not result.success:
             _record_failed_run(instance, defs, result)
     return runs
+
+
+class _OneLineErrors(logging.Logger):
+    """Dagster's console logger for runs executed here: an error in one line, without its stack
+    trace (the run's event log keeps the whole error, for the UI; the model keeps the reason)."""
+
+    def handle(self, record: logging.LogRecord) -> None:
+        if isinstance(record.msg, str) and "Stack Trace:" in record.msg:
+            head = record.msg.split("\n\nStack Trace:", 1)[0]
+            # `failed.\n\ndagster._core.definitions.events.Failure: why` reads `failed: why`.
+            record.msg = re.sub(r"\.?\s*\n\n(?:[\w.]+\.)?\w+: ", ": ", head).replace("\n", " ")
+        super().handle(record)
+
+
+@contextmanager
+def _console_without_stack_traces() -> Iterator[None]:
+    """Dagster makes its console logger with the logging module's logger class at run start."""
+    previous = logging.getLoggerClass()
+    logging.setLoggerClass(_OneLineErrors)
+    try:
+        yield
+    finally:
+        logging.setLoggerClass(previous)
 
 
 def _run_of_key(instance: dg.DagsterInstance, sensor_name: str,
@@ -145,16 +203,79 @@ def _run_of_key(instance: dg.DagsterInstance, sensor_name: str,
 
 
 def _finished(instance: dg.DagsterInstance, run_id: str, poll_s: float = 1.0) -> dg.DagsterRun:
+    """The run once it ended; one whose process died (a killed `--wait`) is failed here."""
     while not (run := instance.get_run_by_id(run_id)).is_finished:
+        if fail_abandoned_runs(instance, [run]):
+            continue
         time.sleep(poll_s)
     return run
 
 
-def _record_failed_run(instance: dg.DagsterInstance, defs: dg.Definitions, result: Any) -> None:
-    """What the run-failure sensor does in a deployment, for a run executed here."""
+def this_process() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{_process_start(os.getpid()) or ''}"
+
+
+def _process_start(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux), which a reused pid does not
+    share; "Z" for a zombie, None where /proc cannot tell."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return "Z" if fields[0] in ("Z", "X") else fields[19]
+
+
+def process_gone(tag: str) -> bool:
+    """Whether the process a PROCESS_TAG names has ended; False for another host's process."""
+    host, pid, start = tag.rsplit(":", 2)
+    if host != socket.gethostname():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # alive, another user's
+    now = _process_start(int(pid))
+    return now == "Z" or bool(start and now and now != start)
+
+
+def fail_abandoned_runs(instance: dg.DagsterInstance,
+                        runs: Sequence[dg.DagsterRun] | None = None,
+                        record: Callable[[dg.DagsterRun, str], Any] | None = None
+                        ) -> list[dg.DagsterRun]:
+    """Runs in progress whose process here has died: failed with the reason, their pool slots
+    freed, and a personal model's attempt failed (its run-failure sensor does the same in a
+    deployment). Returns the runs it failed."""
+    if runs is None:
+        runs = instance.get_runs(filters=dg.RunsFilter(statuses=IN_PROGRESS))
+    failed = []
+    for run in runs:
+        tag = run.tags.get(PROCESS_TAG)
+        if run.status not in IN_PROGRESS or not tag or not process_gone(tag):
+            continue
+        pid = tag.split(":")[-2]
+        message = (f"the command that ran it (process {pid}) ended before the run did "
+                   "(it was killed); retry it")
+        instance.report_run_failed(run, message)
+        if instance.event_log_storage.supports_global_concurrency_limits:
+            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        failed.append(run)
+        (record or dead_run_recorder(definitions()))(run, message)
+    return failed
+
+
+def dead_run_recorder(defs: dg.Definitions) -> Callable[[dg.DagsterRun, str], Any]:
+    """What the run-failure sensor does in a deployment, for a run that failed here."""
     from stash_pipeline.defs.personal.sensors import record_dead_run
 
+    resources = defs.resources
+    return lambda run, message: record_dead_run(run, message, resources["database"],
+                                                resources["compute"])
+
+
+def _record_failed_run(instance: dg.DagsterInstance, defs: dg.Definitions, result: Any) -> None:
+    """What the run-failure sensor does in a deployment, for a run executed here."""
     failure = next((e for e in result.all_events if e.is_step_failure or e.is_run_failure), None)
     message = failure.message if failure is not None else "the run failed"
-    resources = defs.resources
-    record_dead_run(result.dagster_run, message, resources["database"], resources["compute"])
+    dead_run_recorder(defs)(result.dagster_run, message)

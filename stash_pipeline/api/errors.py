@@ -3,25 +3,59 @@
 InputError 422 (naming the file, record and field), NotFoundError 404 (another account's id too),
 StatusError and a taken trace id 409, an expired or altered download URL 403, the SQL endpoint not
 set up 503. FastAPI's own validation errors (query parameters, small bodies) get the same shape.
+
+A retryable condition (the database busy past its busy timeout or down, the object store down, a
+lock wait that ran out) is 503 with ``Retry-After`` and ``"retryable": true``; a 500 is a bug, and
+its body is one line without a traceback.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from stash_pipeline.core.errors import InputError, NotFoundError, OwnershipError
+from stash_pipeline.core.errors import (
+    InputError, NotFoundError, OwnershipError, UnavailableError,
+)
 from stash_pipeline.objects import DownloadRefusedError, ObjectNotFoundError
 from stash_pipeline.store import StatusError
+from stash_pipeline.store.locks import unavailable_database
 from stash_pipeline.store.readonly_sql import SqlRefused, SqlUnavailable
 
+log = logging.getLogger(__name__)
 
-def error_response(status: int, detail: str, **extra: Any) -> JSONResponse:
+
+def error_response(status: int, detail: str, *, headers: dict[str, str] | None = None,
+                   **extra: Any) -> JSONResponse:
     body = {"detail": detail, **{k: v for k, v in extra.items() if v is not None}}
-    return JSONResponse(body, status_code=status)
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def unavailable(_: Request, error: UnavailableError) -> JSONResponse:
+    seconds = error.retry_after_s
+    return error_response(503, f"{error} (retry in {seconds} s)", retryable=True,
+                          headers={"Retry-After": str(seconds)})
+
+
+def database_error(request: Request, error: Exception) -> JSONResponse:
+    """A database error no store call turned into ours: retryable when the database went
+    away, else a bug (500), said in one line."""
+    translated = unavailable_database(error)
+    if translated is not None:
+        return unavailable(request, translated)
+    log.error("unexpected database error: %s", error, exc_info=error)
+    return internal_error(request, error)
+
+
+def internal_error(_: Request, error: Exception) -> JSONResponse:
+    """Any other exception (Starlette logs it with its traceback, then re-raises it to the
+    server, which has sent this answer already)."""
+    return error_response(500, "internal error: the server failed to answer this request; "
+                               "the error is logged")
 
 
 def input_error(_: Request, error: InputError) -> JSONResponse:
@@ -42,6 +76,11 @@ def validation_error(_: Request, error: RequestValidationError) -> JSONResponse:
 
 
 def install(app: FastAPI) -> None:
+    import sqlalchemy as sa
+
+    app.add_exception_handler(UnavailableError, unavailable)
+    app.add_exception_handler(sa.exc.DBAPIError, database_error)
+    app.add_exception_handler(Exception, internal_error)
     app.add_exception_handler(InputError, input_error)
     app.add_exception_handler(RequestValidationError, validation_error)
     handlers = (

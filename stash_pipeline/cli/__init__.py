@@ -34,6 +34,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StashError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except Exception as error:  # noqa: BLE001 - no traceback reaches a user (STASH_DEBUG=1 does)
+        if os.environ.get("STASH_DEBUG"):
+            raise
+        from stash_pipeline.store.locks import unavailable_database
+
+        known = unavailable_database(error)
+        if known is not None:
+            print(f"error: {known}", file=sys.stderr)
+            return 2
+        first = (str(error).strip().splitlines() or [""])[0]
+        print(f"error: unexpected {type(error).__name__}: {first} (a bug: run it again with "
+              "STASH_DEBUG=1 for the traceback, and report it)", file=sys.stderr)
+        return 1
     except BrokenPipeError:
         # The reader went away (`| head`): stop quietly, as other command-line tools do. Output
         # still buffered would fail again at exit, so stdout is pointed at /dev/null first.

@@ -7,7 +7,7 @@ from typing import Any
 
 from stash_pipeline.cli.output import print_json, print_table
 from stash_pipeline.cli.store import open_store
-from stash_pipeline.cli.waiting import WAIT_HELP, run_now
+from stash_pipeline.cli.waiting import WAIT_HELP, fail_abandoned_runs, run_now
 from stash_pipeline.core.traces import DEFAULT_OWNER
 from stash_pipeline.core.training_settings import (
     DEFAULT_BASE_MODEL, DEFAULT_EPOCHS, DEFAULT_MAX_PAIRS,
@@ -95,6 +95,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    fail_abandoned_runs()
     return _report(open_store(), args, args.model_id)
 
 
@@ -123,6 +124,7 @@ def _request_run(args: argparse.Namespace, operation: str, sensor: str, said: An
     from stash_pipeline.services import reward_models
 
     store = open_store()
+    fail_abandoned_runs()  # a model whose `--wait` command was killed can be retried at once
     model = getattr(reward_models, operation)(store, args.owner, args.model_id)
     if not args.json:
         print(said(model))

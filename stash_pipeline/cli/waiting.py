@@ -25,3 +25,13 @@ def run_now(sensor: str, model_id: str | None = None, *,
 def say(line: str) -> None:
     """Progress goes to stderr: stdout's last line is the command's JSON."""
     print(line, file=sys.stderr)
+
+
+def fail_abandoned_runs() -> None:
+    """Fail the runs whose `--wait` command was killed, so their models read failed (with the
+    reason) and can be retried, and their pool slots are free."""
+    from stash_pipeline.instance import fail_abandoned_runs as fail, get_instance
+
+    with get_instance() as instance:
+        for run in fail(instance):
+            say(f"run {run.run_id} failed: the command that ran it was killed")

@@ -8,9 +8,11 @@ caller needs the exit status (a negative one names the signal that killed the wo
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,9 @@ from stash_pipeline.compute.outcome import WorkerExit
 
 # After SIGTERM the worker logs why it stops; past this it is killed.
 TERMINATION_GRACE_S = 30
+# prctl(PR_SET_PDEATHSIG): Linux signals the worker when the process that started it dies.
+PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
 
 def run_local_worker(context: Any, job_dir: Path, *, python: str,
@@ -30,7 +35,8 @@ def run_local_worker(context: Any, job_dir: Path, *, python: str,
         process = subprocess.Popen(
             [python, "-m", "stash_pipeline.worker", str(job_dir)], cwd=job_dir,
             env={**os.environ, **(env or {}), **session.get_bootstrap_env_vars()},
-            start_new_session=True)  # its own process group: a signal reaches all its children
+            start_new_session=True,  # its own process group: a signal reaches all its children
+            preexec_fn=_die_with_parent)
         timed_out = False
         try:
             code = process.wait(timeout=timeout_s)
@@ -42,6 +48,13 @@ def run_local_worker(context: Any, job_dir: Path, *, python: str,
             raise
     return WorkerExit(code, timed_out=timed_out, timeout_s=timeout_s,
                       messages=tuple(session.get_custom_messages()))
+
+
+def _die_with_parent() -> None:
+    """In the worker, before it starts: SIGTERM (it logs why it stops) when its caller dies, so
+    a `--wait` command killed with SIGKILL leaves no worker running on."""
+    if _LIBC is not None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _terminate(process: subprocess.Popen) -> int:

@@ -36,3 +36,10 @@ class OwnershipError(StashError):
 
 class NotFoundError(StashError):
     """A trace, action or model that does not exist (or is not the caller's)."""
+
+
+class UnavailableError(StashError):
+    """A service the call needs is busy or down (the database, the object store): nothing was
+    changed, and the same call can succeed later. The API answers 503 with ``Retry-After``."""
+
+    retry_after_s = 5

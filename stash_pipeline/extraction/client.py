@@ -34,8 +34,11 @@ class AnthropicExtractor:
     def answer(self, item: ExtractionInput) -> Any:
         request = build_request(item, self.config.model, self.config.max_tokens)
         message = self._create(item.trace.id, request)
-        calls = [block for block in message.content
-                 if block.type == "tool_use" and block.name == TOOL_NAME]
+        try:
+            calls = [block for block in message.content
+                     if block.type == "tool_use" and block.name == TOOL_NAME]
+        except (AttributeError, TypeError) as error:  # JSON, but not a Messages API answer
+            raise _malformed(item.trace.id, error) from None
         if len(calls) != 1:
             raise ExtractionError(
                 f"malformed answer: expected one {TOOL_NAME} tool call, got "
@@ -48,6 +51,8 @@ class AnthropicExtractor:
         for attempt in range(attempts):
             try:
                 return self._client.messages.create(**request)
+            except anthropic.APIResponseValidationError as error:
+                raise _malformed(trace_id, error) from None
             except (anthropic.APIConnectionError, anthropic.APIStatusError) as error:
                 status = getattr(error, "status_code", None)
                 retryable = status is None or status == 429 or status >= 500
@@ -60,7 +65,18 @@ class AnthropicExtractor:
                 log.warning("extraction for trace %s: %s, retry %d/%d in %.2fs", trace_id,
                             status or type(error).__name__, attempt + 1, attempts - 1, delay)
                 self._sleep(delay)
+            except (ValueError, TypeError, AttributeError) as error:
+                # An answer that is no JSON (UnicodeDecodeError, JSONDecodeError) or no message.
+                raise _malformed(trace_id, error) from None
         raise AssertionError("unreachable")
+
+
+def _malformed(trace_id: str, error: Exception) -> ExtractionError:
+    """The provider answered something that is not a Messages API answer: one line saying so."""
+    detail = (str(error).strip().splitlines() or [""])[0][:200]
+    return ExtractionError(f"malformed answer from the model provider (Anthropic Messages API): "
+                           f"{type(error).__name__}: {detail}; check ANTHROPIC_BASE_URL, or "
+                           "retry later", trace_id=trace_id)
 
 
 def _message(error: Exception) -> str:

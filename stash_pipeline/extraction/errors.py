@@ -21,5 +21,6 @@ class MissingApiKeyError(StashError):
         self.pending_traces = pending_traces
         super().__init__(
             f"feedback extraction needs an Anthropic API key: {pending_traces} selected trace(s) "
-            "have comments, later user messages or actions to assess. Set ANTHROPIC_API_KEY "
+            "have comments, later user messages or actions to assess. Set ANTHROPIC_API_KEY, "
+            "or STASH_EXTRACTION=off to train on ratings, comparisons and outcomes alone "
             "(see docs/annotations.md).")

@@ -6,11 +6,15 @@ errors from S3 are re-raised with the secret and access key scrubbed (see ``s3.p
 
 from __future__ import annotations
 
-from stash_pipeline.core.errors import StashError
+from stash_pipeline.core.errors import StashError, UnavailableError
 
 
 class ObjectStoreError(StashError):
     """An object store operation failed; the message names the URI or key."""
+
+
+class ObjectStoreUnavailableError(ObjectStoreError, UnavailableError):
+    """The object store could not be reached or answered that it is busy (S3 5xx, SlowDown)."""
 
 
 class ObjectStoreConfigError(ObjectStoreError):

@@ -19,14 +19,22 @@ import boto3
 from boto3.exceptions import Boto3Error
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError, ClientError, ConnectionClosedError, EndpointConnectionError, ReadTimeoutError,
+)
 
 from stash_pipeline.core.training_settings import DOWNLOAD_URL_EXPIRES_S
 from stash_pipeline.objects.base import ObjectStore, check_expires_s, download_target, source_file
-from stash_pipeline.objects.errors import ObjectLocationError, ObjectNotFoundError, ObjectStoreError
+from stash_pipeline.objects.errors import (
+    ObjectLocationError, ObjectNotFoundError, ObjectStoreError, ObjectStoreUnavailableError,
+)
 from stash_pipeline.objects.keys import validate_key
 
 _MISSING_CODES = {"404", "NoSuchKey", "NotFound"}
+_UNREACHABLE = (EndpointConnectionError, ConnectionClosedError, ReadTimeoutError)
+# Answers that say "later": the store is overloaded or failing, not refusing this request.
+_BUSY_CODES = {"500", "502", "503", "504", "InternalError", "ServiceUnavailable", "SlowDown",
+               "RequestTimeout"}
 
 
 @dataclass(frozen=True)
@@ -131,9 +139,16 @@ class S3ObjectStore(ObjectStore):
                 raise ObjectNotFoundError(f"no object at {uri}") from None
             message = self._scrub(f"{operation} {uri} failed: S3 answered {code}: "
                                   f"{details.get('Message', '')}")
+            if code in _BUSY_CODES:
+                raise ObjectStoreUnavailableError(f"{message}; try again later") from None
             raise ObjectStoreError(message) from None
         except (BotoCoreError, Boto3Error) as error:
-            raise ObjectStoreError(self._scrub(f"{operation} {uri} failed: {error}")) from None
+            message = self._scrub(f"{operation} {uri} failed: {error}")
+            # The transfer manager wraps a connection failure in S3UploadFailedError's text.
+            if isinstance(error, _UNREACHABLE) or "Could not connect" in str(error):
+                raise ObjectStoreUnavailableError(
+                    f"the object store is unavailable: {message}; try again later") from None
+            raise ObjectStoreError(message) from None
 
     def _scrub(self, message: str) -> str:
         for secret in (self.settings.secret_key, self.settings.access_key):

@@ -34,7 +34,7 @@ class FakeAnthropic:
     """Answers POST /v1/messages with the next scripted (status, body); records each request."""
 
     def __init__(self):
-        self.responses: deque[tuple[int, dict]] = deque()
+        self.responses: deque[tuple[int, dict | bytes]] = deque()
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []
         fake = self
@@ -50,8 +50,9 @@ class FakeAnthropic:
                     return self._send(500, error_body("api_error", "no scripted response left"))
                 self._send(*fake.responses.popleft())
 
-            def _send(self, status: int, payload: dict):
-                data = json.dumps(payload).encode()
+            def _send(self, status: int, payload: dict | bytes):
+                # Bytes go out as they are: a provider answering garbage.
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
@@ -67,7 +68,7 @@ class FakeAnthropic:
         self._thread = threading.Thread(target=self.server.serve_forever,
                                         kwargs={"poll_interval": 0.02}, daemon=True)
 
-    def reply(self, status: int, body: dict) -> None:
+    def reply(self, status: int, body: dict | bytes) -> None:
         self.responses.append((status, body))
 
     def reply_tool(self, tool_input: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ from stash_pipeline.services import reward_models
 MODEL_TAG = "stash/reward_model"
 ATTEMPT_TAG = "stash/attempt"
 INTERVAL_S = 10
+ABANDONED_INTERVAL_S = 30
 
 
 @dg.sensor(job=personal_training_job, minimum_interval_seconds=INTERVAL_S,
@@ -93,3 +94,17 @@ def failed_reward_model_runs(context: dg.RunFailureSensorContext, database: Stor
 def cancelled_reward_model_runs(context: dg.RunStatusSensorContext, database: StoreResource,
                                 compute: ComputeResource) -> None:
     record_dead_run(context.dagster_run, "the run was cancelled", database, compute)
+
+
+@dg.sensor(minimum_interval_seconds=ABANDONED_INTERVAL_S,
+           default_status=dg.DefaultSensorStatus.RUNNING)
+def abandoned_runs(context: dg.SensorEvaluationContext, database: StoreResource,
+                   compute: ComputeResource) -> dg.SkipReason:
+    """Runs a `--wait` command started on this host whose command died (SIGKILL): failed, their
+    pool slots freed, their models failed with the reason, within this sensor's interval."""
+    from stash_pipeline.instance import fail_abandoned_runs
+
+    failed = fail_abandoned_runs(context.instance, record=lambda run, message: record_dead_run(
+        run, message, database, compute))
+    return dg.SkipReason(f"failed {len(failed)} run(s) whose command died" if failed
+                         else "no run lost its command")

@@ -1,0 +1,65 @@
+"""No temporary file of an import outlives its request (issue 22): whether the import succeeds,
+is refused, is over the limit, or the client goes away halfway through the body."""
+
+from __future__ import annotations
+
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from api_helpers import SETTINGS, Api, import_traces
+
+TRACES = "/api/v1/traces"
+
+
+@pytest.fixture
+def temporaries(tmp_path: Path, monkeypatch) -> Path:
+    """The server's temporary folder (it runs in this process), empty to start with."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+def left_behind(folder: Path, timeout_s: float = 10.0) -> list[str]:
+    """What is still there once the server had time to finish the request."""
+    deadline = time.monotonic() + timeout_s
+    while (names := sorted(p.name for p in folder.iterdir())) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return names
+
+
+def test_every_kind_of_import_request_leaves_no_temporary(api: Api, temporaries: Path) -> None:
+    _, ana = api.account("ana")
+    assert import_traces(ana, "t1").status_code == 200
+    assert left_behind(temporaries) == []
+    refused = ana.post(TRACES, content=b'{"id": "t2", "messages": "nope"}\n',
+                       headers={"Content-Type": "application/x-ndjson"})
+    assert refused.status_code == 422
+    assert left_behind(temporaries) == []
+
+    def too_large():  # chunked: no Content-Length, counted as it arrives
+        for _ in range(SETTINGS.max_import_bytes // 65536 + 2):
+            yield b" " * 65536
+
+    assert ana.post(TRACES, content=too_large()).status_code == 413
+    assert left_behind(temporaries) == []
+
+
+def test_a_client_gone_halfway_through_the_body_leaves_no_temporary(api: Api,
+                                                                    temporaries: Path) -> None:
+    account_id, ana = api.account("ana")
+    key = ana.headers["Authorization"]
+    host, port = httpx.URL(api.url).host, httpx.URL(api.url).port
+    with socket.create_connection((host, port)) as client:
+        client.sendall(f"POST {TRACES} HTTP/1.1\r\nHost: {host}\r\nAuthorization: {key}\r\n"
+                       "Content-Type: application/x-ndjson\r\nContent-Length: 100000\r\n\r\n"
+                       .encode() + b"x" * 5000)
+        deadline = time.monotonic() + 10
+        while not any(temporaries.iterdir()) and time.monotonic() < deadline:
+            time.sleep(0.02)  # the server has begun writing the body
+    assert left_behind(temporaries) == []
+    assert api.store.trace_ids(owner=account_id) == []

@@ -1,0 +1,99 @@
+"""A `rm create --wait` killed with SIGKILL mid-training holds nothing (issue 22): the model reads
+failed with the reason, the worker stops, the reward_worker slot is free and `rm retry` works."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from stash_pipeline.cli import main
+from test_cli_rm import base_model, home, last_json  # noqa: F401 - fixtures
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+
+# The real worker, paused inside its training phase once it got there (it writes its pid first).
+PAUSING_WORKER = """
+import os, sys, time
+from contextlib import contextmanager
+from pathlib import Path
+from stash_pipeline.worker import runner
+
+phase = runner.Phases.__call__
+
+@contextmanager
+def pausing_phase(self, name):
+    with phase(self, name):
+        if name == "training":
+            Path(os.environ["PAUSED_AT"]).write_text(str(os.getpid()))
+            while True:
+                time.sleep(0.05)
+        yield
+
+runner.Phases.__call__ = pausing_phase
+sys.exit(runner.main(sys.argv[1]))
+"""
+
+
+def wait_for(condition, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
+
+
+def test_a_killed_wait_fails_its_model_frees_the_pool_and_retry_succeeds(
+        home, base_model, tmp_path, capsys):  # noqa: F811
+    script = tmp_path / "pausing_worker.py"
+    script.write_text(PAUSING_WORKER)
+    wrapper = tmp_path / "worker-python"  # called as RM_WORKER_PYTHON -m stash_pipeline.worker DIR
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{script}" "$3"\n')
+    wrapper.chmod(0o755)
+    paused_at = tmp_path / "paused"
+    env = {**os.environ, "RM_WORKER_PYTHON": str(wrapper), "PAUSED_AT": str(paused_at),
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    command = subprocess.Popen(
+        [sys.executable, "-m", "stash_pipeline", "rm", "create", "--name", "killed",
+         "--all-traces", "--base-model", str(base_model), "--wait"],
+        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: paused_at.exists() and paused_at.read_text(), 600, "training")
+    finally:
+        command.kill()  # SIGKILL: nothing of the command runs after this
+        command.wait()
+    worker = int(paused_at.read_text())
+    # The worker is told its caller died (SIGTERM) and stops instead of training on.
+    wait_for(lambda: not alive(worker), 60, "the worker to stop")
+
+    assert main(["rm", "list", "--json"]) == 0
+    [model] = last_json(capsys)["reward_models"]  # `rm list` reads the store only
+
+    assert main(["rm", "show", model["id"], "--json"]) == 1
+    shown = last_json(capsys)
+    assert shown["status"] == "failed"
+    assert f"process {command.pid}" in shown["error"] and "killed" in shown["error"]
+    with dg.DagsterInstance.from_config(str(home / "dagster")) as instance:
+        info = instance.event_log_storage.get_concurrency_info("reward_worker")
+        assert info.active_slot_count == 0 and info.pending_step_count == 0
+        [run] = instance.get_runs()
+        assert run.status == dg.DagsterRunStatus.FAILURE
+
+    assert main(["rm", "retry", model["id"], "--wait", "--json"]) == 0
+    retried = last_json(capsys)
+    assert retried["status"] == "succeeded" and retried["attempt"] == 2, retried["error"]
