@@ -31,6 +31,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = int(args.handler(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return status
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, as other command-line tools do. Output
+        # still buffered would fail again at exit, so stdout is pointed at /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by the signal
     except StashError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -47,8 +52,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: unexpected {type(error).__name__}: {first} (a bug: run it again with "
               "STASH_DEBUG=1 for the traceback, and report it)", file=sys.stderr)
         return 1
-    except BrokenPipeError:
-        # The reader went away (`| head`): stop quietly, as other command-line tools do. Output
-        # still buffered would fail again at exit, so stdout is pointed at /dev/null first.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by the signal

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
 
 import sqlalchemy as sa
 
@@ -18,6 +18,7 @@ from stash_pipeline.store import schema
 from stash_pipeline.store.accounts import ensure_accounts
 from stash_pipeline.store.batching import chunks, insert_rows
 from stash_pipeline.store.feedback import (
+    TABLES,
     missing_ids,
     references,
     review_comparison,
@@ -157,7 +158,13 @@ def _write_chunk(connection: sa.Connection, batch: Sequence[ImportedTrace],
     insert_rows(connection, schema.actions,
                 [action_row(r.trace, a, d) for r in batch if r.trace.id not in same
                  for a, d in zip(actions[r.trace.id], action_digests(r.trace).values())])
-    _write_record_feedback(connection, batch, waiting)
+    # An unchanged trace's feedback is rewritten only where it differs (a new reviewer): rows
+    # stored as they are keep their times.
+    changed = _changed_feedback(connection, [r for r in batch if r.trace.id in same])
+    _write_record_feedback(connection, [
+        r if r.trace.id not in same
+        else replace(r, feedback=tuple(f for f in r.feedback if id(f) in changed))
+        for r in batch], waiting)
 
     summary.traces += len(batch)
     summary.imported += len(new)
@@ -170,6 +177,23 @@ def _write_chunk(connection: sa.Connection, batch: Sequence[ImportedTrace],
         setattr(summary, kind, getattr(summary, kind) + n)
     if on_progress is not None:
         on_progress(len(batch))
+
+
+def _changed_feedback(connection: sa.Connection, records: Sequence[ImportedTrace]) -> set[int]:
+    """The feedback of these records that is not stored exactly so (by id and every field), as
+    the ``id()`` of each item."""
+    items = [item for record in records for item in record.feedback]
+    changed: set[int] = set()
+    for kind, table in TABLES.items():
+        mine = {item.id: item for item in items if type(item) is kind}
+        stored: dict[str, Feedback] = {}
+        names = [f.name for f in fields(kind) if f.name in table.c]
+        for chunk in chunks(sorted(mine)):
+            for row in connection.execute(sa.select(*(table.c[n] for n in names))
+                                          .where(table.c.id.in_(chunk))):
+                stored[row.id] = kind(**row._asdict())
+        changed.update(id(item) for key, item in mine.items() if stored.get(key) != item)
+    return changed
 
 
 def trace_row(trace: Trace, actions: list[Action], *, version: int | None,

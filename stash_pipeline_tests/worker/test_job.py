@@ -305,7 +305,7 @@ def test_post_training_work_forwards_each_rendering_once(tmp_path, tiny_base_mod
                                                          monkeypatch):
     """Whole-trace pair sides are rendered exactly as the traces they score: scoring reuses their
     rewards, and a side shared by several pairs (one success against many failures) runs once."""
-    from stash_pipeline.worker import runner
+    from stash_pipeline.worker import runner, scoring
 
     traces = [p.chosen.trace for p in synthetic_pairs(500, 6)]
     pairs = [replace(p, kind="trace", chosen=PairSide(traces[0]), rejected=PairSide(t),
@@ -319,13 +319,13 @@ def test_post_training_work_forwards_each_rendering_once(tmp_path, tiny_base_mod
         return real(model, rows, **kwargs)
 
     monkeypatch.setattr(runner, "read_rows", counting)
+    monkeypatch.setattr(scoring, "read_rows", counting)
     write_job(tmp_path, JobSettings(evaluator="m", base_model=str(tiny_base_model),
                                     outputs=("checkpoint", "scores")),
               train_pairs=pairs[:4], eval_pairs=pairs[4:], score_traces=traces)
     assert main(str(tmp_path)) == 0, failure_reason(tmp_path)
     # Evaluation: 2 distinct sides of the eval pair, 4 more of the training pairs; scoring: none.
     assert forwarded == [2, 4, 0]
-    assert "6 of 6 distinct trace renderings already forwarded" in (tmp_path / "worker.log").read_text()
     scores = read_jsonl(tmp_path / "scores.jsonl")
     # The same numbers a scoring-only job computes from the checkpoint's own forwards.
     again = tmp_path / "again"
