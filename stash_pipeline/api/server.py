@@ -99,9 +99,24 @@ def _timeout_response(seconds: float) -> bytes:
     return head.encode("ascii") + body
 
 
+def quiet_disconnects(app: Any) -> Any:
+    """``app`` without a logged traceback when a client goes away mid-body (a body timeout
+    included): there is no one left to answer, and nothing went wrong on the server."""
+    from starlette.requests import ClientDisconnect
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await app(scope, receive, send)
+        except ClientDisconnect:
+            if scope.get("type") != "http":
+                raise
+
+    return guarded
+
+
 def config(app: Any, settings: ServerSettings, **options: Any) -> uvicorn.Config:
     """A uvicorn config for ``app`` with the limits of ``settings``; ``options`` go to uvicorn."""
-    return uvicorn.Config(app, http=protocol_for(settings),
+    return uvicorn.Config(quiet_disconnects(app), http=protocol_for(settings),
                           timeout_keep_alive=settings.idle_timeout_s,
                           limit_concurrency=settings.max_connections + 1,
                           h11_max_incomplete_event_size=64 * 1024, **options)
