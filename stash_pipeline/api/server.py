@@ -33,18 +33,28 @@ def protocol_for(settings: ServerSettings) -> type[H11Protocol]:
         limits = settings
 
         def connection_made(self, transport) -> None:  # noqa: ANN001
+            self._head_timer = self._body_timer = None
             super().connection_made(transport)
             if len(self.connections) > self.limits.max_connections:
                 transport.abort()
                 return
             self._arm_head_timer()
 
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._cancel_timers()
+            super().connection_lost(exc)
+
         def handle_events(self) -> None:
             before = self.cycle
             super().handle_events()
-            if self.cycle is not before and self.cycle is not None:  # a new request's head
-                cycle = self.cycle
-                self.loop.call_later(self.limits.body_timeout_s, self._body_expired, cycle)
+            cycle = self.cycle
+            if cycle is not before and cycle is not None:  # a new request's head arrived
+                self._cancel_timers()
+                self._body_timer = self.loop.call_later(self.limits.body_timeout_s,
+                                                        self._body_expired, cycle)
+            if cycle is not None and not cycle.more_body and self._body_timer is not None:
+                self._body_timer.cancel()  # the whole body is in
+                self._body_timer = None
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
@@ -52,7 +62,16 @@ def protocol_for(settings: ServerSettings) -> type[H11Protocol]:
                 self._arm_head_timer()
 
         def _arm_head_timer(self) -> None:
-            self.loop.call_later(self.limits.header_timeout_s, self._head_expired, self.cycle)
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+            self._head_timer = self.loop.call_later(self.limits.header_timeout_s,
+                                                    self._head_expired, self.cycle)
+
+        def _cancel_timers(self) -> None:
+            for timer in (self._head_timer, self._body_timer):
+                if timer is not None:
+                    timer.cancel()
+            self._head_timer = self._body_timer = None
 
         def _head_expired(self, cycle: Any) -> None:
             # Still no new request since the timer was armed (at connect or the last response).
@@ -80,9 +99,24 @@ def _timeout_response(seconds: float) -> bytes:
     return head.encode("ascii") + body
 
 
+def quiet_disconnects(app: Any) -> Any:
+    """``app`` without a logged traceback when a client goes away mid-body (a body timeout
+    included): there is no one left to answer, and nothing went wrong on the server."""
+    from starlette.requests import ClientDisconnect
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await app(scope, receive, send)
+        except ClientDisconnect:
+            if scope.get("type") != "http":
+                raise
+
+    return guarded
+
+
 def config(app: Any, settings: ServerSettings, **options: Any) -> uvicorn.Config:
     """A uvicorn config for ``app`` with the limits of ``settings``; ``options`` go to uvicorn."""
-    return uvicorn.Config(app, http=protocol_for(settings),
+    return uvicorn.Config(quiet_disconnects(app), http=protocol_for(settings),
                           timeout_keep_alive=settings.idle_timeout_s,
                           limit_concurrency=settings.max_connections + 1,
                           h11_max_incomplete_event_size=64 * 1024, **options)

@@ -48,11 +48,9 @@ class Api:
 
 
 def serve(app, sock: socket.socket,  # noqa: ANN001
-          limits: ServerSettings | None = None) -> Iterator[None]:
-    """Serve ``app`` on ``sock``; with ``limits``, as ``stash-pipeline api`` does (api.server)."""
-    options = {"log_level": "warning", "lifespan": "on"}
-    server = uvicorn.Server(api_server.config(app, limits, **options) if limits
-                            else uvicorn.Config(app, **options))
+          limits: ServerSettings = ServerSettings()) -> Iterator[None]:
+    """Serve ``app`` on ``sock`` as ``stash-pipeline api`` does (api.server), with ``limits``."""
+    server = uvicorn.Server(api_server.config(app, limits, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     wait_until(lambda: server.started or not thread.is_alive(), timeout_s=SERVER_START_S,
