@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
 import tempfile
 import time
@@ -49,6 +51,8 @@ def main() -> None:
     print(f"body: {len(body) / 2**20:.1f} MiB, {traces} traces")
 
     folder = Path(tempfile.mkdtemp(prefix="stash-bench-api-"))
+    os.environ["STASH_HOME"] = str(folder / "home")  # the Dagster record of the import goes here
+    os.environ.pop("DAGSTER_HOME", None)
     name = f"stash_bench_{uuid.uuid4().hex[:10]}"
     admin = None
     if args.server:
@@ -76,6 +80,7 @@ def main() -> None:
             assert response.json()["traces"] == traces
     finally:
         store.dispose()
+        shutil.rmtree(folder, ignore_errors=True)
         if admin is not None:
             with admin.connect() as connection:
                 connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

@@ -3,10 +3,16 @@ a traceback (issue 22)."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from stash_pipeline.cli import main
 from test_cli_rm import home  # noqa: F401 - fixture
+
+# api_helpers (a succeeded model with its checkpoint) lives beside the API suite.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
 
 
 def test_create_wait_without_an_api_key_says_so_in_one_line(home, capsys,  # noqa: F811
@@ -44,3 +50,38 @@ def last_json_of(out: str) -> dict:
     import json
 
     return json.loads(out.strip().splitlines()[-1])
+
+
+def test_weights_while_the_object_store_is_down_says_so_in_one_line(home, capsys,  # noqa: F811
+                                                                     monkeypatch, s3_settings,
+                                                                     tmp_path):
+    from dataclasses import replace
+
+    from moto.server import ThreadedMotoServer
+
+    from stash_pipeline.objects import S3ObjectStore
+    from stash_pipeline.services import reward_models
+    from stash_pipeline.store import Store
+    from api_helpers import succeed
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    settings = replace(s3_settings, endpoint=f"http://{host}:{port}")  # the same shared backend
+    for name, value in (("S3_BUCKET", settings.bucket), ("S3_ACCESS_KEY", settings.access_key),
+                        ("S3_SECRET_KEY", settings.secret_key), ("S3_REGION", settings.region),
+                        ("S3_ENDPOINT", settings.endpoint)):
+        monkeypatch.setenv(name, value)
+    try:
+        store = Store.from_env()
+        model = reward_models.create(store, "local", {"name": "m",
+                                                      "trace_ids": store.trace_ids()[:2]})
+        succeed(store, S3ObjectStore(settings), model.id, tmp_path)
+        store.dispose()
+        assert main(["rm", "weights", model.id]) == 0
+        capsys.readouterr()
+    finally:
+        server.stop()
+    assert main(["rm", "weights", model.id]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: the object store is unavailable") and "try again" in line
