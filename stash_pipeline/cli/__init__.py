@@ -39,11 +39,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StashError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except BrokenPipeError:
-        # The reader went away (`| head`): stop quietly, as other command-line tools do. Output
-        # still buffered would fail again at exit, so stdout is pointed at /dev/null first.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by the signal
     except Exception as error:  # noqa: BLE001 - no traceback reaches a user (STASH_DEBUG=1 does)
         if os.environ.get("STASH_DEBUG"):
             raise
