@@ -6,21 +6,9 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from stash_pipeline.cli import main
 from stash_pipeline.core.feedback import ReviewedComparison
-
-
-@pytest.fixture
-def cli_store(store, monkeypatch):
-    monkeypatch.setenv("DATABASE_URL", str(store.url))
-    return store
-
-
-def run_json(capsys, *args: str) -> dict:
-    assert main([*args, "--json"]) == 0
-    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+from stash_pipeline_tests.cli.cli_helpers import cli_store, run_json  # noqa: F401 - a fixture
 
 
 def trace(trace_id: str, reply: str, feedback: list | None = None) -> dict:
