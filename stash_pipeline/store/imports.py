@@ -12,7 +12,7 @@ from stash_pipeline.core.feedback import Feedback, Review, count_by_kind, feedba
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.core.serialize import message_to_dict
 from stash_pipeline.core.traces import Action, Trace
-from stash_pipeline.core.validation import validate_feedback, validate_trace
+from stash_pipeline.core.validation import validate_feedback, validate_review, validate_trace
 from stash_pipeline.store import schema
 from stash_pipeline.store.accounts import ensure_accounts
 from stash_pipeline.store.batching import chunks, insert_rows
@@ -113,6 +113,8 @@ def _check_record(record: ImportedTrace) -> None:
                 references(item)
             except InputError as error:
                 raise InputError(error.reason, field=f"feedback[{index}].{error.field}") from None
+        for review in record.reviews:
+            validate_review(review)
     except InputError as error:
         raise error.located(**_location(record.source)) from None
 
