@@ -53,3 +53,14 @@ def test_gzip_in_every_layout(tmp_path):
     with open(array, "rb") as source, gzip.open(tmp_path / "a.json.gz", "wb") as target:
         shutil.copyfileobj(source, target)
     assert [r.trace.id for r in read_all(tmp_path / "a.json.gz")] == ["x"]
+
+
+@pytest.mark.parametrize("cut", [10, 40])
+def test_a_corrupt_or_cut_gzip_file_is_an_input_error(tmp_path, cut):
+    path = tmp_path / "t.jsonl.gz"
+    with gzip.open(path, "wt") as handle:
+        handle.write("".join(f'{{"id": "t{i}", "messages": []}}\n' for i in range(50)))
+    path.write_bytes(path.read_bytes()[:cut])
+    with pytest.raises(InputError) as caught:
+        read_all(path)
+    assert caught.value.file == str(path) and "gzip" in caught.value.reason
