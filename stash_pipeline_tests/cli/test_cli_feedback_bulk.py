@@ -55,6 +55,13 @@ def test_trace_file_feedback_lists_take_comparisons_and_reviews(cli_store, capsy
     assert "field 'feedback[0].chosen'" in capsys.readouterr().err
     assert sorted(cli_store.trace_ids()) == ["t1", "t2", "t3"]
 
+    run_json(capsys, "import", write_lines(tmp_path / "bob.jsonl", [trace("b1", "Hi")]),
+             "--owner", "bob")
+    foreign = trace("t6", "Yo", [{"type": "comparison", "chosen": "m1", "rejected": "b1/m1"}])
+    assert main(["import", write_lines(tmp_path / "f.jsonl", [foreign])]) == 2
+    assert "trace 'b1' does not exist" in capsys.readouterr().err
+    assert cli_store.feedback_for(["b1"]) == []
+
 
 def test_feedback_import_file_is_one_transaction_naming_line_and_field(cli_store, capsys,
                                                                        tmp_path):
