@@ -120,3 +120,19 @@ def test_review_and_contribute_take_many(cli_store, capsys, tmp_path):
     assert cli_store.trace_ids(contribute=True) == ["t1", "t2", "t3"]
     assert main(["traces", "contribute", "--all", "--off", "--owner", "local"]) == 0
     assert cli_store.trace_ids(contribute=True) == []
+
+
+def test_rate_and_outcome_take_many_targets(cli_store, capsys, tmp_path):
+    run_json(capsys, "import", write_lines(tmp_path / "t.jsonl", [
+        trace("t1", "Hello!"), trace("t2", "What.")]))
+    rated = run_json(capsys, "feedback", "rate", "t1/m1", "t2/m1", "-1")
+    assert len(rated["ids"]) == 2 and rated["ratings"] == 2
+    assert main(["feedback", "outcome", "t1", "t9", "1"]) == 2  # all or nothing
+    capsys.readouterr()
+    assert run_json(capsys, "feedback", "outcome", "t1", "t2", "0", "--source", "qa")[
+        "outcomes"] == 2
+    values = sorted((type(f).__name__, f.trace_id) for f in cli_store.feedback_for(["t1", "t2"]))
+    assert values == [("Rating", "t1"), ("Rating", "t2"), ("VerifiedOutcome", "t1"),
+                      ("VerifiedOutcome", "t2")]
+    single = run_json(capsys, "feedback", "rate", "t1", "1")
+    assert set(single) >= {"id", "kind"}  # one target: the one-item shape as before
