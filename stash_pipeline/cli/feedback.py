@@ -31,10 +31,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     comment.add_argument("text")
     comment.set_defaults(handler=run, build=lambda a: comment_of(a))
 
-    rate = sub.add_parser("rate", help="rate a trace or an action (a step rating); higher is better")
-    rate.add_argument("target", help=TARGET_HELP)
+    rate = sub.add_parser("rate", help="rate traces or actions (step ratings); higher is better")
+    rate.add_argument("targets", nargs="+", metavar="target",
+                      help=TARGET_HELP + "; several get the same value, all or nothing")
     rate.add_argument("value", type=float)
-    rate.set_defaults(handler=run, build=lambda a: rating_of(a))
+    rate.set_defaults(handler=run, build=lambda a: ratings_of(a))
 
     compare = sub.add_parser(
         "compare", help="a comparison: CHOSEN beats REJECTED (pending until someone reviews it)",
@@ -60,10 +61,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     review.set_defaults(handler=run_review)
 
     outcome = sub.add_parser("outcome", help="a verified task outcome (1 succeeded, 0 failed)")
-    outcome.add_argument("trace_id")
+    outcome.add_argument("trace_ids", nargs="+", metavar="trace_id",
+                         help="one or more traces (the same outcome for each, all or nothing)")
     outcome.add_argument("reward", type=float)
     outcome.add_argument("--source", help="what checked it (e.g. tau2-bench)")
-    outcome.set_defaults(handler=run, build=lambda a: outcome_of(a))
+    outcome.set_defaults(handler=run, build=lambda a: outcomes_of(a))
 
     bulk = sub.add_parser(
         "import", help="import a feedback file (JSONL of ratings, comments, comparisons, reviews, "
@@ -113,10 +115,11 @@ def comment_of(args: argparse.Namespace) -> Comment:
     return comment_item(trace_id, args.text, action_id, args.author)
 
 
-def rating_of(args: argparse.Namespace) -> Rating:
+def ratings_of(args: argparse.Namespace) -> list[Rating]:
     from stash_pipeline.services.feedback import rating_item
-    trace_id, action_id = split_target(args.target)
-    return rating_item(trace_id, args.value, action_id, args.author)
+    targets = [split_target(target) for target in dict.fromkeys(args.targets)]
+    return [rating_item(trace_id, args.value, action_id, args.author)
+            for trace_id, action_id in targets]
 
 
 def comparison_of(args: argparse.Namespace) -> ReviewedComparison:
@@ -126,18 +129,22 @@ def comparison_of(args: argparse.Namespace) -> ReviewedComparison:
                            reviewer=args.reviewer, status=args.status, rationale=args.rationale)
 
 
-def outcome_of(args: argparse.Namespace) -> VerifiedOutcome:
-    return outcome_item(args.trace_id, args.reward, args.source)
+def outcomes_of(args: argparse.Namespace) -> list[VerifiedOutcome]:
+    return [outcome_item(trace_id, args.reward, args.source)
+            for trace_id in dict.fromkeys(args.trace_ids)]
 
 
 def run(args: argparse.Namespace) -> int:
-    item: Feedback = args.build(args)
+    built: Feedback | list[Feedback] = args.build(args)
+    items = built if isinstance(built, list) else [built]
     store = open_store()
-    counts = store.add_feedback([item], owner=args.owner)
+    counts = store.add_feedback(items, owner=args.owner)
+    kind = type(items[0]).__name__
     if args.json:
-        print_json({"id": item.id, "kind": type(item).__name__, **counts})
+        ids = {"id": items[0].id} if len(items) == 1 else {"ids": [i.id for i in items]}
+        print_json({**ids, "kind": kind, **counts})
     else:
-        print(f"Stored {type(item).__name__} {item.id}.")
+        print(f"Stored {kind} {', '.join(item.id for item in items)}.")
     return 0
 
 

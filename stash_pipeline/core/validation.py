@@ -15,7 +15,7 @@ from typing import Any
 
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import (
-    REVIEW_STATUSES, Comment, Feedback, Rating, ReviewedComparison, VerifiedOutcome,
+    REVIEW_STATUSES, Comment, Feedback, Rating, Review, ReviewedComparison, VerifiedOutcome,
 )
 from stash_pipeline.core.traces import ACTION_ADDRESS_SEPARATOR, ROLES, Trace
 
@@ -226,6 +226,17 @@ def validate_feedback(item: Feedback, *, max_text_chars: int = MAX_TEXT_CHARS) -
         check_name(item.source, "source")
     else:
         raise InputError(f"not feedback: {type(item).__name__}")
+
+
+def validate_review(review: Review) -> None:
+    """A review of a comparison: the comparison's id and the reviewer's name, storable."""
+    check_id(review.comparison_id, "comparison_id", what="a comparison id")
+    if not review.reviewer:
+        raise InputError("a review needs its reviewer", field="reviewer")
+    check_name(review.reviewer, "reviewer")
+    if review.status not in REVIEW_STATUSES:
+        raise InputError(f"unknown status {review.status!r}; expected one of "
+                         f"{', '.join(REVIEW_STATUSES)}", field="status")
 
 
 def _check_action(value: Any, field: str) -> None:

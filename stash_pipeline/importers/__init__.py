@@ -39,8 +39,8 @@ FORMATS: tuple[str, ...] = tuple(READERS)
 # The files a directory import reads; anything else there (READMEs, hidden files) is no trace.
 TRACE_FILE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz")
 
-__all__ = ["DEFAULT_MAX_RECORD_BYTES", "DEFAULT_OUTCOME_FIELD", "FORMATS", "ImportLimits", "ImportOptions", "detect_format",
-           "read_path", "trace_files"]
+__all__ = ["DEFAULT_MAX_RECORD_BYTES", "DEFAULT_OUTCOME_FIELD", "FORMATS", "ImportLimits",
+           "ImportOptions", "detect_format", "read_path", "trace_files"]
 
 
 def read_path(path: str | Path, *, format: str = "auto", owner: str = DEFAULT_OWNER,

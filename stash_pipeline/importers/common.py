@@ -12,12 +12,7 @@ from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import Feedback, Rating, Review, VerifiedOutcome, feedback_id
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.core.traces import DEFAULT_OWNER, Message, Trace, content_trace_id
-from stash_pipeline.core.validation import (
-    check_id,
-    check_name,
-    validate_feedback,
-    validate_trace,
-)
+from stash_pipeline.core.validation import validate_feedback, validate_review, validate_trace
 from stash_pipeline.importers.fields import (
     expect_list,
     expect_object,
@@ -72,8 +67,7 @@ def finish(trace: Trace, feedback: tuple[Feedback | Review, ...], *, file: str, 
         for index, item in enumerate(feedback):
             try:
                 if isinstance(item, Review):
-                    check_name(item.reviewer, "reviewer")
-                    check_id(item.comparison_id, "comparison_id", what="a comparison id")
+                    validate_review(item)
                 else:
                     validate_feedback(item, max_text_chars=limits.max_string_chars)
             except InputError as error:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +50,23 @@ def open_binary(path: Path) -> BinaryIO:
     recognised by its magic bytes, so every layout and the record limits apply unchanged."""
     with open(path, "rb") as handle:
         compressed = handle.read(2) == _GZIP_MAGIC
-    return gzip.open(path, "rb") if compressed else open(path, "rb")  # type: ignore[return-value]
+    return _GzipFile(path, "rb") if compressed else open(path, "rb")  # type: ignore[return-value]
+
+
+class _GzipFile(gzip.GzipFile):
+    """A corrupt or cut-off gzip stream is bad input: an InputError naming the file."""
+
+    def read(self, size: int | None = -1) -> bytes:
+        try:
+            return super().read(size)
+        except (OSError, EOFError, zlib.error) as error:
+            raise InputError(f"not a readable gzip file: {error}", file=str(self.name)) from None
+
+    def readline(self, size: int | None = -1) -> bytes:
+        try:
+            return super().readline(size)
+        except (OSError, EOFError, zlib.error) as error:
+            raise InputError(f"not a readable gzip file: {error}", file=str(self.name)) from None
 
 
 def check_file_size(path: Path, limits: ImportLimits) -> None:
@@ -226,10 +243,12 @@ def _loads(raw: bytes, path: Path, limits: ImportLimits, *, line_offset: int, la
 def _syntax_error(path: Path, error: Exception, reader: _GuardedReader,
                   limits: ImportLimits) -> InputError:
     """Name the exact line when the file is small enough to re-parse, else the nearest line read."""
+    raw = None
     if os.path.getsize(path) <= limits.max_record_bytes:
+        with open_binary(path) as handle:  # bounded: a small gzip file may hold a large one
+            raw = handle.read(limits.max_record_bytes + 1)
+    if raw is not None and len(raw) <= limits.max_record_bytes:
         try:
-            with open_binary(path) as handle:
-                raw = handle.read()
             _loads(raw.removeprefix(_BOM), path, limits, line_offset=0, label="document")
         except InputError as exact:
             return exact

@@ -1,8 +1,9 @@
 """Preference data sets: one record, one conversation with two alternative last assistant turns.
 
-Read: hh-rlhf's text format (``{"chosen": "\\n\\nHuman: ...\\n\\nAssistant: ...", "rejected": ...}``)
-and TRL's preference formats, standard (strings) and conversational (message lists), with an
-explicit ``prompt`` or an implicit one (the turns both sides share). JSONL or JSON, plain or gzip.
+Read: hh-rlhf's text format
+(``{"chosen": "\\n\\nHuman: ...\\n\\nAssistant: ...", "rejected": ...}``) and TRL's preference
+formats, standard (strings) and conversational (message lists), with an explicit ``prompt`` or an
+implicit one (the turns both sides share). JSONL or JSON, plain or gzip.
 
 A record becomes two traces that hold the same context (the prompt, stored message for message) and
 differ only in their last assistant turn, plus one reviewed comparison of those two final actions:

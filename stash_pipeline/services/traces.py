@@ -35,20 +35,27 @@ def owned_trace(store: Store, owner: str, trace_id: str) -> Trace:
 
 def import_file(store: Store, owner: str, path: Path, *, format: str = "auto",
                 contribute: bool = False, label: str | None = None,
-                on_imported: Callable[[ImportReport], None] | None = None) -> dict[str, Any]:
+                on_imported: Callable[[ImportReport], None] | None = None,
+                **options: Any) -> dict[str, Any]:
     """Import one file of traces for ``owner``, all or nothing, as ``stash-pipeline import`` does.
 
     ``label`` names the file in errors instead of its path (the API: "request body");
-    ``on_imported`` gets the report once the import is committed. Returns the import summary, its
-    counts by format, owner and domain, and the ids of the traces imported, in file order.
+    ``on_imported`` gets the report once the import is committed. ``options``: ``read_path``'s
+    ``author``, ``reviewer``, ``skip_invalid`` and ``outcome_field``. Returns the import summary,
+    its counts by format, owner and domain, ``skipped_invalid``, and the ids of the traces
+    imported, in file order.
     """
     from stash_pipeline.importers import read_path
 
     shown = label or str(path)
     ids: dict[str, None] = {}
+    skipped: list[InputError] = []
 
     def records():  # noqa: ANN202
-        for record in read_path(path, format=format, owner=owner, contribute=contribute):
+        ids.clear()
+        skipped.clear()
+        for record in read_path(path, format=format, owner=owner, contribute=contribute,
+                                on_skipped=skipped.append, **options):
             ids[record.trace.id] = None
             yield record
 
@@ -65,7 +72,7 @@ def import_file(store: Store, owner: str, path: Path, *, format: str = "auto",
             from None
     if on_imported is not None:
         on_imported(report)
-    return {**report.as_dict(), "trace_ids": list(ids)}
+    return {**report.as_dict(), "skipped_invalid": len(skipped), "trace_ids": list(ids)}
 
 
 def page(store: Store, owner: str, *, sort: str = "-created", limit: int = 50, offset: int = 0,

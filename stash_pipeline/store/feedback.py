@@ -18,7 +18,7 @@ from stash_pipeline.core.feedback import (
     REVIEW_STATUSES, Comment, Feedback, Rating, Review, ReviewedComparison, VerifiedOutcome,
     count_by_kind, feedback_trace_ids,
 )
-from stash_pipeline.core.validation import validate_feedback
+from stash_pipeline.core.validation import validate_feedback, validate_review
 from stash_pipeline.store import schema
 from stash_pipeline.store.batching import chunks, insert_rows
 from stash_pipeline.store.locks import lock_traces
@@ -172,6 +172,7 @@ def apply_feedback(connection: sa.Connection, entries: Sequence[tuple[str, Feedb
     reviews = [(label, item) for label, item in entries if isinstance(item, Review)]
     for label, review in reviews:
         try:
+            validate_review(review)
             review_comparison(connection, review.comparison_id, reviewer=review.reviewer,
                               status=review.status, owner=owner)
         except NotFoundError as error:

@@ -13,7 +13,7 @@ from stash_pipeline.core.feedback import Feedback, Review, count_by_kind, feedba
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.core.serialize import message_to_dict
 from stash_pipeline.core.traces import Action, Trace
-from stash_pipeline.core.validation import validate_feedback, validate_trace
+from stash_pipeline.core.validation import validate_feedback, validate_review, validate_trace
 from stash_pipeline.store import schema
 from stash_pipeline.store.accounts import ensure_accounts
 from stash_pipeline.store.batching import chunks, insert_rows
@@ -55,6 +55,7 @@ class _PendingFeedback:
     item: Feedback
     source: str
     index: int
+    owner: str  # the record's: every trace the item names must be this owner's
 
 
 def import_traces(connection: sa.Connection, records: Iterable[ImportedTrace], *,
@@ -114,6 +115,8 @@ def _check_record(record: ImportedTrace) -> None:
                 references(item)
             except InputError as error:
                 raise InputError(error.reason, field=f"feedback[{index}].{error.field}") from None
+        for review in record.reviews:
+            validate_review(review)
     except InputError as error:
         raise error.located(**_location(record.source)) from None
 
@@ -257,28 +260,37 @@ def _replace_traces(connection: sa.Connection, rows: list[dict]) -> None:
 
 def _write_record_feedback(connection: sa.Connection, batch: Sequence[ImportedTrace],
                            waiting: list[_PendingFeedback]) -> None:
-    pending = [_PendingFeedback(item, record.source, index)
+    pending = [_PendingFeedback(item, record.source, index, record.trace.owner)
                for record in batch for index, item in enumerate(record.feedback)]
     if not pending:
         return
-    missing = missing_ids(connection, [entry.item for entry in pending])
+    missing = _missing_by_owner(connection, pending)
     ready = []
     for entry in pending:
         named = references(entry.item)
-        if any(kind == "trace" and ref in missing for _, kind, ref in named):
+        if any(kind == "trace" and ref in missing[entry.owner] for _, kind, ref in named):
             waiting.append(entry)
             continue
-        _raise_if_missing(entry, named, missing)
+        _raise_if_missing(entry, named, missing[entry.owner])
         ready.append(entry.item)
     write_feedback(connection, ready)
 
 
 def _write_waiting_feedback(connection: sa.Connection, waiting: list[_PendingFeedback]) -> None:
     lock_traces(connection, [tid for entry in waiting for tid in feedback_trace_ids(entry.item)])
-    missing = missing_ids(connection, [entry.item for entry in waiting])
+    missing = _missing_by_owner(connection, waiting)
     for entry in waiting:
-        _raise_if_missing(entry, references(entry.item), missing)
+        _raise_if_missing(entry, references(entry.item), missing[entry.owner])
     write_feedback(connection, [entry.item for entry in waiting])
+
+
+def _missing_by_owner(connection: sa.Connection,
+                      entries: Sequence[_PendingFeedback]) -> dict[str, set[str]]:
+    """Per owner, the ids its entries name that are not stored as that owner's: a comparison in
+    one account's file never names another account's trace (it reads as not existing)."""
+    owners = {entry.owner for entry in entries}
+    return {owner: missing_ids(connection, [e.item for e in entries if e.owner == owner], owner)
+            for owner in owners}
 
 
 def _raise_if_missing(entry: _PendingFeedback, named: list[tuple[str, str, str]],

@@ -3,6 +3,8 @@ on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 from api_helpers import Api, import_traces
@@ -110,3 +112,28 @@ def test_contribute_many_is_all_or_nothing(api, ana, bob) -> None:
     assert api.store.trace_ids(contribute=True) == ["a1", "a2"]
     assert client.post(f"{API}/traces/contribute", json={"trace_ids": [], "contribute": True}
                        ).status_code == 422
+
+
+def test_a_preference_data_set_imports_over_http(api, ana) -> None:
+    _, client = ana
+    good = {"chosen": "\n\nHuman: Hi\n\nAssistant: Hello!",
+            "rejected": "\n\nHuman: Hi\n\nAssistant: Go."}
+    bad = {"chosen": "\n\nHuman: Hi\n\nAssistant: A", "rejected": "\n\nHuman: Yo\n\nAssistant: B"}
+    body = "\n".join(json.dumps(r) for r in (good, bad)) + "\n"
+    refused = client.post(f"{API}/traces", content=body)
+    assert refused.status_code == 422 and refused.json()["record"] == "line 2"
+    query = "?author=labeler&reviewer=qa&skip_invalid=true"
+    first = client.post(f"{API}/traces{query}", content=body).json()
+    assert (first["comparisons"], first["imported"], first["skipped_invalid"]) == (1, 2, 1)
+    again = client.post(f"{API}/traces{query}", content=body).json()
+    assert (again["imported"], again["updated"], again["unchanged"]) == (0, 0, 2)
+    (comparison,) = stored_feedback(api, *first["trace_ids"])
+    assert comparison.independently_reviewed
+
+
+def test_unstorable_review_names_are_422(api, ana) -> None:
+    _, client = ana
+    review = {"type": "review", "comparison_id": "c1", "reviewer": "q\u0000a"}
+    response = client.post(f"{API}/feedback", json={"items": [review]})
+    assert response.status_code == 422
+    assert (response.json()["record"], response.json()["field"]) == ("items[0]", "reviewer")

@@ -6,21 +6,9 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from stash_pipeline.cli import main
 from stash_pipeline.core.feedback import ReviewedComparison
-
-
-@pytest.fixture
-def cli_store(store, monkeypatch):
-    monkeypatch.setenv("DATABASE_URL", str(store.url))
-    return store
-
-
-def run_json(capsys, *args: str) -> dict:
-    assert main([*args, "--json"]) == 0
-    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+from stash_pipeline_tests.cli.cli_helpers import cli_store, run_json  # noqa: F401 - a fixture
 
 
 def trace(trace_id: str, reply: str, feedback: list | None = None) -> dict:
@@ -66,6 +54,13 @@ def test_trace_file_feedback_lists_take_comparisons_and_reviews(cli_store, capsy
     assert main(["import", write_lines(tmp_path / "b.jsonl", [bad_side])]) == 2
     assert "field 'feedback[0].chosen'" in capsys.readouterr().err
     assert sorted(cli_store.trace_ids()) == ["t1", "t2", "t3"]
+
+    run_json(capsys, "import", write_lines(tmp_path / "bob.jsonl", [trace("b1", "Hi")]),
+             "--owner", "bob")
+    foreign = trace("t6", "Yo", [{"type": "comparison", "chosen": "m1", "rejected": "b1/m1"}])
+    assert main(["import", write_lines(tmp_path / "f.jsonl", [foreign])]) == 2
+    assert "trace 'b1' does not exist" in capsys.readouterr().err
+    assert cli_store.feedback_for(["b1"]) == []
 
 
 def test_feedback_import_file_is_one_transaction_naming_line_and_field(cli_store, capsys,
@@ -125,3 +120,19 @@ def test_review_and_contribute_take_many(cli_store, capsys, tmp_path):
     assert cli_store.trace_ids(contribute=True) == ["t1", "t2", "t3"]
     assert main(["traces", "contribute", "--all", "--off", "--owner", "local"]) == 0
     assert cli_store.trace_ids(contribute=True) == []
+
+
+def test_rate_and_outcome_take_many_targets(cli_store, capsys, tmp_path):
+    run_json(capsys, "import", write_lines(tmp_path / "t.jsonl", [
+        trace("t1", "Hello!"), trace("t2", "What.")]))
+    rated = run_json(capsys, "feedback", "rate", "t1/m1", "t2/m1", "-1")
+    assert len(rated["ids"]) == 2 and rated["ratings"] == 2
+    assert main(["feedback", "outcome", "t1", "t9", "1"]) == 2  # all or nothing
+    capsys.readouterr()
+    assert run_json(capsys, "feedback", "outcome", "t1", "t2", "0", "--source", "qa")[
+        "outcomes"] == 2
+    values = sorted((type(f).__name__, f.trace_id) for f in cli_store.feedback_for(["t1", "t2"]))
+    assert values == [("Rating", "t1"), ("Rating", "t2"), ("VerifiedOutcome", "t1"),
+                      ("VerifiedOutcome", "t2")]
+    single = run_json(capsys, "feedback", "rate", "t1", "1")
+    assert set(single) >= {"id", "kind"}  # one target: the one-item shape as before

@@ -8,26 +8,14 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-import pytest
-
 from stash_pipeline.cli import main
 from stash_pipeline.importers import read_path
 from stash_pipeline.store import schema
+from stash_pipeline_tests.cli.cli_helpers import cli_store, run_json  # noqa: F401 - a fixture
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 HH_DEV = DATA / "hh-rlhf" / "harmless-base-dev.jsonl.gz"
 RETAIL_RUNS = sorted((DATA / "tau2-bench" / "runs").glob("retail_*.json"))
-
-
-@pytest.fixture
-def cli_store(store, monkeypatch):
-    monkeypatch.setenv("DATABASE_URL", str(store.url))
-    return store
-
-
-def run_json(capsys, *args: str) -> dict:
-    assert main([*args, "--json"]) == 0
-    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
 def valid_hh_records(path: Path) -> int:

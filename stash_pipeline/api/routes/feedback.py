@@ -20,6 +20,7 @@ from stash_pipeline.core.feedback import (
     ReviewedComparison, comparison_item, outcome_item, review_item,
 )
 from stash_pipeline.core.requests import MAX_TRACE_ID_LENGTH
+from stash_pipeline.core.validation import validate_review
 from stash_pipeline.services import feedback_batch
 from stash_pipeline.services.feedback import MAX_COMMENT_LENGTH
 from stash_pipeline.services.traces import owned_trace
@@ -92,6 +93,7 @@ def review(comparison_id: str, body: ReviewBody, request: Request,
            account: Account = Depends(current_account)) -> dict[str, Any]:
     """Approve or reject a comparison on your traces."""
     item = review_item(comparison_id, body.reviewer, body.status)
+    validate_review(item)
     comparison = request.app.state.store.review_comparison(
         item.comparison_id, reviewer=item.reviewer, status=item.status, owner=account.id)
     return comparison_view(comparison)

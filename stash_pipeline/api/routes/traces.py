@@ -14,7 +14,7 @@ from stash_pipeline.api.auth import current_account
 from stash_pipeline.api.ids import readable_ids
 from stash_pipeline.api.bodies import CommentBody, ContributionChange, RatingBody, ScoreAgainBody
 from stash_pipeline.core.errors import InputError
-from stash_pipeline.importers import FORMATS
+from stash_pipeline.importers import DEFAULT_OUTCOME_FIELD, FORMATS
 from stash_pipeline.services import feedback, trace_scoring, traces
 from stash_pipeline.services.imports import ImportReport
 from stash_pipeline.store import Account
@@ -40,8 +40,14 @@ Sort = Literal[tuple(SORTS)]  # type: ignore[valid-type]
         "application/x-ndjson": {"schema": {"type": "string",
                                             "description": "JSON Lines of trace objects."}}}}})
 async def import_traces(request: Request, format: Format = "auto", contribute: bool = False,
+                        author: str | None = Query(None, min_length=1, max_length=256),
+                        reviewer: str | None = Query(None, min_length=1, max_length=256),
+                        skip_invalid: bool = False,
+                        outcome_field: str = Query(DEFAULT_OUTCOME_FIELD, max_length=256),
                         account: Account = Depends(current_account)) -> dict[str, Any]:
-    """Import traces in any importer format, batch or single; all or nothing."""
+    """Import traces in any importer format, batch or single; all or nothing. Preference data
+    sets take the comparisons' `author` and `reviewer`, and `skip_invalid`; `outcome_field` is
+    the metadata path read as a verified outcome (empty: none)."""
     with tempfile.TemporaryDirectory(prefix="stash-api-import-") as folder:
         path = Path(folder) / "body"
         size = 0
@@ -54,7 +60,9 @@ async def import_traces(request: Request, format: Format = "auto", contribute: b
                              "JSON Lines", file="request body")
         return await run_in_threadpool(
             traces.import_file, request.app.state.store, account.id, path, format=format,
-            contribute=contribute, label="request body", on_imported=_record_import)
+            contribute=contribute, label="request body", on_imported=_record_import,
+            author=author, reviewer=reviewer, skip_invalid=skip_invalid,
+            outcome_field=outcome_field)
 
 
 def _record_import(report: ImportReport) -> None:
