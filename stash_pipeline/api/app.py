@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.types import Scope
 
-from stash_pipeline.api import errors
+from stash_pipeline.api import errors, ui
 from stash_pipeline.api.limits import BodyLimit
 from stash_pipeline.api.routes import account, objects, reward_models, sql, traces
 from stash_pipeline.api.settings import ApiSettings
@@ -59,6 +59,7 @@ def create_app(store: Store | None = None, objects_store: ObjectStore | None = N
     for module in (reward_models, traces, sql, account, objects):
         app.include_router(module.router)
     errors.install(app)
+    ui.install(app)  # after errors.install: on /ui paths its errors are pages
 
     def limit_for(scope: Scope) -> int:
         if scope.get("method") == "POST" and scope.get("path", "").rstrip("/") == IMPORT_PATH:

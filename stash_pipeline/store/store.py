@@ -90,13 +90,21 @@ class Store:
 
     def page_traces(self, owner: str, *, shared_evaluator: str | None,
                     model_ids: Sequence[str] | None = None, sort: str = "-created",
-                    limit: int = 50, offset: int = 0) -> tuple[list[TraceSummary], int]:
-        """One sorted page of the owner's trace list and the owner's trace count."""
+                    limit: int = 50, offset: int = 0,
+                    where: trace_pages.TraceFilter | None = None,
+                    ) -> tuple[list[TraceSummary], int]:
+        """One sorted page of the owner's trace list (narrowed by ``where``) and its count."""
         with self.reading() as c:
             items = trace_pages.list_traces(c, owner, shared_evaluator=shared_evaluator,
                                             model_ids=model_ids, sort=sort, limit=limit,
-                                            offset=offset)
-            return items, trace_pages.count_traces(c, owner)
+                                            offset=offset, where=where)
+            return items, trace_pages.count_traces(c, owner, where=where,
+                                                   shared_evaluator=shared_evaluator)
+
+    def trace_facets(self, owner: str) -> dict[str, list[str]]:
+        """The owner's agents and domains (the trace list's filter menus)."""
+        with self.reading() as c:
+            return trace_pages.facets(c, owner)
 
     def scored_version(self, trace_id: str, evaluator: str) -> int | None:
         with self.reading() as c:
