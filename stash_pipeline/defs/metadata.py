@@ -82,7 +82,7 @@ def training(uri: str, metrics: Mapping[str, Any], losses: Sequence[float]) -> d
     """A trained checkpoint: where it is, the metrics table, the loss curve, the headline numbers."""
     return {
         "checkpoint_uri": dg.MetadataValue.path(uri),
-        "metrics": key_values(metrics),
+        "metrics": key_values({k: v for k, v in metrics.items() if k != "loss_curve"}),
         "loss_curve": loss_curve(losses),
         **{name: metrics[name] for name in TRAINING_HEADLINES
            if isinstance(metrics.get(name), (int, float))},

@@ -24,6 +24,7 @@ import torch
 from datasets import Dataset, Features, Value, load_from_disk
 
 from stash_pipeline.core.calibration import RewardStats, action_credit, calibrated_score, reward_stats
+from stash_pipeline.core.curves import downsample
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.serialize import trace_from_dict
@@ -268,10 +269,12 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
         # A model trained without action comparisons has no action credit: it scores whole traces only.
         write_scores(job_dir, settings, model, tokenizer, audience, traces, stats, action_stats, progress,
                      actions_need_stats=False)
-    return training_metrics(
+    metrics = training_metrics(
         train_pairs=train_pairs, eval_pairs=eval_pairs, eval_rewards=eval_rewards,
         excluded_cross_trace_pairs=settings.excluded_cross_trace_pairs, final_loss=result.final_loss,
         epochs=result.epochs, device=device, seconds=0.0)
+    # The loss curve the viewer draws: losses.json stays in scratch, the metrics are stored.
+    return {**metrics, "loss_curve": downsample(result.step_losses)}
 
 
 def score_job(job_dir: Path, settings: contract.JobSettings, progress: Progress, phase: Phases

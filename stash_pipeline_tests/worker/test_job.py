@@ -21,6 +21,7 @@ METRIC_FIELDS = {
     "train_pairs", "eval_pairs", "eval_accuracy", "action_scoring_version", "action_train_pairs",
     "action_eval_pairs", "action_eval_accuracy", "tool_eval_pairs", "tool_eval_accuracy",
     "excluded_cross_trace_pairs", "final_loss", "epochs", "device", "seconds", "attempt", "phases",
+    "loss_curve",
 }
 TRAINING_PHASES = {"inputs", "load", "training", "save", "evaluation", "archive", "scoring"}
 

@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from stash_pipeline.api.ui import plots
 from stash_pipeline.api.ui.session import COOKIE, SESSION_SECONDS, Sessions, session_secret
 from stash_pipeline.core.errors import InputError, NotFoundError, OwnershipError
+from stash_pipeline.core.failures import reason_line
 from stash_pipeline.core.feedback import ReviewedComparison, feedback_id
 from stash_pipeline.core.requests import MAX_TRACE_IDS
 from stash_pipeline.core.training_settings import (
@@ -386,15 +387,6 @@ def compare(trace_id: str, request: Request, fields: dict = Depends(posted),
 def model_list(request: Request, account: Account = Depends(viewer)) -> Response:
     models = reward_models.list_models(request.app.state.store, account.id)
     return render(request, "models.html", account=account, models=models)
-
-
-def reason_line(error: str | None) -> str | None:
-    """A failure's one-line reason: the worker ends its log with it, so the last line that says
-    something; the rest of the error is shown below it."""
-    if not error:
-        return None
-    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else None
 
 
 def eval_unavailable(metrics: dict[str, Any]) -> str | None:

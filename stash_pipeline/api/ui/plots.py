@@ -9,18 +9,9 @@ import math
 from collections.abc import Sequence
 from html import escape
 
+from stash_pipeline.core.curves import downsample
+
 WIDTH, HEIGHT, MARGIN = 560, 220, 44
-MAX_POINTS = 400
-
-
-def downsample(values: Sequence[float], points: int = MAX_POINTS) -> list[float]:
-    """At most ``points`` values: means of consecutive runs of equal length (the last shorter)."""
-    finite = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
-    if len(finite) <= points:
-        return finite
-    size = math.ceil(len(finite) / points)
-    return [sum(finite[i:i + size]) / len(finite[i:i + size])
-            for i in range(0, len(finite), size)]
 
 
 def _frame(title: str, x_label: str, y_low: float, y_high: float, body: str) -> str:
