@@ -7,6 +7,7 @@ API's 422 message, shown inline beside the form that sent it.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from collections.abc import Callable
@@ -44,7 +45,7 @@ SECURITY_HEADERS = {
                                "script-src 'self'; form-action 'self'; frame-ancestors 'none'; "
                                "base-uri 'none'",
     "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
+    "Referrer-Policy": "same-origin", "Cache-Control": "no-store",
 }
 MAX_FORM_FIELDS = MAX_TRACE_IDS + 20
 
@@ -52,6 +53,8 @@ templates = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"
                                autoescape=True)
 templates.filters["num"] = lambda v, digits=3: "" if v is None else (
     f"{v:.{digits}f}" if isinstance(v, float) else str(v))
+templates.filters["pretty"] = lambda v: v if isinstance(v, str) else json.dumps(
+    v, indent=2, ensure_ascii=False, default=str)
 templates.filters["signed"] = lambda v: "" if v is None else f"{v:+.2f}"
 templates.globals["credit_class"] = plots.credit_class
 

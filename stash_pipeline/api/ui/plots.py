@@ -43,7 +43,10 @@ def line_plot(values: Sequence[float], *, title: str, x_label: str) -> str | Non
     step = inner_w / max(len(points) - 1, 1)
     coords = " ".join(f"{MARGIN + i * step:.1f},{MARGIN + inner_h * (high - v) / (high - low):.1f}"
                       for i, v in enumerate(points))
-    body = f'<polyline points="{coords}" class="plot-line"/>'
+    body = (f'<polyline points="{coords}" class="plot-line"/>'
+            f'<text x="{MARGIN}" y="{HEIGHT - MARGIN + 14}" class="tick">1</text>'
+            f'<text x="{WIDTH - MARGIN}" y="{HEIGHT - MARGIN + 14}" text-anchor="end" '
+            f'class="tick">{len(values)}</text>')
     return _frame(title, x_label, low, high, body)
 
 
