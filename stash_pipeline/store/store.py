@@ -80,13 +80,16 @@ class Store:
             return traces.get_traces(c, ids)
 
     def list_traces(self, owner: str | None = None,
-                    action_evaluator: str | None = None) -> list[TraceSummary]:
-        """Every trace (or the owner's), oldest first; action credit and queue state are
-        ``action_evaluator``'s, else the latest release's."""
+                    action_evaluator: str | None = None, *, sort: str = "created",
+                    where: trace_pages.TraceFilter | None = None) -> list[TraceSummary]:
+        """Every trace (or the owner's), oldest first (or in ``sort``'s order), narrowed by
+        ``where``; action credit and queue state are ``action_evaluator``'s, else the latest
+        release's."""
         with self.reading() as c:
             latest = releases.latest_release(c) if action_evaluator is None else None
             evaluator = action_evaluator or (latest.version if latest else None)
-            return trace_pages.list_traces(c, owner, shared_evaluator=evaluator)
+            return trace_pages.list_traces(c, owner, shared_evaluator=evaluator, sort=sort,
+                                           where=where)
 
     def page_traces(self, owner: str, *, shared_evaluator: str | None,
                     model_ids: Sequence[str] | None = None, sort: str = "-created",
