@@ -143,3 +143,20 @@ def test_another_accounts_trace_and_model_are_404_pages(browser, api: Api, tmp_p
         assert browser.find_element(By.CSS_SELECTOR, "h1.error-code").text == "404"
         assert "trace-b" not in browser.page_source
     shoot(browser, "not-found", request.node.callspec.params["store"])
+
+
+def test_api_docs_render_without_the_internet(browser, api: Api,
+                                              request: pytest.FixtureRequest) -> None:
+    """Swagger UI's assets come from the app (the fastapi-offline package), not from a CDN:
+    this machine has no internet, so the page renders only if that is so."""
+    from selenium.webdriver.common.by import By
+
+    if request.node.callspec.params["store"] != "sqlite":
+        pytest.skip("the docs page does not touch the store")
+    browser.get(f"{api.url}/docs")
+    title = browser.find_element(By.CSS_SELECTOR, ".swagger-ui .info .title")
+    assert "stash-pipeline API" in title.text
+    assert browser.find_elements(By.CSS_SELECTOR, ".opblock-summary-path")
+    scripts = [s.get_attribute("src") for s in browser.find_elements(By.TAG_NAME, "script")]
+    assert all(src.startswith(api.url) for src in scripts if src)
+    shoot(browser, "api-docs", "sqlite")
