@@ -138,7 +138,8 @@ def personal_scores(context: dg.AssetExecutionContext, database: StoreResource,
     bottom = [{"trace": s.trace_id, "raw": s.raw, "calibrated": s.calibrated} for s in ranked[:5]]
     return dg.MaterializeResult(metadata={
         "scored_traces": len(results.scores), "scored_actions": len(results.action_scores),
-        "score_histogram": metadata.histogram(raw),
+        "score_histogram": metadata.histogram(raw, title="Whole-trace scores",
+                                              x_label="raw reward"),
         "top_traces": metadata.table(top, ["trace", "raw", "calibrated"]),
         "bottom_traces": metadata.table(bottom, ["trace", "raw", "calibrated"]),
         "score_again": generation is not None,

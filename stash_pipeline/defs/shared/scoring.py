@@ -41,5 +41,6 @@ def shared_action_scores(context: dg.AssetExecutionContext, config: ScoringBatch
     return dg.MaterializeResult(metadata={
         "release": config.release, "scored_traces": len(results.scored),
         "scored_actions": len(results.action_scores),
-        "credit_histogram": metadata.histogram(credits),
+        "credit_histogram": metadata.histogram(credits, title="Action credit",
+                                               x_label="credit"),
     })
