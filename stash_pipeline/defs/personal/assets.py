@@ -21,7 +21,7 @@ from stash_pipeline.defs.resources import (
     ComputeResource, ExtractionResource, ObjectStoreResource, StoreResource,
 )
 from stash_pipeline.defs.traces.assets import traces
-from stash_pipeline.defs.worker_runs import REWARD_POOL, failure_text
+from stash_pipeline.defs.worker_runs import REWARD_POOL, failure_description, failure_text
 from stash_pipeline.services import personal_training as steps
 from stash_pipeline.services.worker_jobs import read_losses, read_results
 from stash_pipeline.store import Store
@@ -41,7 +41,7 @@ def model_fails_with(store: Store, model_id: str, objects: ObjectStoreResource |
         steps.fail(store, model_id, reason)
         if objects is not None:
             steps.discard_checkpoint(store, objects.objects, model_id)
-        raise dg.Failure(description=reason) from error
+        raise dg.Failure(description=failure_description(error)) from error
 
 
 @dg.asset(partitions_def=personal_reward_model, deps=[traces], group_name=GROUP, kinds={"sql"})
@@ -58,6 +58,7 @@ def personal_pairs(context: dg.AssetExecutionContext, database: StoreResource,
         report = steps.build_pairs(store, model, extraction.config())
         seconds = time.perf_counter() - started
     return dg.MaterializeResult(metadata={
+        "reward_model": f"{model.name} (owner {model.owner})",  # the partition key is its id
         EXTRACTION_SECONDS: seconds,
         "pairs": report["pairs"], "dropped_by_max_pairs": report["dropped_by_max_pairs"],
         "orphaned_feedback": report["orphaned_feedback"],

@@ -10,12 +10,16 @@ from stash_pipeline.defs.resources import ComputeResource, StoreResource
 from stash_pipeline.services import personal_training as steps
 
 MODEL_TAG = "stash/reward_model"
+MODEL_NAME_TAG = "stash/reward_model_name"  # a partition key is the model's id; runs name it too
 ATTEMPT_TAG = "stash/attempt"
 INTERVAL_S = 10
 
 
 @dg.sensor(job=personal_training_job, minimum_interval_seconds=INTERVAL_S,
-           default_status=dg.DefaultSensorStatus.RUNNING)
+           default_status=dg.DefaultSensorStatus.RUNNING,
+           description="Starts a training run for each queued personal reward model (one per "
+                       "model and attempt; its partition is the model's id, its run tags name "
+                       "the model).")
 def queued_reward_models(context: dg.SensorEvaluationContext,
                          database: StoreResource) -> dg.SensorResult:
     """One run per queued model and attempt: the run key names both, so a retry (a new attempt)
@@ -23,14 +27,17 @@ def queued_reward_models(context: dg.SensorEvaluationContext,
     queued = database.store.list_reward_models(status="queued")
     return dg.SensorResult(
         run_requests=[dg.RunRequest(partition_key=m.id, run_key=f"{m.id}:{m.attempt}",
-                                    tags={MODEL_TAG: m.id, ATTEMPT_TAG: str(m.attempt)})
+                                    tags={MODEL_TAG: m.id, MODEL_NAME_TAG: m.name[:200],
+                                          ATTEMPT_TAG: str(m.attempt)})
                       for m in queued],
         dynamic_partitions_requests=_partitions_to_add(context, [m.id for m in queued]),
     )
 
 
 @dg.sensor(job=personal_scoring_job, minimum_interval_seconds=INTERVAL_S,
-           default_status=dg.DefaultSensorStatus.RUNNING)
+           default_status=dg.DefaultSensorStatus.RUNNING,
+           description="Starts a scoring run for each Score again request of a succeeded "
+                       "personal model: its saved checkpoint rescores the owner's traces.")
 def score_again_requests(context: dg.SensorEvaluationContext,
                          database: StoreResource) -> dg.SensorResult:
     """A run for each Score again request of a succeeded model (one run key per request)."""
@@ -39,7 +46,8 @@ def score_again_requests(context: dg.SensorEvaluationContext,
     return dg.SensorResult(
         run_requests=[
             dg.RunRequest(partition_key=m.id, run_key=f"{m.id}:score:{m.score_generation}",
-                          tags={MODEL_TAG: m.id, SCORE_AGAIN_TAG: str(m.score_generation)})
+                          tags={MODEL_TAG: m.id, MODEL_NAME_TAG: m.name[:200],
+                                SCORE_AGAIN_TAG: str(m.score_generation)})
             for m in models],
         dynamic_partitions_requests=_partitions_to_add(context, [m.id for m in models]))
 
