@@ -82,7 +82,10 @@ def record_dead_run(run: dg.DagsterRun, message: str, database: StoreResource,
 
 
 @dg.run_failure_sensor(monitored_jobs=[personal_training_job],
-                       default_status=dg.DefaultSensorStatus.RUNNING)
+                       default_status=dg.DefaultSensorStatus.RUNNING,
+                       description="Marks a personal reward model failed when its training run "
+                                   "dies outside a step (a crash, run monitoring), with the "
+                                   "reason; a model a step already failed is left as it is.")
 def failed_reward_model_runs(context: dg.RunFailureSensorContext, database: StoreResource,
                              compute: ComputeResource) -> None:
     message = context.failure_event.message or "the run failed"
@@ -93,7 +96,9 @@ def failed_reward_model_runs(context: dg.RunFailureSensorContext, database: Stor
 
 @dg.run_status_sensor(run_status=dg.DagsterRunStatus.CANCELED,
                       monitored_jobs=[personal_training_job],
-                      default_status=dg.DefaultSensorStatus.RUNNING)
+                      default_status=dg.DefaultSensorStatus.RUNNING,
+                      description="Marks a personal reward model failed when its training run "
+                                  "is cancelled, so it never stays running.")
 def cancelled_reward_model_runs(context: dg.RunStatusSensorContext, database: StoreResource,
                                 compute: ComputeResource) -> None:
     record_dead_run(context.dagster_run, "the run was cancelled", database, compute)
