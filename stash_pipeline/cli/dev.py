@@ -4,25 +4,43 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "dev", help="open the Dagster UI (and run the sensors and schedules) on the local instance",
-        description="Runs `dagster dev` on the instance the CLI records imports and runs in "
-                    "(DAGSTER_HOME, else $STASH_HOME/dagster). Its daemon picks queued reward "
-                    "models up.")
+        description="Runs `dg dev` in the project (its pyproject names the code location) on the "
+                    "instance the CLI records imports and runs in (DAGSTER_HOME, else "
+                    "$STASH_HOME/dagster). Its daemon picks queued reward models up.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=3000)
     parser.set_defaults(handler=run)
+
+
+def dev_command(host: str, port: int, root: Path = PROJECT_ROOT) -> tuple[Path | None, list[str]]:
+    """Where to run and what: `dg dev` in the project directory (a checkout), whose [tool.dg]
+    names the code location once; an installed package without one gets `dagster dev` on the
+    module."""
+    pyproject = root / "pyproject.toml"
+    if pyproject.is_file() and "[tool.dg]" in pyproject.read_text(encoding="utf-8"):
+        dg = shutil.which("dg", path=str(Path(sys.executable).parent)) or shutil.which("dg")
+        if dg:
+            return root, [dg, "dev", "--host", host, "--port", str(port)]
+    return None, [sys.executable, "-m", "dagster", "dev", "-m", "stash_pipeline.definitions",
+                  "--host", host, "--port", str(port)]
 
 
 def run(args: argparse.Namespace) -> int:
     from stash_pipeline.instance import dagster_home
 
     os.environ["DAGSTER_HOME"] = str(dagster_home())
-    command = [sys.executable, "-m", "dagster", "dev", "-m", "stash_pipeline.definitions",
-               "--host", args.host, "--port", str(args.port)]
+    cwd, command = dev_command(args.host, args.port)
+    if cwd is not None:
+        os.chdir(cwd)
     os.execvp(command[0], command)
     return 0  # not reached: exec replaces this process

@@ -4,7 +4,9 @@ Each item: ``{"type": "comment", "text": ...}``, ``{"type": "rating", "value": <
 ``{"type": "outcome", "reward": <number>}``, with at most one target for comments and ratings:
 ``action_id`` (local, "m3" or "m3.call0"), ``message_index`` (an assistant message) or
 ``tool_call_id``. No target: the whole trace. Optional ``author`` (comments, ratings), ``source``
-(outcomes).
+(outcomes). ``{"type": "comparison", "chosen": "m2.call0", "rejected": "m4.call0"}`` compares two
+actions of the trace, with optional ``author``, ``reviewer``, ``status`` (pending, approved,
+rejected; a reviewed one names its reviewer) and ``rationale``.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from __future__ import annotations
 from typing import Any
 
 from stash_pipeline.core.errors import InputError
-from stash_pipeline.core.feedback import Comment, Feedback, Rating, VerifiedOutcome, feedback_id
+from stash_pipeline.core.feedback import (
+    REVIEW_STATUSES, Comment, Feedback, Rating, ReviewedComparison, VerifiedOutcome, feedback_id,
+)
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.importers.common import message_action_ids
 from stash_pipeline.importers.fields import expect_list, expect_object, number, optional_str
 
-FEEDBACK_TYPES = ("comment", "rating", "outcome")
+FEEDBACK_TYPES = ("comment", "rating", "outcome", "comparison")
 _TARGET_KEYS = ("action_id", "message_index", "tool_call_id")
 
 
@@ -55,10 +59,44 @@ def parse_feedback(value: Any, trace: Trace, field: str = "feedback",
             reward = number(item.get("reward"), f"{where}.reward")
             items.append(VerifiedOutcome(feedback_id("outcome", trace.id, i), trace.id, reward,
                                          source=optional_str(item, "source", f"{where}.source")))
+        elif kind == "comparison":
+            items.append(_comparison(item, trace, where, targets, author))
         else:
             raise InputError(f"unknown feedback type {kind!r}; expected one of "
                              f"{', '.join(FEEDBACK_TYPES)}", field=f"{where}.type")
     return tuple(items)
+
+
+def _comparison(item: dict[str, Any], trace: Trace, where: str, targets: list[str],
+                author: str | None) -> ReviewedComparison:
+    """Two actions of this trace, chosen over rejected (the same id as `feedback compare`)."""
+    if targets:
+        raise InputError("a comparison names its sides with chosen and rejected",
+                         field=where)
+    sides = []
+    for side in ("chosen", "rejected"):
+        value = item.get(side)
+        try:
+            sides.append(trace.action(value).id if isinstance(value, str) else None)
+        except KeyError:
+            sides.append(None)
+        if sides[-1] is None:
+            raise InputError(f"expected an action id of this trace such as 'm3' or 'm3.call0', "
+                             f"got {value!r}", field=f"{where}.{side}")
+    if sides[0] == sides[1]:
+        raise InputError("a comparison needs two different actions", field=f"{where}.rejected")
+    status = item.get("status", "pending")
+    if status not in REVIEW_STATUSES:
+        raise InputError(f"status is one of {', '.join(REVIEW_STATUSES)}, got {status!r}",
+                         field=f"{where}.status")
+    reviewer = optional_str(item, "reviewer", f"{where}.reviewer")
+    if status != "pending" and not reviewer:
+        raise InputError(f"a comparison {status} needs its reviewer", field=f"{where}.reviewer")
+    chosen, rejected = sides
+    return ReviewedComparison(feedback_id("comparison", chosen, rejected, author), trace.id,
+                              trace.id, chosen_action_id=chosen, rejected_action_id=rejected,
+                              reviewer=reviewer, status=status, author=author,
+                              rationale=optional_str(item, "rationale", f"{where}.rationale"))
 
 
 def _targets(item: dict[str, Any], trace: Trace, where: str,
