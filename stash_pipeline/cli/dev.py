@@ -22,25 +22,32 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def dev_command(host: str, port: int, root: Path = PROJECT_ROOT) -> tuple[Path | None, list[str]]:
-    """Where to run and what: `dg dev` in the project directory (a checkout), whose [tool.dg]
-    names the code location once; an installed package without one gets `dagster dev` on the
-    module."""
+def dev_command(host: str, port: int, root: Path = PROJECT_ROOT) -> list[str]:
+    """`dg dev` on the project (a checkout), whose [tool.dg] names the code location once; an
+    installed package without the project gets `dagster dev` on the module."""
     pyproject = root / "pyproject.toml"
     if pyproject.is_file() and "[tool.dg]" in pyproject.read_text(encoding="utf-8"):
         dg = shutil.which("dg", path=str(Path(sys.executable).parent)) or shutil.which("dg")
         if dg:
-            return root, [dg, "dev", "--host", host, "--port", str(port)]
-    return None, [sys.executable, "-m", "dagster", "dev", "-m", "stash_pipeline.definitions",
-                  "--host", host, "--port", str(port)]
+            return [dg, "dev", "--target-path", str(root), "--host", host, "--port", str(port)]
+    return [sys.executable, "-m", "dagster", "dev", "-m", "stash_pipeline.definitions",
+            "--host", host, "--port", str(port)]
 
 
 def run(args: argparse.Namespace) -> int:
+    from stash_pipeline.core.home import stash_home
     from stash_pipeline.instance import dagster_home
 
-    os.environ["DAGSTER_HOME"] = str(dagster_home())
-    cwd, command = dev_command(args.host, args.port)
-    if cwd is not None:
-        os.chdir(cwd)
+    # Absolute, so every process reads the same store whatever its working directory.
+    os.environ["STASH_HOME"] = str(stash_home(os.environ).resolve())
+    home = dagster_home()
+    os.environ["DAGSTER_HOME"] = str(home)
+    if sys.prefix != sys.base_prefix:  # this interpreter's virtualenv is the active one
+        os.environ.setdefault("VIRTUAL_ENV", sys.prefix)
+    # In the instance folder: its dagster.yaml is the one in use, so Dagster does not warn about
+    # the project's (for a bare `dg dev` in the checkout) being ignored.
+    if home.is_dir():
+        os.chdir(home)
+    command = dev_command(args.host, args.port)
     os.execvp(command[0], command)
     return 0  # not reached: exec replaces this process

@@ -8,14 +8,14 @@ from stash_pipeline.cli.dev import PROJECT_ROOT, dev_command
 
 
 def test_a_checkout_runs_dg_dev_in_the_project():
-    cwd, command = dev_command("127.0.0.1", 3001)
-    assert cwd == PROJECT_ROOT and (cwd / "pyproject.toml").is_file()
+    command = dev_command("127.0.0.1", 3001)
     assert Path(command[0]).name == "dg" and Path(command[0]).is_file()
-    assert command[1:] == ["dev", "--host", "127.0.0.1", "--port", "3001"]
-    assert 'code_location_name = "stash_pipeline"' in (cwd / "pyproject.toml").read_text()
+    assert command[1:] == ["dev", "--target-path", str(PROJECT_ROOT), "--host", "127.0.0.1",
+                           "--port", "3001"]
+    pyproject = (PROJECT_ROOT / "pyproject.toml").read_text()
+    assert 'code_location_name = "stash_pipeline"' in pyproject
 
 
 def test_an_installed_package_without_the_project_runs_dagster_dev(tmp_path):
-    cwd, command = dev_command("0.0.0.0", 3000, root=tmp_path)
-    assert cwd is None
+    command = dev_command("0.0.0.0", 3000, root=tmp_path)
     assert command[1:5] == ["-m", "dagster", "dev", "-m"] and command[-2:] == ["--port", "3000"]
