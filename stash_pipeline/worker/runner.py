@@ -262,12 +262,12 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
             action_stats = reward_stats(action_rewards) if action_rewards else None
         metrics = training_metrics(
             train_pairs=train_pairs, eval_pairs=eval_pairs, eval_rewards=eval_rewards,
-            excluded_cross_trace_pairs=settings.excluded_cross_trace_pairs, final_loss=result.final_loss,
-            epochs=result.epochs, device=device, seconds=0.0)
+            excluded_cross_trace_pairs=settings.excluded_cross_trace_pairs,
+            final_loss=result.final_loss, epochs=result.epochs, device=device, seconds=0.0)
         if "checkpoint" in settings.outputs:
             write_stats(directory, audience=audience, reward_stats=stats, action_reward_stats=action_stats)
-            write_model_card(directory, evaluator=settings.evaluator, audience=audience, base_model=base,
-                             window=tokenizer.model_max_length,
+            write_model_card(directory, evaluator=settings.evaluator, audience=audience,
+                             base_model=base, window=tokenizer.model_max_length,
                              stored_dtype=str(stored).removeprefix("torch."), metrics=metrics,
                              reward_stats=stats, action_reward_stats=action_stats)
     if "checkpoint" in settings.outputs:

@@ -2,7 +2,8 @@
 job releases a first shared evaluator on it). It is shared_samples' learnable contributions in the
 import format; this test keeps the file and the generator in step, and imports it.
 
-Regenerate: STASH_REGENERATE_SAMPLES=1 pytest stash_pipeline_tests/importers/test_shared_demo_samples.py
+Regenerate:
+    STASH_REGENERATE_SAMPLES=1 pytest stash_pipeline_tests/importers/test_shared_demo_samples.py
 """
 
 from __future__ import annotations
