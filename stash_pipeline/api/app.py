@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.types import Scope
 
-from stash_pipeline.api import errors
+from stash_pipeline.api import docs, errors, ui
 from stash_pipeline.api.limits import BodyLimit
 from stash_pipeline.api.routes import account, feedback, objects, reward_models, sql, traces
 from stash_pipeline.api.settings import ApiSettings
@@ -54,11 +54,14 @@ def create_app(store: Store | None = None, objects_store: ObjectStore | None = N
         summary="Traces, feedback, personal reward models and read-only SQL over your own rows.",
         version="1",
         lifespan=lifespan,
+        docs_url=None, redoc_url=None,  # docs.install serves both without a CDN
     )
     app.state.settings = settings
     for module in (reward_models, traces, feedback, sql, account, objects):
         app.include_router(module.router)
+    docs.install(app)
     errors.install(app)
+    ui.install(app)  # after errors.install: on /ui paths its errors are pages
 
     def limit_for(scope: Scope) -> int:
         if scope.get("method") == "POST" and scope.get("path", "").rstrip("/") == IMPORT_PATH:

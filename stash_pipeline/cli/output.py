@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -20,12 +20,38 @@ def rounded(value: Any) -> Any:
     return f"{value:.3f}" if isinstance(value, float) else value
 
 
-def print_table(rows: list[dict[str, Any]], columns: list[str]) -> None:
+def print_table(rows: list[dict[str, Any]], columns: list[str], *, width: int | None = None,
+                shrink: Sequence[Sequence[str]] = (),
+                headings: Mapping[str, str] | None = None) -> None:
+    """Columns padded to their widest cell. With ``width``, the ``shrink`` groups of columns are
+    cut in turn (the first group first, its widest column first), each cell ending in "…", until
+    a line fits."""
+    headings = headings or {}
+    titles = [headings.get(c, c).upper() for c in columns]
     cells = [[("" if row.get(c) is None else str(row.get(c))) for c in columns] for row in rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
-    print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)).rstrip())
+    widths = [max([len(t)] + [len(r[i]) for r in cells]) for i, t in enumerate(titles)]
+    if width is not None:
+        for group in shrink:
+            _fit(widths, [columns.index(c) for c in group if c in columns], width)
+    print("  ".join(_cut(t, w).ljust(w) for t, w in zip(titles, widths)).rstrip())
     for r in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+        print("  ".join(_cut(v, w).ljust(w) for v, w in zip(r, widths)).rstrip())
+
+
+MIN_SHRUNK = 6
+
+
+def _fit(widths: list[int], shrinkable: list[int], width: int) -> None:
+    while sum(widths) + 2 * (len(widths) - 1) > width:
+        candidates = [i for i in shrinkable if widths[i] > MIN_SHRUNK]
+        if not candidates:
+            return
+        widest = max(candidates, key=lambda i: widths[i])
+        widths[widest] -= 1
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 def progress(items: Iterable[T], *, desc: str, unit: str) -> Iterator[T]:

@@ -8,6 +8,7 @@ from typing import Any
 from stash_pipeline.cli.output import print_json, print_table
 from stash_pipeline.cli.store import open_store
 from stash_pipeline.cli.waiting import WAIT_HELP, fail_abandoned_runs, run_now
+from stash_pipeline.core.failures import reason_line
 from stash_pipeline.core.traces import DEFAULT_OWNER
 from stash_pipeline.core.training_settings import (
     DEFAULT_BASE_MODEL, DEFAULT_EPOCHS, DEFAULT_MAX_PAIRS,
@@ -151,6 +152,8 @@ def _report(store: Any, args: argparse.Namespace, model_id: str) -> int:
         print(f"{view['id']}  {view['name']}  {view['status']}  attempt {view['attempt']}")
         if view.get("progress"):
             print(f"progress: {view['progress']}")
+        if view["error"]:
+            print(f"reason: {reason_line(view['error'])}")
         for name, value in (view["metrics"] or {}).items():
             print(f"  {name:28} {_shown(value)}")
         if view["error"]:
@@ -176,6 +179,9 @@ def _shown(value: Any) -> str:
     """A metric for people: floats to four digits, the phases' seconds as `name 0.12 s` pairs."""
     if isinstance(value, float):
         return f"{value:.4g}"
+    if isinstance(value, list):  # the loss curve: its length and ends (the viewer plots it)
+        return (f"{len(value)} points, {value[0]:.4g} to {value[-1]:.4g}" if value
+                and all(isinstance(v, float) for v in value) else str(value))
     if isinstance(value, dict):
         return ", ".join(f"{k} {v:.2f} s" if isinstance(v, float) else f"{k} {v}"
                          for k, v in value.items())

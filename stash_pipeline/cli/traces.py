@@ -4,20 +4,28 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
+from typing import Any
 
 from stash_pipeline.cli.output import print_json, print_table, rounded
 from stash_pipeline.cli.store import open_store
 from stash_pipeline.cli.waiting import WAIT_HELP, run_now
+from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.serialize import trace_to_dict
 from stash_pipeline.core.traces import DEFAULT_OWNER
+from stash_pipeline.store.trace_pages import SORTS, STATES, TraceFilter
 
 # latest_score is the newest personal whole-trace score, personal_state whether the newest
 # personal model has scored this version (pending, scored); scoring_state, mean_action_credit and
 # actions_scored are the shared evaluator's (the seed: shown separately).
-LIST_COLUMNS = ["id", "owner", "agent", "domain", "task_id", "version", "messages", "actions",
-                "contribute", "latest_score", "personal_state", "scoring_state",
-                "mean_action_credit", "actions_scored"]
+WIDE_COLUMNS = ["id", "owner", "agent", "domain", "task_id", "version", "messages", "actions",
+                "contribute", "latest_score", "personal_state", "scoring_state", "mean_action_credit",
+                "actions_scored", "outcome"]
+# The default table fits LIST_WIDTH columns: short headings, agent and domain cut first.
+LIST_COLUMNS = ["id", "agent", "domain", "credit", "scored", "latest", "state", "outcome"]
+LIST_WIDTH = 100
+FILTERS = ("agent", "domain", "state")
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -25,6 +33,16 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     sub = parser.add_subparsers(dest="traces_command", required=True, metavar="SUBCOMMAND")
     listing = sub.add_parser("list", help="one line per stored trace")
     listing.add_argument("--owner", help="only this account's traces")
+    listing.add_argument("--sort", default="created", metavar="KEY",
+                         help="created (default), latest_score, mean_action_credit, "
+                              "actions_scored, scoring_state or outcome; --sort=-KEY or --desc "
+                              "for descending (traces without the value come last)")
+    listing.add_argument("--desc", action="store_true", help="descending order")
+    listing.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",
+                         help="only traces with this agent=, domain= or state= "
+                              "(waiting, pending, scored); repeat to combine")
+    listing.add_argument("--wide", action="store_true",
+                         help="every column, however wide (default: fits 100 columns)")
     listing.add_argument("--json", action="store_true", help="print one JSON object")
     listing.set_defaults(handler=run_list)
     show = sub.add_parser("show", help="one trace with its messages, actions and feedback")
@@ -60,41 +78,127 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
+    sort = f"-{args.sort.lstrip('-')}" if args.desc else args.sort
+    if sort not in SORTS:
+        raise InputError(f"--sort is one of {', '.join(k for k in SORTS if k[0] != '-')} "
+                         f"(with - or --desc for descending), got {args.sort!r}", field="sort")
     store = open_store()
-    rows = [dataclasses.asdict(s) for s in store.list_traces(owner=args.owner)]
+    rows = [dataclasses.asdict(s) for s in store.list_traces(
+        owner=args.owner, sort=sort, where=trace_filter(args.filter))]
     if args.json:
         print_json({"traces": rows, "count": len(rows)})
-    else:
-        shown = [{k: rounded(v) for k, v in row.items()} for row in rows]
-        print_table(shown, [c for c in LIST_COLUMNS if not rows or c in rows[0]])
+    elif args.wide:
+        print_table([{k: rounded(v) for k, v in row.items()} for row in rows], WIDE_COLUMNS)
         print(f"{len(rows)} traces")
+    else:
+        print_table([_short_row(row) for row in rows], LIST_COLUMNS, width=LIST_WIDTH,
+                    shrink=(("agent", "domain"), ("id",)))
+        print(f"{len(rows)} traces (credit: the shared evaluator's mean action credit; "
+              "latest: the newest personal score)")
     return 0
 
 
+def trace_filter(items: list[str]) -> TraceFilter | None:
+    """``agent=X``, ``domain=Y``, ``state=scored`` -> the store's filter."""
+    found: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or key not in FILTERS or not value:
+            raise InputError(f"--filter is KEY=VALUE with KEY one of {', '.join(FILTERS)}, "
+                             f"got {item!r}", field="filter")
+        if key == "state" and value not in STATES:
+            raise InputError(f"state is one of {', '.join(STATES)}, got {value!r}",
+                             field="filter")
+        found[key] = value
+    return TraceFilter(**found) if found else None
+
+
+def _short_row(row: dict[str, Any]) -> dict[str, Any]:
+    credit = row["mean_action_credit"]
+    return {"id": row["id"], "agent": row["agent"], "domain": row["domain"],
+            "credit": None if credit is None else f"{credit:+.3f}",
+            "scored": f"{row['actions_scored']}/{row['actions']}",
+            "latest": rounded(row["latest_score"]), "state": row["scoring_state"],
+            "outcome": rounded(row["outcome"])}
+
+
 def run_show(args: argparse.Namespace) -> int:
+    from stash_pipeline.services.traces import detail
+
     store = open_store()
     trace = store.get_trace(args.trace_id)
     feedback = store.feedback_for([trace.id])
+    scored = detail(store, trace.owner, trace.id)
     if args.json:
         payload = trace_to_dict(trace)
         payload["actions"] = [a.id for a in trace.actions()]
         payload["feedback"] = [
             {"type": type(f).__name__, **dataclasses.asdict(f)} for f in feedback
         ]
+        for key in ("scores", "action_scores", "shared_evaluator"):
+            payload[key] = scored[key]
         print_json(payload)
         return 0
     print(f"trace {trace.id}  owner={trace.owner}  agent={trace.agent}  domain={trace.domain}  "
           f"task={trace.task_id}  version={trace.version}  contribute={trace.contribute}")
-    action_ids = {(a.message_index, a.call_index): a.local_id for a in trace.actions()}
+    names = {m.id: m.name for m in store.list_reward_models(owner=trace.owner)}
+    shared = scored["shared_evaluator"]
+    print(f"shared evaluator: {shared['status']}"
+          + (f" (release {shared['release']})" if shared["release"] else " (no release yet)"))
+    for score in scored["scores"]:
+        who = (f"shared {score['evaluator']}" if score["kind"] == "shared"
+               else f"personal {names.get(score['evaluator'], score['evaluator'])}")
+        calibrated = score["calibrated"]
+        print(f"score: {who}  raw {score['raw']:+.4f}"
+              + (f"  calibrated {calibrated:.3f}" if calibrated is not None else ""))
+    evaluators, credit = _credit_columns(scored["action_scores"], shared["release"])
+    colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    for n, evaluator in enumerate(evaluators):
+        kind = "shared" if evaluator == shared["release"] else "personal"
+        print(f"credit column {n + 1}: {kind} {names.get(evaluator, evaluator)}")
+
+    def credits(action_id: str | None) -> str:
+        if not evaluators:
+            return ""
+        cells = [_credit_cell(credit.get((e, action_id)), colour) if action_id else " " * 6
+                 for e in evaluators]
+        return " ".join(cells) + " "
+
+    action_ids = {(a.message_index, a.call_index): a for a in trace.actions()}
     for i, message in enumerate(trace.messages):
-        label = action_ids.get((i, None), "")
+        action = action_ids.get((i, None))
+        label = action.local_id if action else ""
         text = message.content if len(message.content) <= 400 else message.content[:400] + "…"
-        print(f"[{i}] {message.role:9} {label:8} {text}".rstrip())
+        print(f"[{i}] {message.role:9} {label:8} {credits(action.id if action else None)}"
+              f"{text}".rstrip())
         for k, call in enumerate(message.tool_calls):
-            print(f"    {'':9} {action_ids[(i, k)]:8} -> {call.name}({call.arguments})")
+            call_action = action_ids[(i, k)]
+            print(f"    {'':9} {call_action.local_id:8} {credits(call_action.id)}"
+                  f"-> {call.name}({call.arguments})")
     for item in feedback:
         print(f"feedback: {type(item).__name__} {dataclasses.asdict(item)}")
     return 0
+
+
+def _credit_columns(action_scores: list[dict[str, Any]], release: str | None
+                    ) -> tuple[list[str], dict[tuple[str, str], float | None]]:
+    """The evaluators with action credit on the trace (the shared release first) and each
+    (evaluator, action id)'s credit."""
+    credit = {(s["evaluator"], s["action_id"]): s["credit"] for s in action_scores}
+    evaluators = sorted({s["evaluator"] for s in action_scores},
+                        key=lambda e: (e != release, e))
+    return evaluators, credit
+
+
+def _credit_cell(value: float | None, colour: bool) -> str:
+    """A credit as six characters (``+0.42``), green or red by sign on a terminal."""
+    if value is None:
+        return "     -"
+    text = f"{value:+6.2f}"
+    if not colour or abs(value) < 0.2:
+        return text
+    code = ("1;" if abs(value) >= 0.6 else "") + ("32" if value > 0 else "31")
+    return f"\033[{code}m{text}\033[0m"
 
 
 def run_contribute(args: argparse.Namespace) -> int:

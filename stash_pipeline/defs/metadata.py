@@ -1,17 +1,15 @@
-"""Materialisation metadata a person reads in the Dagster UI: tables, a loss curve, histograms."""
+"""Materialisation metadata a person reads in the Dagster UI: tables, and plots (a loss curve,
+histograms) as SVG images in Markdown (``core.plots``, the same the trace viewer draws)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import dagster as dg
 
-SPARK = "▁▂▃▄▅▆▇█"
-CURVE_POINTS = 60
-HISTOGRAM_BINS = 10
-BAR_WIDTH = 30
+from stash_pipeline.core import plots
+from stash_pipeline.core.curves import downsample
 
 
 def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> dg.MetadataValue:
@@ -30,34 +28,39 @@ def key_values(values: Mapping[str, Any]) -> dg.MetadataValue:
     return table([{"field": k, "value": v} for k, v in values.items()], ["field", "value"])
 
 
+def image(svg: str | None, caption: str) -> dg.MetadataValue:
+    """An SVG plot as a Markdown image (the UI renders ``data:`` images), with its caption."""
+    if svg is None:
+        return dg.MetadataValue.md(caption)
+    return dg.MetadataValue.md(f"![plot]({plots.data_uri(svg)})\n\n{caption}")
+
+
 def loss_curve(losses: Sequence[float]) -> dg.MetadataValue:
-    """The per-step loss as a sparkline (averaged down to at most 60 points), with its ends."""
+    """The per-step loss as a plotted curve (averaged down to at most 200 points), with its ends."""
     if not losses:
         return dg.MetadataValue.md("no training steps")
-    size = math.ceil(len(losses) / CURVE_POINTS)
-    points = [sum(losses[i:i + size]) / len(losses[i:i + size]) for i in range(0, len(losses), size)]
-    low, high = min(points), max(points)
-    spread = (high - low) or 1.0
-    line = "".join(SPARK[min(len(SPARK) - 1, int((p - low) / spread * len(SPARK)))] for p in points)
-    return dg.MetadataValue.md(
-        f"`{line}`\n\n{len(losses)} steps, loss {losses[0]:.4f} at the first step, "
-        f"{losses[-1]:.4f} at the last (min {min(losses):.4f}, max {max(losses):.4f}; "
-        f"each mark averages {size} step{'s' if size > 1 else ''})")
+    points = len(downsample(losses))
+    caption = (f"{len(losses)} steps, loss {losses[0]:.4f} at the first step, {losses[-1]:.4f} at "
+               f"the last (min {min(losses):.4f}, max {max(losses):.4f}"
+               + (f"; {points} points, each a mean of consecutive steps)" if points < len(losses)
+                  else ")"))
+    return image(plots.line_plot(losses, title="Bradley-Terry loss per step",
+                                 x_label="training step"), caption)
 
 
-def histogram(values: Sequence[float], bins: int = HISTOGRAM_BINS) -> dg.MetadataValue:
-    """Counts of ``values`` in equal-width bins, drawn as bars."""
+def histogram(values: Sequence[float], *, title: str = "Scores",
+              x_label: str = "value") -> dg.MetadataValue:
+    """The distribution of ``values`` as a plotted histogram, with its range."""
     if not values:
         return dg.MetadataValue.md("no values")
-    low, high = min(values), max(values)
-    width = (high - low) / bins or 1.0
-    counts = [0] * bins
-    for value in values:
-        counts[min(bins - 1, int((value - low) / width))] += 1
-    peak = max(counts)
-    rows = [{"from": low + i * width, "to": low + (i + 1) * width, "count": n,
-             "": "█" * round(n / peak * BAR_WIDTH)} for i, n in enumerate(counts)]
-    return table(rows, ["from", "to", "count", ""])
+    caption = f"{len(values)} values from {min(values):.4g} to {max(values):.4g}"
+    return image(plots.histogram(values, title=title, x_label=x_label), caption)
+
+
+def phases(seconds: Mapping[str, float]) -> dg.MetadataValue:
+    """The worker's phases and their seconds, as a table in the order they ran."""
+    return table([{"phase": name, "seconds": value} for name, value in seconds.items()],
+                 ["phase", "seconds"])
 
 
 def extraction(report: Mapping[str, Any]) -> dg.MetadataValue:
@@ -82,7 +85,9 @@ def training(uri: str, metrics: Mapping[str, Any], losses: Sequence[float]) -> d
     """A trained checkpoint: where it is, the metrics table, the loss curve, the headline numbers."""
     return {
         "checkpoint_uri": dg.MetadataValue.path(uri),
-        "metrics": key_values(metrics),
+        "metrics": key_values({k: v for k, v in metrics.items()
+                               if k not in ("loss_curve", "phases")}),
+        "phases": phases(metrics.get("phases") or {}),
         "loss_curve": loss_curve(losses),
         **{name: metrics[name] for name in TRAINING_HEADLINES
            if isinstance(metrics.get(name), (int, float))},

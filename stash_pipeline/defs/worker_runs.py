@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from stash_pipeline.compute.outcome import WorkerFailed
 from stash_pipeline.core.errors import StashError
+from stash_pipeline.core.failures import reason_line
 
 # Reward work runs one job at a time, like the seed's Celery worker with concurrency 1 (the pool's
 # limit is in dagster.yaml).
@@ -19,3 +20,11 @@ def failure_text(error: BaseException) -> str:
     if isinstance(error, StashError):
         return str(error)
     return f"{type(error).__name__}: {error}"
+
+
+def failure_description(error: BaseException) -> str:
+    """A step failure's description: the one-line reason first (the worker ends its log with it),
+    then the whole text (the tail of worker.log) below it."""
+    text = failure_text(error)
+    first = reason_line(text)
+    return text if not first or first == text.strip() else f"{first}\n\n{text}"

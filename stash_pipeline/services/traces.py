@@ -18,7 +18,9 @@ from stash_pipeline.core.traces import Trace
 from stash_pipeline.services import reward_models
 from stash_pipeline.services.imports import ImportReport, import_records
 from stash_pipeline.store import Store
-from stash_pipeline.store.trace_pages import SORTS, TraceSummary, scoring_state
+from stash_pipeline.store.trace_pages import (
+    SORTS, STATES, TraceFilter, TraceSummary, scoring_state,
+)
 
 MAX_PAGE_SIZE = 500
 
@@ -76,8 +78,12 @@ def import_file(store: Store, owner: str, path: Path, *, format: str = "auto",
 
 
 def page(store: Store, owner: str, *, sort: str = "-created", limit: int = 50, offset: int = 0,
-         model_id: str | None = None) -> dict[str, Any]:
-    """One page of the trace list; ``model_id`` picks which personal model's score is shown."""
+         model_id: str | None = None, agent: str | None = None, domain: str | None = None,
+         state: str | None = None) -> dict[str, Any]:
+    """One page of the trace list; ``model_id`` picks which personal model's score is shown;
+    ``agent``, ``domain`` and ``state`` (the shared evaluator's scoring state) narrow it."""
+    if state is not None and state not in STATES:
+        raise InputError(f"state is one of {', '.join(STATES)}", field="state")
     if sort not in SORTS:
         raise InputError(f"sort is one of {', '.join(SORTS)}", field="sort")
     if not 1 <= limit <= MAX_PAGE_SIZE:
@@ -89,8 +95,9 @@ def page(store: Store, owner: str, *, sort: str = "-created", limit: int = 50, o
         model_ids = [reward_models.get(store, owner, model_id).id]
     release = store.latest_release()
     shared = release.version if release else None
+    where = TraceFilter(agent=agent, domain=domain, state=state)
     items, total = store.page_traces(owner, shared_evaluator=shared, model_ids=model_ids,
-                                     sort=sort, limit=limit, offset=offset)
+                                     sort=sort, limit=limit, offset=offset, where=where)
     return {
         "traces": [list_item_view(item) for item in items],
         "total": total, "limit": limit, "offset": offset,

@@ -81,23 +81,34 @@ class Store:
             return traces.get_traces(c, ids)
 
     def list_traces(self, owner: str | None = None,
-                    action_evaluator: str | None = None) -> list[TraceSummary]:
-        """Every trace (or the owner's), oldest first; action credit and queue state are
-        ``action_evaluator``'s, else the latest release's."""
+                    action_evaluator: str | None = None, *, sort: str = "created",
+                    where: trace_pages.TraceFilter | None = None) -> list[TraceSummary]:
+        """Every trace (or the owner's), oldest first (or in ``sort``'s order), narrowed by
+        ``where``; action credit and queue state are ``action_evaluator``'s, else the latest
+        release's."""
         with self.reading() as c:
             latest = releases.latest_release(c) if action_evaluator is None else None
             evaluator = action_evaluator or (latest.version if latest else None)
-            return trace_pages.list_traces(c, owner, shared_evaluator=evaluator)
+            return trace_pages.list_traces(c, owner, shared_evaluator=evaluator, sort=sort,
+                                           where=where)
 
     def page_traces(self, owner: str, *, shared_evaluator: str | None,
                     model_ids: Sequence[str] | None = None, sort: str = "-created",
-                    limit: int = 50, offset: int = 0) -> tuple[list[TraceSummary], int]:
-        """One sorted page of the owner's trace list and the owner's trace count."""
+                    limit: int = 50, offset: int = 0,
+                    where: trace_pages.TraceFilter | None = None,
+                    ) -> tuple[list[TraceSummary], int]:
+        """One sorted page of the owner's trace list (narrowed by ``where``) and its count."""
         with self.reading() as c:
             items = trace_pages.list_traces(c, owner, shared_evaluator=shared_evaluator,
                                             model_ids=model_ids, sort=sort, limit=limit,
-                                            offset=offset)
-            return items, trace_pages.count_traces(c, owner)
+                                            offset=offset, where=where)
+            return items, trace_pages.count_traces(c, owner, where=where,
+                                                   shared_evaluator=shared_evaluator)
+
+    def trace_facets(self, owner: str) -> dict[str, list[str]]:
+        """The owner's agents and domains (the trace list's filter menus)."""
+        with self.reading() as c:
+            return trace_pages.facets(c, owner)
 
     def scored_version(self, trace_id: str, evaluator: str) -> int | None:
         with self.reading() as c:

@@ -24,7 +24,14 @@ SORTS: dict[str, tuple[str, bool]] = {
     "-latest_score": ("latest_score", True),
     "mean_action_credit": ("mean_action_credit", False),
     "-mean_action_credit": ("mean_action_credit", True),
+    "actions_scored": ("actions_scored", False),
+    "-actions_scored": ("actions_scored", True),
+    "scoring_state": ("scoring_state", False),
+    "-scoring_state": ("scoring_state", True),
+    "outcome": ("outcome", False),
+    "-outcome": ("outcome", True),
 }
+STATES = ("waiting", "pending", "scored")
 
 
 @dataclass(frozen=True)
@@ -53,23 +60,37 @@ class TraceSummary:
     # this version: "pending" until auto-scoring has, then "scored"; None without such a model.
     personal_model_id: str | None = None
     personal_state: str | None = None
+    outcome: float | None = None  # the mean reward of its verified outcomes, if any
+
+
+@dataclass(frozen=True)
+class TraceFilter:
+    """Narrows the trace list: exact agent and domain, the shared evaluator's scoring state."""
+
+    agent: str | None = None
+    domain: str | None = None
+    state: str | None = None  # one of STATES
 
 
 def list_traces(connection: sa.Connection, owner: str | None, *, shared_evaluator: str | None,
                 model_ids: Sequence[str] | None = None, sort: str = "created",
-                limit: int | None = None, offset: int = 0) -> list[TraceSummary]:
+                limit: int | None = None, offset: int = 0,
+                where: TraceFilter | None = None) -> list[TraceSummary]:
     """The trace list, sorted and paginated in SQL: one account's (or everyone's, owner None).
 
     ``model_ids`` narrows ``latest_score`` to those personal models (default: all of the trace
     owner's); ``shared_evaluator`` is the release whose action credit and queue state are shown
-    (None: no release yet). Scores with no value sort last in both directions.
+    (None: no release yet). Scores with no value sort last in both directions. ``where`` narrows
+    the list (``count_traces`` with the same filter counts it).
     """
     if sort not in SORTS:
         raise ValueError(f"unknown sort {sort!r}")
     t, s, a, rm = schema.traces, schema.scores, schema.action_scores, schema.reward_models
-    m = schema.scoring_marks
+    m, o = schema.scoring_marks, schema.verified_outcomes
     # One account's page ranks and averages that account's scores only, not every account's.
     owned = () if owner is None else (t.c.owner == owner,)
+    marks = (sa.select(m.c.trace_id, m.c.trace_version)
+             .where(m.c.evaluator == shared_evaluator).subquery())
     # Personal scores: any evaluator but a shared release (a model scores only its owner's traces).
     personal = s.c.evaluator.not_in(sa.select(schema.releases.c.version))
     if model_ids is not None:
@@ -95,14 +116,19 @@ def list_traces(connection: sa.Connection, owner: str | None, *, shared_evaluato
         chosen = chosen.where(rm.c.id.in_(list(model_ids)))
     chosen = chosen.subquery()
     mine = s.alias("mine")
+    outcomes = (sa.select(o.c.trace_id, sa.func.avg(o.c.reward).label("reward"))
+                .group_by(o.c.trace_id).subquery())
     columns = {"created_at": t.c.created_at, "latest_score": ranked.c.raw,
-               "mean_action_credit": credit.c.mean}
+               "mean_action_credit": credit.c.mean, "actions_scored": credit.c.n,
+               "scoring_state": _state_rank(shared_evaluator, marks, t),
+               "outcome": outcomes.c.reward}
     label, descending = SORTS[sort]
     key = columns[label]
     query = (sa.select(t.c.id, t.c.owner, t.c.agent, t.c.domain, t.c.task_id, t.c.version,
                        t.c.message_count, t.c.action_count, t.c.contribute, t.c.created_at,
                        t.c.updated_at, ranked.c.raw, ranked.c.evaluator, credit.c.mean,
-                       credit.c.n, m.c.trace_version.label("scored_version"),
+                       credit.c.n, marks.c.trace_version.label("scored_version"),
+                       outcomes.c.reward.label("outcome"),
                        chosen.c.id.label("personal_model_id"),
                        mine.c.trace_id.label("personal_scored"))
              .outerjoin(ranked, sa.and_(ranked.c.trace_id == t.c.id, ranked.c.n == 1))
@@ -111,12 +137,13 @@ def list_traces(connection: sa.Connection, owner: str | None, *, shared_evaluato
                                       mine.c.evaluator == chosen.c.id,
                                       mine.c.trace_version == t.c.version))
              .outerjoin(credit, credit.c.trace_id == t.c.id)
-             .outerjoin(m, sa.and_(m.c.trace_id == t.c.id, m.c.evaluator == shared_evaluator))
+             .outerjoin(marks, marks.c.trace_id == t.c.id)
+             .outerjoin(outcomes, outcomes.c.trace_id == t.c.id)
              .order_by(sa.case((key.is_(None), 1), else_=0),
                        key.desc() if descending else key.asc(),
                        t.c.id.desc() if descending else t.c.id.asc())
              .limit(limit).offset(offset))
-    query = query.where(*owned)
+    query = query.where(*owned, *_filters(where, shared_evaluator, marks, t))
     return [
         TraceSummary(id=row.id, owner=row.owner, agent=row.agent, domain=row.domain,
                      task_id=row.task_id, version=row.version, messages=row.message_count,
@@ -128,15 +155,51 @@ def list_traces(connection: sa.Connection, owner: str | None, *, shared_evaluato
                                                  row.version),
                      personal_model_id=row.personal_model_id,
                      personal_state=None if row.personal_model_id is None
-                     else "scored" if row.personal_scored is not None else "pending")
+                     else "scored" if row.personal_scored is not None else "pending",
+                     outcome=row.outcome)
         for row in connection.execute(query)
     ]
 
 
-def count_traces(connection: sa.Connection, owner: str) -> int:
+def _state_rank(evaluator: str | None, marks: sa.Subquery, t: sa.Table) -> sa.ColumnElement:
+    """waiting < pending < scored, as a number SQL can sort by."""
+    if evaluator is None:
+        return sa.literal(0)
+    return sa.case((marks.c.trace_version == t.c.version, 2), else_=1)
+
+
+def _filters(where: TraceFilter | None, evaluator: str | None, marks: sa.Subquery,
+             t: sa.Table) -> list[sa.ColumnElement]:
+    if where is None:
+        return []
+    if where.state is not None and where.state not in STATES:
+        raise ValueError(f"unknown scoring state {where.state!r}")
+    found = [t.c.agent == where.agent] if where.agent is not None else []
+    if where.domain is not None:
+        found.append(t.c.domain == where.domain)
+    if where.state is not None:
+        found.append(_state_rank(evaluator, marks, t) == STATES.index(where.state))
+    return found
+
+
+def count_traces(connection: sa.Connection, owner: str, *, where: TraceFilter | None = None,
+                 shared_evaluator: str | None = None) -> int:
+    t, m = schema.traces, schema.scoring_marks
+    marks = (sa.select(m.c.trace_id, m.c.trace_version)
+             .where(m.c.evaluator == shared_evaluator).subquery())
+    query = (sa.select(sa.func.count()).select_from(t)
+             .outerjoin(marks, marks.c.trace_id == t.c.id)
+             .where(t.c.owner == owner, *_filters(where, shared_evaluator, marks, t)))
+    return int(connection.scalar(query) or 0)
+
+
+def facets(connection: sa.Connection, owner: str) -> dict[str, list[str]]:
+    """The owner's distinct agents and domains, for the trace list's filter menus."""
     t = schema.traces
-    return int(connection.scalar(sa.select(sa.func.count()).select_from(t)
-                                 .where(t.c.owner == owner)) or 0)
+    return {name: [v for v in connection.scalars(
+                sa.select(column).where(t.c.owner == owner, column.is_not(None))
+                .distinct().order_by(column).limit(200))]
+            for name, column in (("agent", t.c.agent), ("domain", t.c.domain))}
 
 
 def scoring_state(evaluator: str | None, scored_version: int | None, version: int) -> str:

@@ -25,6 +25,7 @@ import torch
 from datasets import Dataset, Features, Value, load_from_disk
 
 from stash_pipeline.core.calibration import RewardStats, action_credit, calibrated_score, reward_stats
+from stash_pipeline.core.curves import downsample
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.serialize import trace_from_dict
@@ -39,6 +40,7 @@ from stash_pipeline.worker.checkpoint_loading import (
 )
 from stash_pipeline.worker.batching import Row, read_rows
 from stash_pipeline.worker.metrics import training_metrics
+from stash_pipeline.worker.model_card import write_model_card
 from stash_pipeline.worker.modeling import (
     cast_parameters, load_config, load_reward_model, load_tokenizer, pick_device, scoring_precision,
     scoring_precision_note,
@@ -355,8 +357,17 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
             action_rewards = [r for p, pair in zip(train_pairs, train_rewards) if p.kind == "action"
                               for r in pair]
             action_stats = reward_stats(action_rewards) if action_rewards else None
+        metrics = training_metrics(
+            train_pairs=train_pairs, eval_pairs=eval_pairs, eval_rewards=eval_rewards,
+            excluded_cross_trace_pairs=settings.excluded_cross_trace_pairs,
+            final_loss=result.final_loss, epochs=result.epochs, device=device, seconds=0.0,
+            max_length=window, chat_template=template_kind(template_of(tokenizer)))
         if "checkpoint" in settings.outputs:
             write_stats(directory, audience=audience, reward_stats=stats, action_reward_stats=action_stats)
+            write_model_card(directory, evaluator=settings.evaluator, audience=audience,
+                             base_model=base, window=tokenizer.model_max_length,
+                             stored_dtype=str(stored).removeprefix("torch."), metrics=metrics,
+                             reward_stats=stats, action_reward_stats=action_stats)
     if "checkpoint" in settings.outputs:
         with phase("archive"):
             archive(job_dir / contract.CHECKPOINT_DIR, job_dir / contract.ARCHIVE_NAME)
@@ -365,11 +376,8 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
         # A model trained without action comparisons has no action credit: it scores whole traces only.
         write_scores(job_dir, settings, model, tokenizer, audience, traces, stats, action_stats, progress,
                      actions_need_stats=False, known=known)
-    return training_metrics(
-        train_pairs=train_pairs, eval_pairs=eval_pairs, eval_rewards=eval_rewards,
-        excluded_cross_trace_pairs=settings.excluded_cross_trace_pairs, final_loss=result.final_loss,
-        epochs=result.epochs, device=device, seconds=0.0, max_length=window,
-        chat_template=template_kind(template_of(tokenizer)))
+    # The loss curve the viewer draws: losses.json stays in scratch, the metrics are stored.
+    return {**metrics, "loss_curve": downsample(result.step_losses)}
 
 
 def score_job(job_dir: Path, settings: contract.JobSettings, progress: Progress, phase: Phases

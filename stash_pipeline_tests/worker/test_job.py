@@ -24,7 +24,7 @@ METRIC_FIELDS = {
     "train_pairs", "eval_pairs", "eval_accuracy", "action_scoring_version", "action_train_pairs",
     "action_eval_pairs", "action_eval_accuracy", "tool_eval_pairs", "tool_eval_accuracy",
     "excluded_cross_trace_pairs", "final_loss", "epochs", "device", "seconds", "attempt", "phases",
-    "num_pairs", "eval_unavailable_reason", "max_length", "chat_template",
+    "num_pairs", "eval_unavailable_reason", "max_length", "chat_template", "loss_curve",
 }
 TRAINING_PHASES = {"inputs", "load", "training", "save", "evaluation", "archive", "scoring"}
 
@@ -39,6 +39,42 @@ def trained_job(tmp_path_factory, tiny_base_model, synthetic_pairs, tau2_sample)
               score_traces=score_traces)
     assert main(str(job_dir)) == 0, failure_reason(job_dir)
     return job_dir, score_traces
+
+
+def test_the_model_card_names_its_model_data_and_window_and_its_recipe_scores(trained_job,
+                                                                             tiny_base_model):
+    """README.md: the base model, the data counts and metrics of this job, the window; and its
+    plain-transformers recipe gives the raw reward the worker stored (within float noise)."""
+    import re
+
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from stash_pipeline.worker.render import message_dicts
+
+    job_dir, score_traces = trained_job
+    metrics = json.loads((job_dir / "metrics.json").read_text())
+    card = (job_dir / "reward-model" / "README.md").read_text()
+    assert f"`{tiny_base_model}`" in card and "# Reward model `model-1`" in card
+    assert f"| training pairs | {metrics['train_pairs']} |" in card
+    assert f"| held-out pairs | {metrics['eval_pairs']} |" in card
+    assert "| excluded: spanning both partitions | 3 |" in card
+    assert f"| held-out accuracy (0.5 is chance) | {metrics['eval_accuracy']:.4f} |" in card
+    window = int(re.search(r"At most (\d+) tokens", card).group(1))
+    recipe = re.search(r"```python\n(.*?)```", card, re.S).group(1)
+    assert "apply_chat_template" in recipe and f"max_length={window}" in recipe
+    # The recipe's steps on a trace the job scored, with its own messages and tools.
+    path = job_dir / "reward-model"
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForSequenceClassification.from_pretrained(path, dtype=torch.float32).eval()
+    trace = score_traces[0]
+    text = tokenizer.apply_chat_template(message_dicts(trace, "personal"),
+                                         tools=list(trace.tools) or None, tokenize=False)
+    inputs = tokenizer(text, return_tensors="pt", truncation=True, max_length=window)
+    with torch.no_grad():
+        raw = model(**inputs).logits[0, 0].item()
+    stored = next(s for s in read_jsonl(job_dir / "scores.jsonl") if s["trace_id"] == trace.id)
+    assert raw == pytest.approx(stored["score"], abs=1e-3)
 
 
 def test_training_job_writes_every_output(trained_job):
@@ -64,9 +100,10 @@ def test_training_job_writes_every_output(trained_job):
 
     assert sorted(p.name for p in (job_dir / "reward-model").iterdir()) == sorted([
         "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-        "chat_template.jinja", "reward_stats.json", "action_reward_stats.json"])
+        "chat_template.jinja", "reward_stats.json", "action_reward_stats.json", "README.md"])
     with tarfile.open(job_dir / "reward-model.tar.gz") as tar:
         assert {Path(n).parts[0] for n in tar.getnames()} == {"reward-model"}
+        assert "reward-model/README.md" in tar.getnames()
     log = (job_dir / "worker.log").read_text()
     assert "step 6/6 loss" in log and "metrics:" in log
     # Every phase in the log with its duration, and the same seconds in the metrics.

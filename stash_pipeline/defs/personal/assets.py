@@ -21,7 +21,7 @@ from stash_pipeline.defs.resources import (
     ComputeResource, ExtractionResource, ObjectStoreResource, StoreResource,
 )
 from stash_pipeline.defs.traces.assets import traces
-from stash_pipeline.defs.worker_runs import REWARD_POOL, failure_text
+from stash_pipeline.defs.worker_runs import REWARD_POOL, failure_description, failure_text
 from stash_pipeline.services import personal_training as steps
 from stash_pipeline.services.worker_jobs import read_losses, read_results
 from stash_pipeline.store import Store
@@ -46,7 +46,7 @@ def model_fails_with(store: Store, model_id: str, objects: ObjectStoreResource |
             with suppress(Exception):  # best effort: never hide the failure itself
                 attempt = store.get_reward_model(model_id).attempt
                 steps.keep_only_logs(steps.job_directory(scratch, model_id, attempt))
-        raise dg.Failure(description=reason) from error
+        raise dg.Failure(description=failure_description(error)) from error
 
 
 @dg.asset(partitions_def=personal_reward_model, deps=[traces], group_name=GROUP, kinds={"sql"})
@@ -63,6 +63,7 @@ def personal_pairs(context: dg.AssetExecutionContext, database: StoreResource,
         report = steps.build_pairs(store, model, extraction.config())
         seconds = time.perf_counter() - started
     return dg.MaterializeResult(metadata={
+        "reward_model": f"{model.name} (owner {model.owner})",  # the partition key is its id
         EXTRACTION_SECONDS: seconds,
         "pairs": report["pairs"], "dropped_by_max_pairs": report["dropped_by_max_pairs"],
         "orphaned_feedback": report["orphaned_feedback"],
@@ -139,7 +140,8 @@ def personal_scores(context: dg.AssetExecutionContext, database: StoreResource,
     bottom = [{"trace": s.trace_id, "raw": s.raw, "calibrated": s.calibrated} for s in ranked[:5]]
     return dg.MaterializeResult(metadata={
         "scored_traces": len(results.scores), "scored_actions": len(results.action_scores),
-        "score_histogram": metadata.histogram(raw),
+        "score_histogram": metadata.histogram(raw, title="Whole-trace scores",
+                                              x_label="raw reward"),
         "top_traces": metadata.table(top, ["trace", "raw", "calibrated"]),
         "bottom_traces": metadata.table(bottom, ["trace", "raw", "calibrated"]),
     })

@@ -12,13 +12,17 @@ from stash_pipeline.services import personal_training as steps
 from stash_pipeline.services import reward_models
 
 MODEL_TAG = "stash/reward_model"
+MODEL_NAME_TAG = "stash/reward_model_name"  # a partition key is the model's id; runs name it too
 ATTEMPT_TAG = "stash/attempt"
 INTERVAL_S = 10
 ABANDONED_INTERVAL_S = 30
 
 
 @dg.sensor(job=personal_training_job, minimum_interval_seconds=INTERVAL_S,
-           default_status=dg.DefaultSensorStatus.RUNNING)
+           default_status=dg.DefaultSensorStatus.RUNNING,
+           description="Starts a training run for each queued personal reward model (one per "
+                       "model and attempt; its partition is the model's id, its run tags name "
+                       "the model).")
 def queued_reward_models(context: dg.SensorEvaluationContext,
                          database: StoreResource) -> dg.SensorResult:
     """One run per queued model and attempt: the run key names both, so a retry (a new attempt)
@@ -26,14 +30,17 @@ def queued_reward_models(context: dg.SensorEvaluationContext,
     queued = database.store.list_reward_models(status="queued")
     return dg.SensorResult(
         run_requests=[dg.RunRequest(partition_key=m.id, run_key=f"{m.id}:{m.attempt}",
-                                    tags={MODEL_TAG: m.id, ATTEMPT_TAG: str(m.attempt)})
+                                    tags={MODEL_TAG: m.id, MODEL_NAME_TAG: m.name[:200],
+                                          ATTEMPT_TAG: str(m.attempt)})
                       for m in queued],
         dynamic_partitions_requests=_partitions_to_add(context, [m.id for m in queued]),
     )
 
 
 @dg.sensor(job=trace_scoring_job, minimum_interval_seconds=INTERVAL_S,
-           default_status=dg.DefaultSensorStatus.RUNNING)
+           default_status=dg.DefaultSensorStatus.RUNNING,
+           description="Starts a scoring run for each Score again request of a succeeded "
+                       "personal model: its saved checkpoint rescores the owner's traces.")
 def score_again_requests(context: dg.SensorEvaluationContext,
                          database: StoreResource) -> dg.SensorResult:
     """A scoring run over the owner's every trace for each Score again request of a succeeded
@@ -45,7 +52,8 @@ def score_again_requests(context: dg.SensorEvaluationContext,
                       run_config={"ops": {"trace_scores": {"config": {
                           "evaluator": m.id, "whole_owner": True,
                           "actions": bool((m.metrics or {}).get("action_scoring_version"))}}}},
-                      tags={MODEL_TAG: m.id, SCORE_AGAIN_TAG: str(m.score_generation)})
+                      tags={MODEL_TAG: m.id, MODEL_NAME_TAG: m.name[:200],
+                            SCORE_AGAIN_TAG: str(m.score_generation)})
         for m in models])
 
 
@@ -79,7 +87,10 @@ def record_dead_run(run: dg.DagsterRun, message: str, database: StoreResource,
 
 
 @dg.run_failure_sensor(monitored_jobs=[personal_training_job],
-                       default_status=dg.DefaultSensorStatus.RUNNING)
+                       default_status=dg.DefaultSensorStatus.RUNNING,
+                       description="Marks a personal reward model failed when its training run "
+                                   "dies outside a step (a crash, run monitoring), with the "
+                                   "reason; a model a step already failed is left as it is.")
 def failed_reward_model_runs(context: dg.RunFailureSensorContext, database: StoreResource,
                              compute: ComputeResource) -> None:
     message = context.failure_event.message or "the run failed"
@@ -90,7 +101,9 @@ def failed_reward_model_runs(context: dg.RunFailureSensorContext, database: Stor
 
 @dg.run_status_sensor(run_status=dg.DagsterRunStatus.CANCELED,
                       monitored_jobs=[personal_training_job],
-                      default_status=dg.DefaultSensorStatus.RUNNING)
+                      default_status=dg.DefaultSensorStatus.RUNNING,
+                      description="Marks a personal reward model failed when its training run "
+                                  "is cancelled, so it never stays running.")
 def cancelled_reward_model_runs(context: dg.RunStatusSensorContext, database: StoreResource,
                                 compute: ComputeResource) -> None:
     record_dead_run(context.dagster_run, "the run was cancelled", database, compute)

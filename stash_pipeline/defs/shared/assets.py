@@ -18,7 +18,7 @@ from stash_pipeline.defs.resources import (
 from stash_pipeline.defs.shared.candidate import CANDIDATE, current_candidate, new_candidate
 from stash_pipeline.defs.shared.report import gate_metadata
 from stash_pipeline.defs.traces.assets import traces
-from stash_pipeline.defs.worker_runs import REWARD_POOL, failure_text
+from stash_pipeline.defs.worker_runs import REWARD_POOL, failure_description
 from stash_pipeline.services import shared_evaluator as steps
 from stash_pipeline.services.worker_jobs import read_losses, read_results
 
@@ -36,7 +36,7 @@ class SharedCandidateConfig(dg.Config):
 
 
 def step_failure(error: Exception) -> dg.Failure:
-    return dg.Failure(description=failure_text(error))
+    return dg.Failure(description=failure_description(error))
 
 
 @dg.asset(deps=[traces], group_name=GROUP, kinds={"sql"})
@@ -134,7 +134,9 @@ def benchmark_results(context: dg.AssetExecutionContext, database: StoreResource
                                   incumbent_rewards=theirs, metrics=metrics)
     except Exception as error:
         raise step_failure(error) from error
-    context.log.info(f"candidate {candidate}: {'passes' if comparison.passed else 'blocked'}")
+    reasons = comparison.report.get("reasons") or []
+    context.log.info(f"candidate {candidate}: {'passes' if comparison.passed else 'blocked'}"
+                     + "".join(f"\n- {reason}" for reason in reasons))
     return dg.MaterializeResult(metadata={CANDIDATE: candidate,
                                           **gate_metadata(comparison.report)})
 

@@ -11,7 +11,7 @@ from stash_pipeline.defs import metadata
 from stash_pipeline.defs.resources import ComputeResource, ObjectStoreResource, StoreResource
 from stash_pipeline.defs.shared.assets import GROUP, shared_evaluator_release
 from stash_pipeline.defs.traces.assets import traces
-from stash_pipeline.defs.worker_runs import REWARD_POOL, failure_text
+from stash_pipeline.defs.worker_runs import REWARD_POOL, failure_description
 from stash_pipeline.services import shared_evaluator as steps
 
 
@@ -36,10 +36,11 @@ def shared_action_scores(context: dg.AssetExecutionContext, config: ScoringBatch
                                                 objects.objects, checkpoint_uri=uri),
             compute.scratch, context.run.run_id)
     except Exception as error:
-        raise dg.Failure(description=failure_text(error)) from error
+        raise dg.Failure(description=failure_description(error)) from error
     credits = [score.credit for score in results.action_scores if score.credit is not None]
     return dg.MaterializeResult(metadata={
         "release": config.release, "scored_traces": len(results.scored),
         "scored_actions": len(results.action_scores),
-        "credit_histogram": metadata.histogram(credits),
+        "credit_histogram": metadata.histogram(credits, title="Action credit",
+                                               x_label="credit"),
     })

@@ -39,7 +39,9 @@ def training_run_config(base_model: str | None, epochs: int | None) -> dict:
 
 
 @dg.sensor(job=shared_training_job, minimum_interval_seconds=TRAINING_INTERVAL_S,
-           default_status=dg.DefaultSensorStatus.RUNNING)
+           default_status=dg.DefaultSensorStatus.RUNNING,
+           description="Starts the shared evaluator's chain (candidate, benchmark, gate, "
+                       "release) for each `evaluator train` request, oldest first.")
 def shared_training_requests(context: dg.SensorEvaluationContext,
                              database: StoreResource) -> dg.SensorResult:
     """One run of the chain per `evaluator train` request, oldest first."""
@@ -70,7 +72,10 @@ def in_flight(instance: dg.DagsterInstance, release: str) -> tuple[int, set[tupl
 
 
 @dg.sensor(job=shared_scoring_job, minimum_interval_seconds=SCORING_INTERVAL_S,
-           default_status=dg.DefaultSensorStatus.RUNNING)
+           default_status=dg.DefaultSensorStatus.RUNNING,
+           description="Scores, in batches, every trace version the current shared release has "
+                       "not scored yet: all traces after a release, a trace again after its "
+                       "reimport. Before the first release traces wait.")
 def pending_action_scoring(context: dg.SensorEvaluationContext, database: StoreResource,
                            shared_evaluator: SharedEvaluatorResource
                            ) -> dg.SensorResult | dg.SkipReason:

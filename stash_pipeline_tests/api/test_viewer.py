@@ -1,0 +1,180 @@
+"""The trace viewer over real HTTP (both databases): login, CSRF, the pages' facts, isolation."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import httpx
+import pytest
+from api_helpers import Api
+from viewer_helpers import RELEASE, TRACES, World, scored_world
+
+from stash_pipeline.services import accounts
+
+
+@pytest.fixture
+def world(api: Api, tmp_path: Path) -> World:
+    return scored_world(api, tmp_path)
+
+
+def login(api: Api, key: str) -> httpx.Client:
+    client = httpx.Client(base_url=api.url, timeout=30)
+    response = client.post("/ui/login", data={"api_key": key, "next": "/ui/traces"})
+    assert response.status_code == 303 and response.headers["location"] == "/ui/traces"
+    return client
+
+
+def csrf(page: str) -> str:
+    return re.search(r'name="csrf" value="([0-9a-f]{64})"', page).group(1)
+
+
+def error_of(page: str, element: str) -> str:
+    found = re.search(rf'id="{element}"[^>]*>([^<]*)<', page)
+    assert found, page
+    return found.group(1)
+
+
+def test_login_sets_a_strict_httponly_cookie_and_pages_need_it(api: Api, world: World) -> None:
+    anonymous = httpx.Client(base_url=api.url, timeout=30)
+    response = anonymous.get("/ui/traces?sort=-outcome")
+    assert response.status_code == 303
+    assert response.headers["location"] == "/ui/login?next=%2Fui%2Ftraces%3Fsort%3D-outcome"
+    refused = anonymous.post("/ui/login", data={"api_key": "stash_wrong"})
+    assert refused.status_code == 401 and "not a valid API key" in refused.text
+    response = anonymous.post("/ui/login", data={"api_key": world.alice_key,
+                                                 "next": "https://evil.example/"})
+    assert response.headers["location"] == "/ui/traces"  # never another site
+    cookie = response.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and world.alice_key not in cookie
+    page = login(api, world.alice_key).get("/ui/traces")
+    assert page.status_code == 200 and "alice" in page.text
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+
+
+def test_a_new_key_ends_the_old_sessions(api: Api, world: World) -> None:
+    client = login(api, world.alice_key)
+    alice = next(a for a in api.store.list_accounts() if a.name == "alice")
+    accounts.issue_key(api.store, alice.id)
+    assert client.get("/ui/traces").status_code == 303
+
+
+def test_forms_need_the_session_token_and_this_origin(api: Api, world: World) -> None:
+    client = login(api, world.alice_key)
+    token = csrf(client.get("/ui/traces").text)
+    body = {"name": "m", "trace_ids": [TRACES[0], TRACES[1]]}
+    assert client.post("/ui/reward-models", data=body).status_code == 403
+    assert client.post("/ui/reward-models", data={**body, "csrf": "0" * 64}).status_code == 403
+    foreign = client.post("/ui/reward-models", data={**body, "csrf": token},
+                          headers={"Origin": "https://evil.example"})
+    assert foreign.status_code == 403
+    # The token belongs to the session: another account's session cannot use it.
+    bob = login(api, world.bob_key)
+    assert bob.post("/ui/reward-models", data={**body, "csrf": token}).status_code == 403
+    assert len(api.store.list_reward_models()) == 1  # only the world's model
+
+
+def test_trace_list_shows_credit_and_sorts_and_filters(api: Api, world: World) -> None:
+    client = login(api, world.alice_key)
+    page = client.get("/ui/traces").text
+    assert RELEASE in page and page.count('class="trace-link"') == 3
+    assert "bob-trace" not in page
+    by_credit = client.get("/ui/traces?sort=-mean_action_credit").text
+    order = re.findall(r'class="trace-link" href="/ui/traces/([^"]+)"', by_credit)
+    assert order == ["trace-c", "trace-b", "trace-a"]  # the world's credit grows with n
+    ascending = client.get("/ui/traces?sort=mean_action_credit").text
+    assert re.findall(r'class="trace-link" href="/ui/traces/([^"]+)"', ascending) == order[::-1]
+    assert client.get("/ui/traces?state=pending").text.count('class="trace-link"') == 0
+    assert client.get("/ui/traces?state=scored").text.count('class="trace-link"') == 3
+    assert client.get("/ui/traces?agent=nobody").text.count('class="trace-link"') == 0
+    paged = client.get("/ui/traces?limit=25&sort=created&offset=2").text
+    assert paged.count('class="trace-link"') == 1 and 'id="prev"' in paged
+    bad = client.get("/ui/traces?sort=nonsense")
+    assert bad.status_code == 422 and "sort is one of" in bad.text
+
+
+def test_create_new_reward_model_shows_the_requests_422_inline(api: Api, world: World) -> None:
+    client = login(api, world.alice_key)
+    token = csrf(client.get("/ui/traces").text)
+    nothing = client.post("/ui/reward-models", data={"csrf": token, "name": "m"})
+    assert nothing.status_code == 422
+    assert "trace_ids" in error_of(nothing.text, "create-error")
+    bad = client.post("/ui/reward-models", data={"csrf": token, "name": "m", "epochs": "many",
+                                                 "trace_ids": [TRACES[0]]})
+    assert bad.status_code == 422 and "epochs" in error_of(bad.text, "create-error")
+    assert 'value="trace-a" form="create-model"\n    class="pick" checked' in bad.text
+    theirs = client.post("/ui/reward-models", data={"csrf": token, "name": "m",
+                                                    "trace_ids": [world.bob_trace]})
+    assert theirs.status_code == 422
+    made = client.post("/ui/reward-models", data={"csrf": token, "name": "second",
+                                                  "trace_ids": list(TRACES), "epochs": "2"})
+    assert made.status_code == 303
+    model_id = made.headers["location"].rsplit("/", 1)[1]
+    model = api.store.get_reward_model(model_id)
+    assert model.name == "second" and model.epochs == 2 and set(model.trace_ids) == set(TRACES)
+    page = client.get(made.headers["location"]).text
+    assert "queued" in page and "data-refresh" in page
+
+
+def test_trace_page_has_a_heatmap_per_evaluator_and_feedback_forms(api: Api,
+                                                                   world: World) -> None:
+    client = login(api, world.alice_key)
+    trace = api.store.get_trace("trace-b")
+    page = client.get("/ui/traces/trace-b").text
+    cells = re.findall(r'class="cell (credit-[a-z0-9]+)" href="#a-([^"]+)"', page)
+    assert [local for _, local in cells] == [a.local_id for a in trace.actions()]
+    assert f"shared evaluator {RELEASE}" in page and "personal: first personal model" in page
+    assert "<details class=\"tool-call\"" in page  # tool calls collapsed
+    personal = client.get(f"/ui/traces/trace-b?evaluator={world.model_id}").text
+    assert set(re.findall(r'class="cell (credit-[a-z0-9]+)" href', personal)) == {"credit-m3"}
+    token = csrf(page)
+    rated = client.post("/ui/traces/trace-b/ratings",
+                        data={"csrf": token, "value": "1.5", "action_id": "m2"})
+    assert rated.status_code == 303
+    bad = client.post("/ui/traces/trace-b/ratings", data={"csrf": token, "value": "inf"})
+    assert bad.status_code == 422 and "finite" in error_of(bad.text, "feedback-error")
+    missing = client.post("/ui/traces/trace-b/comments",
+                          data={"csrf": token, "text": "hm", "action_id": "m99"})
+    assert missing.status_code == 422 and "m99" in error_of(missing.text, "feedback-error")
+    assert client.post("/ui/traces/trace-b/comparisons", data={
+        "csrf": token, "other": "trace-a", "better": "other"}).status_code == 303
+    kinds = sorted(type(f).__name__ for f in api.store.feedback_for(["trace-b"]))
+    assert kinds == ["Rating", "ReviewedComparison"]
+    assert client.post("/ui/traces/trace-b/comparisons", data={
+        "csrf": token, "other": world.bob_trace}).status_code == 422
+
+
+def test_model_page_plots_and_download(api: Api, world: World) -> None:
+    client = login(api, world.alice_key)
+    page = client.get(f"/ui/reward-models/{world.model_id}").text
+    assert '<svg class="plot"' in page and "<polyline" in page and 'class="plot-bar"' in page
+    assert "Held-out evaluation is unavailable" in page
+    assert 'id="phases"' in page and "loss_curve" not in page
+    download = client.get(f"/ui/reward-models/{world.model_id}/weights")
+    assert download.status_code == 303
+    archive = httpx.get(download.headers["location"], timeout=30)
+    assert archive.status_code == 200 and archive.content[:2] == b"\x1f\x8b"
+
+
+def test_releases_page_shows_the_gate_per_slice(api: Api, world: World) -> None:
+    page = login(api, world.alice_key).get("/ui/releases").text
+    assert RELEASE in page and "released" in page
+    assert page.count("<tr class=\"decision-") == 3  # tool, domain and agent slices
+
+
+def test_another_accounts_trace_or_model_is_a_404_page(api: Api, world: World) -> None:
+    bob = login(api, world.bob_key)
+    for path in ("/ui/traces/trace-a", f"/ui/reward-models/{world.model_id}",
+                 f"/ui/reward-models/{world.model_id}/weights", "/ui/traces/no-such-trace"):
+        response = bob.get(path)
+        assert response.status_code == 404 and response.headers["content-type"].startswith(
+            "text/html"), path
+        assert "trace-a" not in response.text.replace("/ui/traces/trace-a", "")
+    token = csrf(bob.get("/ui/traces").text)
+    assert bob.post(f"/ui/reward-models/{world.model_id}/score",
+                    data={"csrf": token}).status_code == 404
+    assert bob.post("/ui/traces/trace-a/comments",
+                    data={"csrf": token, "text": "x"}).status_code == 404
+    # The JSON API keeps its JSON errors.
+    api_404 = api.client(world.bob_key).get("/api/v1/traces/trace-a")
+    assert api_404.status_code == 404 and api_404.json()["detail"]

@@ -1,0 +1,162 @@
+"""The trace viewer in a real browser: Debian's headless Chromium driven by Selenium through
+chromium-driver (`.ci/run` installs both). The run saves a screenshot of each page in
+docs/screenshots/, which docs/viewer.md shows."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from api_helpers import Api
+from viewer_helpers import RELEASE, World, scored_world
+
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+CHROMEDRIVER = shutil.which("chromedriver")
+CHROMIUM = shutil.which("chromium")
+
+pytestmark = pytest.mark.skipif(
+    CHROMEDRIVER is None or CHROMIUM is None,
+    reason="needs Debian's chromium and chromium-driver (apt-get install chromium "
+           "chromium-driver; .ci/run installs them)")
+
+
+@pytest.fixture
+def browser() -> Iterator[object]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                 "--window-size=1360,1000", "--disable-extensions", "--no-first-run"):
+        options.add_argument(flag)
+    # An explicit driver path: Selenium Manager never downloads a browser or a driver.
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.implicitly_wait(10)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def shoot(driver, name: str, store_kind: str) -> None:  # noqa: ANN001
+    if store_kind == "sqlite":  # one set of pictures; the PostgreSQL run checks the same flow
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        height = driver.execute_script("return document.documentElement.scrollHeight")
+        driver.set_window_size(1360, min(max(height, 600), 3000))  # the whole page
+        driver.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
+        driver.set_window_size(1360, 1000)
+
+
+def log_in(driver, api: Api, key: str) -> None:  # noqa: ANN001
+    from selenium.webdriver.common.by import By
+
+    driver.get(f"{api.url}/ui/traces")
+    assert "/ui/login" in driver.current_url
+    driver.find_element(By.ID, "api_key").send_keys(key)
+    driver.find_element(By.ID, "login").click()
+    assert driver.find_element(By.ID, "trace-table")
+
+
+def test_list_trace_heatmap_create_model_and_download(browser, api: Api, tmp_path: Path,
+                                                     request: pytest.FixtureRequest) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    kind = request.node.callspec.params["store"]
+    world: World = scored_world(api, tmp_path)
+    driver = browser
+    log_in(driver, api, world.alice_key)
+    # The list: three traces, each with the shared release's mean credit as a badge.
+    rows = driver.find_elements(By.CSS_SELECTOR, "#trace-table tbody tr")
+    assert len(rows) == 3 and RELEASE in driver.page_source
+    driver.find_element(By.CSS_SELECTOR, 'a.sort[data-sort="mean_action_credit"]').click()
+    WebDriverWait(driver, 10).until(ec.url_contains("sort=-mean_action_credit"))
+    first = driver.find_element(By.CSS_SELECTOR, "#trace-table tbody tr a.trace-link")
+    assert first.text == "trace-c"
+    shoot(driver, "traces", kind)
+
+    # A trace: the heatmap has a cell per action; clicking one opens its collapsed tool call.
+    first.click()
+    cells = driver.find_elements(By.CSS_SELECTOR, "#heatmap a.cell")
+    trace = api.store.get_trace("trace-c")
+    assert [c.text for c in cells] == [a.local_id for a in trace.actions()]
+    badges = driver.find_elements(By.CSS_SELECTOR, "#messages .badge")
+    assert len(badges) == len(cells)
+    tool_call = driver.find_element(By.CSS_SELECTOR, "details.tool-call")
+    assert tool_call.get_attribute("open") is None
+    tool_call.find_element(By.TAG_NAME, "summary").click()
+    assert tool_call.get_attribute("open") is not None
+    shoot(driver, "trace", kind)
+    # The menu switches to the personal model's credit (ui.js submits it on change).
+    from selenium.webdriver.support.ui import Select
+    Select(driver.find_element(By.ID, "evaluator")).select_by_value(world.model_id)
+    WebDriverWait(driver, 10).until(ec.url_contains(f"evaluator={world.model_id}"))
+    classes = {c.get_attribute("class") for c in
+               driver.find_elements(By.CSS_SELECTOR, "#heatmap a.cell")}
+    assert classes == {"cell credit-m3"}
+
+    # Select traces -> Create new reward model: first without a name (the 422 inline), then right.
+    driver.get(f"{api.url}/ui/traces")
+    driver.find_element(By.ID, "select-all").click()
+    assert all(b.is_selected() for b in driver.find_elements(By.CSS_SELECTOR, "input.pick"))
+    driver.find_element(By.ID, "create-button").click()
+    error = driver.find_element(By.ID, "create-error")
+    assert "name" in error.text
+    assert all(b.is_selected() for b in driver.find_elements(By.CSS_SELECTOR, "input.pick"))
+    shoot(driver, "create-error", kind)
+    driver.find_element(By.ID, "model-name").send_keys("from the browser")
+    driver.find_element(By.ID, "create-button").click()
+    WebDriverWait(driver, 10).until(ec.url_contains("/ui/reward-models/"))
+    assert driver.find_element(By.ID, "model-status").text == "queued"
+    created = driver.current_url.rsplit("/", 1)[1]
+    assert api.store.get_reward_model(created).name == "from the browser"
+
+    # The succeeded model's page: plots, and a download link that serves the archive.
+    driver.get(f"{api.url}/ui/reward-models/{world.model_id}")
+    assert driver.find_element(By.CSS_SELECTOR, "#loss-curve svg polyline")
+    assert driver.find_element(By.CSS_SELECTOR, "#score-histogram svg rect.plot-bar")
+    shoot(driver, "model", kind)
+    link = driver.find_element(By.ID, "download").get_attribute("href")
+    redirect = httpx.get(link, cookies={c["name"]: c["value"] for c in driver.get_cookies()},
+                         timeout=30)
+    assert redirect.status_code == 303
+    assert httpx.get(redirect.headers["location"], timeout=30).content[:2] == b"\x1f\x8b"
+
+    driver.get(f"{api.url}/ui/releases")
+    assert len(driver.find_elements(By.CSS_SELECTOR, "table.slices tbody tr")) == 3
+    shoot(driver, "releases", kind)
+
+
+def test_another_accounts_trace_and_model_are_404_pages(browser, api: Api, tmp_path: Path,
+                                                       request: pytest.FixtureRequest) -> None:
+    from selenium.webdriver.common.by import By
+
+    world = scored_world(api, tmp_path)
+    log_in(browser, api, world.bob_key)
+    for path in ("/ui/traces/trace-a", f"/ui/reward-models/{world.model_id}"):
+        browser.get(api.url + path)
+        assert browser.find_element(By.CSS_SELECTOR, "h1.error-code").text == "404"
+        assert "trace-b" not in browser.page_source
+    shoot(browser, "not-found", request.node.callspec.params["store"])
+
+
+def test_api_docs_render_without_the_internet(browser, api: Api,
+                                              request: pytest.FixtureRequest) -> None:
+    """Swagger UI's assets come from the app (the fastapi-offline package), not from a CDN:
+    this machine has no internet, so the page renders only if that is so."""
+    from selenium.webdriver.common.by import By
+
+    if request.node.callspec.params["store"] != "sqlite":
+        pytest.skip("the docs page does not touch the store")
+    browser.get(f"{api.url}/docs")
+    title = browser.find_element(By.CSS_SELECTOR, ".swagger-ui .info .title")
+    assert "stash-pipeline API" in title.text
+    assert browser.find_elements(By.CSS_SELECTOR, ".opblock-summary-path")
+    scripts = [s.get_attribute("src") for s in browser.find_elements(By.TAG_NAME, "script")]
+    assert all(src.startswith(api.url) for src in scripts if src)
+    shoot(browser, "api-docs", "sqlite")

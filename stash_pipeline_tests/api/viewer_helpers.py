@@ -1,0 +1,74 @@
+"""A scored world for the trace viewer's tests: two accounts, a shared release with action credit
+on every action, a gate report, and a succeeded personal model with scores and a loss curve."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from api_helpers import Api, checkpoint_archive, import_traces
+
+from stash_pipeline.core.release_gate import BenchmarkOutcome, release_gate
+from stash_pipeline.objects import reward_model_checkpoint_key
+from stash_pipeline.services import accounts
+from stash_pipeline.store import ActionScore, Release, TraceScore
+
+RELEASE = "20260101-000000-abcdef12"
+TRACES = ("trace-a", "trace-b", "trace-c")
+
+
+@dataclass
+class World:
+    alice_key: str
+    bob_key: str
+    bob_trace: str
+    model_id: str
+
+
+def scored_world(api: Api, tmp_path: Path) -> World:
+    store = api.store
+    alice, alice_key = accounts.create(store, "alice")
+    bob, bob_key = accounts.create(store, "bob")
+    assert import_traces(api.client(alice_key), *TRACES).status_code == 200
+    assert import_traces(api.client(bob_key), "bob-trace").status_code == 200
+    outcomes = [BenchmarkOutcome(f"p{i}", {"tool": "get_order", "domain": "retail",
+                                           "agent": "support"}, candidate=i % 5 != 0)
+                for i in range(40)]
+    report = release_gate(outcomes, incumbent=None, reviewed_training_pairs=3,
+                          scores_actions=True)
+    store.save_benchmark_comparison(candidate=RELEASE, incumbent=None, passed=True, report=report)
+    store.save_release(Release(RELEASE, "file:///nowhere", report, {"training_traces": {}}))
+    for n, trace_id in enumerate(TRACES):
+        trace = store.get_trace(trace_id)
+        items = [ActionScore(a.id, trace.id, trace.version, RELEASE, raw=k - 1.0,
+                             credit=math.tanh((k - 1.5 + n) / 2))
+                 for k, a in enumerate(trace.actions())]
+        store.save_action_scores(RELEASE, {trace.id: trace.version}, items)
+    model = store.create_reward_model(alice.id, _request(TRACES[:2]))
+    archive = tmp_path / "reward-model.tar.gz"
+    archive.write_bytes(checkpoint_archive())
+    attempt = store.mark_running(model.id)
+    uri = api.objects.put_file(reward_model_checkpoint_key(model.id, attempt), archive)
+    traces = [store.get_trace(t) for t in TRACES]
+    store.mark_succeeded(
+        model.id, metrics=METRICS, checkpoint_uri=uri,
+        scores=[TraceScore(t.id, t.version, model.id, raw=0.5 - i, calibrated=0.5)
+                for i, t in enumerate(traces)],
+        scored={t.id: t.version for t in traces},
+        action_scores=[ActionScore(a.id, t.id, t.version, model.id, raw=0.1, credit=-0.3)
+                       for t in traces for a in t.actions()])
+    return World(alice_key, bob_key, "bob-trace", model.id)
+
+
+METRICS = {"train_pairs": 8, "eval_pairs": 0, "eval_accuracy": None, "final_loss": 0.61,
+           "epochs": 1, "device": "cpu", "seconds": 3.2, "excluded_cross_trace_pairs": 1,
+           "phases": {"inputs": 0.1, "training": 2.5, "scoring": 0.4},
+           "loss_curve": [0.69 - 0.01 * i for i in range(30)]}
+
+
+def _request(trace_ids: tuple[str, ...]):  # noqa: ANN202
+    from stash_pipeline.core.requests import parse_reward_model_request
+
+    return parse_reward_model_request({"name": "first personal model",
+                                       "trace_ids": list(trace_ids)})

@@ -1,0 +1,121 @@
+"""`traces list` (100 columns, --sort, --filter) and `traces show` (scores, a credit column)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from stash_pipeline.cli import main
+from stash_pipeline.cli.store import open_store
+from stash_pipeline.store import ActionScore, Release, TraceScore
+
+SAMPLES = Path(__file__).resolve().parents[2] / "stash_pipeline" / "samples"
+FIRST = "6f1d2c3a-0b1e-4c8e-9a51-1a2b3c4d5e01"
+WITH_OUTCOME = "6f1d2c3a-0b1e-4c8e-9a51-1a2b3c4d5e02"
+RELEASE = "20260101-000000-abcdef12"
+
+
+@pytest.fixture(autouse=True)
+def stash_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("STASH_HOME", str(tmp_path / "stash"))
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert main(["import", str(SAMPLES)]) == 0
+    return tmp_path / "stash"
+
+
+def scored() -> str:
+    """A release with credit on every action of FIRST (rising from -0.9), and a personal model's
+    whole-trace score of it; returns the model's id."""
+    store = open_store()
+    store.save_release(Release(RELEASE, "file:///nowhere", {}, {}))
+    trace = store.get_trace(FIRST)
+    actions = trace.actions()
+    store.save_action_scores(RELEASE, {trace.id: trace.version}, [
+        ActionScore(a.id, trace.id, trace.version, RELEASE, raw=float(k),
+                    credit=-0.9 + 0.6 * k) for k, a in enumerate(actions)])
+    from stash_pipeline.core.requests import parse_reward_model_request
+
+    model = store.create_reward_model("local", parse_reward_model_request(
+        {"name": "mine", "trace_ids": [FIRST]}))
+    store.mark_running(model.id)
+    store.mark_succeeded(model.id, metrics={}, checkpoint_uri="file:///x",
+                         scores=[TraceScore(trace.id, trace.version, model.id, 1.25, 0.7)],
+                         scored={trace.id: trace.version})
+    return model.id
+
+
+def lines(capsys) -> list[str]:
+    return capsys.readouterr().out.splitlines()
+
+
+def test_list_fits_100_columns_and_wide_has_every_column(capsys):
+    capsys.readouterr()
+    assert main(["traces", "list"]) == 0
+    out = lines(capsys)
+    assert max(len(line) for line in out) <= 100
+    assert out[0].split() == ["ID", "AGENT", "DOMAIN", "CREDIT", "SCORED", "LATEST", "STATE",
+                              "OUTCOME"]
+    assert any(line.startswith(FIRST + " ") for line in out)  # ids are never cut
+    assert main(["traces", "list", "--wide"]) == 0
+    assert "MEAN_ACTION_CREDIT" in lines(capsys)[0]
+
+
+def test_list_sorts_and_filters(capsys):
+    scored()
+    capsys.readouterr()
+    assert main(["traces", "list", "--sort=-outcome", "--json"]) == 0
+    rows = json.loads(lines(capsys)[-1])["traces"]
+    assert rows[0]["id"] == WITH_OUTCOME and rows[0]["outcome"] == 1.0
+    assert main(["traces", "list", "--sort", "mean_action_credit", "--desc"]) == 0
+    out = lines(capsys)
+    assert out[1].startswith(FIRST) and "-0.300" in out[1] and "3/3" in out[1]
+    assert main(["traces", "list", "--filter", "agent=research-bot", "--json"]) == 0
+    assert {r["agent"] for r in json.loads(lines(capsys)[-1])["traces"]} == {"research-bot"}
+    assert main(["traces", "list", "--filter", "state=scored", "--filter", "domain=airline",
+                 "--json"]) == 0
+    assert [r["id"] for r in json.loads(lines(capsys)[-1])["traces"]] == [FIRST]
+
+
+@pytest.mark.parametrize("argument", [["--sort", "size"], ["--filter", "colour=red"],
+                                      ["--filter", "state=done"], ["--filter", "agent"]])
+def test_list_refuses_a_bad_sort_or_filter(capsys, argument):
+    assert main(["traces", "list", *argument]) == 2
+    assert f"field '{argument[0][2:]}'" in capsys.readouterr().err
+
+
+def test_show_prints_scores_and_a_credit_column(capsys):
+    model_id = scored()
+    capsys.readouterr()
+    assert main(["traces", "show", FIRST]) == 0
+    out = lines(capsys)
+    text = "\n".join(out)
+    assert f"shared evaluator: scored (release {RELEASE})" in text
+    assert "score: personal mine  raw +1.2500  calibrated 0.700" in text
+    assert f"credit column 1: shared {RELEASE}" in text
+    assert "\033[" not in text  # no colour in a pipe
+    action_lines = [line for line in out if not line.startswith("feedback") and (
+        " m2 " in line or " m2.call0 " in line or " m4 " in line)]
+    credits = [next(w for w in line.split() if w[0] in "+-" and "." in w) for line in
+               action_lines]
+    assert credits == ["-0.90", "-0.30", "+0.30"]
+    assert main(["traces", "show", FIRST, "--json"]) == 0
+    shown = json.loads(lines(capsys)[-1])
+    assert [s["evaluator"] for s in shown["scores"]] == [model_id]
+    assert len(shown["action_scores"]) == 3 and shown["shared_evaluator"]["status"] == "scored"
+    assert {s["kind"] for s in shown["action_scores"]} == {"shared"}
+
+
+def test_show_colours_credit_on_a_terminal(capsys, monkeypatch):
+    scored()
+    capsys.readouterr()
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    assert main(["traces", "show", FIRST]) == 0
+    out = capsys.readouterr().out
+    assert "\033[1;31m -0.90\033[0m" in out and "\033[31m -0.30\033[0m" in out
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert main(["traces", "show", FIRST]) == 0
+    assert "\033[" not in capsys.readouterr().out

@@ -1,0 +1,32 @@
+"""What a person reads about runs: sensor descriptions, failures that lead with their reason."""
+
+from __future__ import annotations
+
+from stash_pipeline.compute.outcome import WorkerFailed
+from stash_pipeline.core.failures import reason_line
+from stash_pipeline.defs.worker_runs import failure_description, failure_text
+from stash_pipeline.definitions import defs
+
+LOG_TAIL = ("attempt a1 started\nphase inputs started\nTraceback (most recent call last):\n"
+            '  File "x.py", line 1\nInputError: bad\n'
+            "job failed in phase inputs: InputError: train_pairs.jsonl line 2, field 'chosen': "
+            "missing\n")
+
+
+def test_every_sensor_says_what_it_does():
+    sensors = list(defs().sensors)
+    assert len(sensors) == 6  # four that start runs, two that watch personal runs end
+    for sensor in sensors:
+        assert sensor.description and len(sensor.description) > 40, sensor.name
+
+
+def test_a_step_failure_leads_with_the_one_line_reason():
+    error = WorkerFailed(LOG_TAIL)
+    described = failure_description(error)
+    first, rest = described.split("\n\n", 1)
+    assert first == ("job failed in phase inputs: InputError: train_pairs.jsonl line 2, field "
+                     "'chosen': missing")
+    assert rest == failure_text(error)  # the whole tail stays below it
+    assert reason_line(LOG_TAIL) == first
+    assert failure_description(ValueError("one line")) == "ValueError: one line"
+    assert reason_line(None) is None and reason_line("\n\n") is None
