@@ -1,10 +1,13 @@
 """The trace viewer in a real browser: Debian's headless Chromium driven by Selenium through
-chromium-driver (`.ci/run` installs both). The run saves a screenshot of each page in
-docs/screenshots/, which docs/viewer.md shows."""
+chromium-driver (`.ci/run` installs both). The run saves a screenshot of each page in the
+folder `STASH_SCREENSHOTS` names (default: the session's temporary directory, so a test run leaves
+the checkout clean); `STASH_SCREENSHOTS=docs/screenshots` renews the set docs/viewer.md shows."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +16,7 @@ import pytest
 from api_helpers import Api
 from viewer_helpers import RELEASE, World, scored_world
 
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+SCREENSHOTS_DIR = os.environ.get("STASH_SCREENSHOTS")
 CHROMEDRIVER = shutil.which("chromedriver")
 CHROMIUM = shutil.which("chromium")
 
@@ -44,10 +47,11 @@ def browser() -> Iterator[object]:
 
 def shoot(driver, name: str, store_kind: str) -> None:  # noqa: ANN001
     if store_kind == "sqlite":  # one set of pictures; the PostgreSQL run checks the same flow
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        folder = Path(SCREENSHOTS_DIR or Path(tempfile.gettempdir()) / "stash-screenshots")
+        folder.mkdir(parents=True, exist_ok=True)
         height = driver.execute_script("return document.documentElement.scrollHeight")
         driver.set_window_size(1360, min(max(height, 600), 3000))  # the whole page
-        driver.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
+        driver.save_screenshot(str(folder / f"{name}.png"))
         driver.set_window_size(1360, 1000)
 
 
