@@ -18,7 +18,7 @@ from typing import Any
 
 from stash_pipeline.compute.job import CHECKPOINT_INPUT, JobSettings, write_job
 from stash_pipeline.core.errors import InputError, NotFoundError
-from stash_pipeline.core.validation import check_trace_id
+from stash_pipeline.core.validation import check_id, check_trace_id
 from stash_pipeline.services import reward_models
 from stash_pipeline.services.worker_jobs import JobResults, read_results, traces_in_chunks
 from stash_pipeline.store import Store
@@ -99,22 +99,21 @@ def request(store: Store, owner: str, trace_ids: Sequence[Any], *, model_id: str
         raise InputError(f"at most {MAX_TRACES_PER_REQUEST} traces a request, got "
                          f"{len(trace_ids)}", field="trace_ids")
     for index, trace_id in enumerate(trace_ids):
-        if not isinstance(trace_id, str):
-            raise InputError("a trace id is a string", field=f"trace_ids[{index}]")
         check_trace_id(trace_id, field=f"trace_ids[{index}]")
+    if model_id is not None:
+        check_id(model_id, "model_id", what="a reward model id")
     if not isinstance(actions, bool):
         raise InputError(f"actions is true or false, got {actions!r}", field="actions")
     chosen = scorer(store, owner, model_id)
     if actions and not chosen.scores_actions:
         raise InputError(NEEDS_ACTION_TRAINING, field="actions")
     wanted = list(dict.fromkeys(trace_ids))
-    owned = set(store.trace_ids(owner=owner))
-    missing = [t for t in wanted if t not in owned]
-    if missing:
+    mine = store.owned_versions(wanted, owner)
+    missing = [t for t in wanted if t not in mine]
+    if missing:  # another account's trace reads as missing: ids leak nothing
         raise NotFoundError(f"no trace {', '.join(missing[:5])} of yours")
-    versions = {t.id: t.version for t in traces_in_chunks(store, wanted)}
-    return store.request_scoring(owner=owner, evaluator=chosen.evaluator, traces=versions,
-                                 actions=actions)
+    return store.request_scoring(owner=owner, evaluator=chosen.evaluator,
+                                 traces={t: mine[t] for t in wanted}, actions=actions)
 
 
 def owner_traces(store: Store, model_id: str) -> dict[str, int]:

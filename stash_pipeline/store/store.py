@@ -137,6 +137,11 @@ class Store:
         with self.reading() as c:
             return traces.traces_pending_scoring(c, evaluator, limit)
 
+    def owned_versions(self, ids: Sequence[str], owner: str) -> dict[str, int]:
+        """The current version of each of these traces the owner has."""
+        with self.reading() as c:
+            return traces.owned_versions(c, ids, owner)
+
     def traces_pending_model(self, model_id: str, owner: str,
                              limit: int | None = None) -> list[tuple[str, int]]:
         """The owner's trace versions the personal model has not scored (auto-scoring's queue)."""

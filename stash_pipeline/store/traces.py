@@ -89,3 +89,12 @@ def traces_pending_model(connection: sa.Connection, model_id: str, owner: str,
              .where(t.c.owner == owner, s.c.trace_id.is_(None))
              .order_by(t.c.updated_at, t.c.id).limit(limit))
     return [(row.id, row.version) for row in connection.execute(query)]
+
+
+def owned_versions(connection: sa.Connection, ids: Sequence[str], owner: str) -> dict[str, int]:
+    """{trace id: current version} of those of ``ids`` that ``owner`` has."""
+    versions: dict[str, int] = {}
+    for chunk in chunks(list(dict.fromkeys(ids))):
+        versions.update((row.id, row.version) for row in connection.execute(
+            sa.select(t.c.id, t.c.version).where(t.c.id.in_(chunk), t.c.owner == owner)))
+    return versions

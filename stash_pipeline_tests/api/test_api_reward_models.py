@@ -148,7 +148,8 @@ def test_score_again_for_chosen_traces(api: Api, ana: httpx.Client, tmp_path) ->
     [stored] = api.store.scoring_requests()
     assert stored.traces == {"t2": 1, "t1": 1} and stored.owner != "" and not stored.actions
     for bad in ({"trace_ids": []}, {"trace_ids": ["t1"], "compute": "modal"},
-                {"trace_ids": ["t1"], "actions": "yes"}):
+                {"trace_ids": ["t1"], "actions": "yes"}, {"trace_ids": ["t1/m2"]},
+                {"trace_ids": ["t1"], "model_id": "m\u0000"}):
         assert ana.post(score, json=bad).status_code == 422, bad
     _, bo = api.account("bo")
     assert bo.post(score, json={"trace_ids": ["t1"], "model_id": model["id"]}).status_code == 404
