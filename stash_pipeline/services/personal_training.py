@@ -7,7 +7,6 @@ through ``compute``.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -124,7 +123,6 @@ def score_again(store: Store, model_id: str, generation: int,
     if model.status != "succeeded" or not model.checkpoint_uri:
         raise StatusError(f"reward model {model_id} is {model.status}: nothing to score with")
     job_dir = scoring_directory(artifact_dir, model_id, generation)
-    shutil.rmtree(job_dir, ignore_errors=True)
     write_scoring_job(store, model, job_dir, CHECKPOINT_INPUT)
     run(job_dir, model.checkpoint_uri)
     results = read_results(job_dir, model_id)

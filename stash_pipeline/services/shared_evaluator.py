@@ -8,7 +8,6 @@ the gate decides) -> release. The worker runs through ``compute`` in between.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_pipeline.compute.job import (
-    CHECKPOINT_INPUT, PAIR_REWARDS, JobSettings, read_jsonl, write_job,
+    CHECKPOINT_INPUT, PAIR_REWARDS, JobSettings, read_jsonl, remove_job, write_job,
 )
 from stash_pipeline.core.errors import NotFoundError, StashError
 from stash_pipeline.core.pair_report import by_source
@@ -117,7 +116,6 @@ def write_training_job(store: Store, candidate: str, job_dir: Path, *,
                            base_model=base_model or DEFAULT_BASE_MODEL,
                            epochs=epochs or DEFAULT_EPOCHS, outputs=("checkpoint",),
                            excluded_cross_trace_pairs=excluded)
-    shutil.rmtree(job_dir, ignore_errors=True)
     write_job(job_dir, settings, train_pairs=store.load_pairs(candidate=candidate, split="train"),
               eval_pairs=store.load_pairs(candidate=candidate, split="eval"))
     return settings
@@ -133,7 +131,6 @@ def benchmark_rewards(store: Store, candidate: str, evaluator: str, checkpoint_u
     if not pairs:
         return {}
     job_dir = job_directory(artifact_dir, candidate, f"benchmark-{evaluator}")
-    shutil.rmtree(job_dir, ignore_errors=True)
     write_job(job_dir, JobSettings(evaluator=evaluator, audience=AUDIENCE,
                                    checkpoint=CHECKPOINT_INPUT, outputs=("pair_rewards",)),
               benchmark_pairs=pairs)
@@ -240,12 +237,11 @@ def score_batch(store: Store, batch: ScoringBatch, run: RunWorker, artifact_dir:
     release_ = store.get_release(batch.release)
     traces = list(traces_in_chunks(store, list(batch.traces)))
     job_dir = job_directory(artifact_dir, batch.release, f"score-{name}")
-    shutil.rmtree(job_dir, ignore_errors=True)
     write_job(job_dir, JobSettings(evaluator=release_.version, audience=AUDIENCE,
                                    checkpoint=CHECKPOINT_INPUT, outputs=("action_scores",)),
               score_traces=traces)
     run(job_dir, release_.checkpoint_uri)
     results = read_results(job_dir, release_.version, scored={t.id: t.version for t in traces})
     store.save_action_scores(release_.version, results.scored, results.action_scores)
-    shutil.rmtree(job_dir, ignore_errors=True)  # scoring runs all the time: keep no scratch
+    remove_job(job_dir)  # scoring runs all the time: keep no scratch
     return results

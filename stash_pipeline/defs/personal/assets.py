@@ -5,7 +5,6 @@ manager). Any failure marks the model failed with its reason (for the worker: th
 characters of worker.log) before the step fails, and no checkpoint of a failed attempt stays visible.
 """
 
-import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -89,7 +88,6 @@ def personal_checkpoint(context: dg.AssetExecutionContext, database: StoreResour
     with model_fails_with(store, model_id, objects):
         model = store.get_reward_model(model_id)
         job_dir = steps.job_directory(compute.scratch, model_id, model.attempt)
-        shutil.rmtree(job_dir, ignore_errors=True)  # an attempt starts from a clean directory
         steps.write_training_job(store, model, job_dir)
         uri = run_worker_job(context, compute.target(), job_dir, objects.objects,
                              upload_key=steps.checkpoint_key(model_id, model.attempt))
