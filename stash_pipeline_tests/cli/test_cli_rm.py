@@ -39,6 +39,7 @@ def test_an_import_materialises_the_traces_asset(home, capsys):
     assert "agentprocessbench" in metadata["by_format"].value
 
 
+@pytest.mark.slow
 def test_create_wait_show_weights_and_score_again(home, tiny_base_model, capsys):
     code = main(["rm", "create", "--name", "hotpot", "--all-traces", "--base-model",
                  str(tiny_base_model), "--wait", "--json"])

@@ -29,6 +29,7 @@ def request(store: Store, trace_ids: list[str], base_model: str, **fields) -> st
     return reward_models.create(store, "ana", body).id
 
 
+@pytest.mark.slow
 def test_a_queued_model_trains_scores_every_owned_trace_and_succeeds(store, instance,
                                                                     tiny_base_model):
     records = agentprocessbench_records(8)
@@ -206,6 +207,7 @@ def test_a_worker_killed_mid_training_fails_the_model_with_the_log_and_the_signa
     assert not list((home / "stash" / "objects").rglob("*.tar.gz"))
 
 
+@pytest.mark.slow
 def test_a_reimport_that_orphans_feedback_still_trains(store, instance, tiny_base_model):
     """Ratings on actions a shorter reimport removed are kept, left out of pairs and counted."""
     records = agentprocessbench_records(6)
@@ -227,6 +229,7 @@ def test_a_reimport_that_orphans_feedback_still_trains(store, instance, tiny_bas
     assert metadata["orphaned_feedback"].value > 0
 
 
+@pytest.mark.slow
 def test_worker_log_has_every_phase_with_its_duration(store, instance, tiny_base_model, home):
     from stash_pipeline.compute.job import phase_seconds
 
@@ -240,6 +243,7 @@ def test_worker_log_has_every_phase_with_its_duration(store, instance, tiny_base
                                        "archive", "scoring", "upload", "extraction"}
 
 
+@pytest.mark.slow
 def test_score_again_uses_the_audience_the_checkpoint_was_trained_for(store, instance,
                                                                      tiny_base_model, home):
     """A shared-audience checkpoint rescored: the same scores as when it was trained (today's
