@@ -10,14 +10,17 @@ where the worker ran. The upload and its record are ``compute.upload``'s.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from stash_pipeline.compute.job import UPLOAD
 from stash_pipeline.compute.upload import record_upload, upload_checkpoint, uploaded_checkpoint
 
-__all__ = ["UPLOAD", "Compute", "ComputeTarget", "record_upload", "run_worker_job",
+__all__ = ["UPLOAD", "Compute", "ComputeTarget", "record_upload", "run_job", "run_worker_job",
            "upload_checkpoint", "uploaded_checkpoint"]
+
+Results = TypeVar("Results")
 
 
 class Compute(Protocol):
@@ -37,3 +40,13 @@ def run_worker_job(context: Any, target: Compute, job_dir: Path, objects: Any, *
     """``target.run(...)``: the job in ``job_dir`` on that compute."""
     return target.run(context, job_dir, objects, upload_key=upload_key,
                       checkpoint_uri=checkpoint_uri)
+
+
+def run_job(job_dir: Path, write: Callable[[Path], Any], run: Callable[[Path], Any],
+            read: Callable[[Path], Results]) -> Results:
+    """A worker job's one life, the same for every caller (training, Score again, benchmark
+    rewards, auto-scoring): ``write`` its inputs (``compute.job.write_job``, the only clearing of
+    a job directory), ``run`` it (``run_worker_job`` bound to a step), ``read`` what it left."""
+    write(job_dir)
+    run(job_dir)
+    return read(job_dir)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_pipeline.compute.job import CHECKPOINT_INPUT, JobSettings, write_job
+from stash_pipeline.compute.run import run_job
 from stash_pipeline.core.split import PairSplit
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.extraction.config import ExtractionConfig
@@ -122,10 +123,10 @@ def score_again(store: Store, model_id: str, generation: int,
     model = store.get_reward_model(model_id)
     if model.status != "succeeded" or not model.checkpoint_uri:
         raise StatusError(f"reward model {model_id} is {model.status}: nothing to score with")
-    job_dir = scoring_directory(artifact_dir, model_id, generation)
-    write_scoring_job(store, model, job_dir, CHECKPOINT_INPUT)
-    run(job_dir, model.checkpoint_uri)
-    results = read_results(job_dir, model_id)
+    results = run_job(scoring_directory(artifact_dir, model_id, generation),
+                      lambda job_dir: write_scoring_job(store, model, job_dir, CHECKPOINT_INPUT),
+                      lambda job_dir: run(job_dir, model.checkpoint_uri),
+                      lambda job_dir: read_results(job_dir, model_id))
     store.replace_scores(model_id, scores=results.scores, scored=results.scored,
                          action_scores=results.action_scores)
     return results

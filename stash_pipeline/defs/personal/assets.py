@@ -13,7 +13,7 @@ from pathlib import Path
 import dagster as dg
 
 from stash_pipeline.compute.job import LOG, LOSSES, append_log, phase_done_line
-from stash_pipeline.compute.run import run_worker_job, uploaded_checkpoint
+from stash_pipeline.compute.run import run_job, run_worker_job, uploaded_checkpoint
 from stash_pipeline.defs import metadata
 from stash_pipeline.defs.personal.partitions import SCORE_AGAIN_TAG, personal_reward_model
 from stash_pipeline.defs.resources import (
@@ -88,11 +88,13 @@ def personal_checkpoint(context: dg.AssetExecutionContext, database: StoreResour
     with model_fails_with(store, model_id, objects):
         model = store.get_reward_model(model_id)
         job_dir = steps.job_directory(compute.scratch, model_id, model.attempt)
-        steps.write_training_job(store, model, job_dir)
-        uri = run_worker_job(context, compute.target(), job_dir, objects.objects,
-                             upload_key=steps.checkpoint_key(model_id, model.attempt))
+        key = steps.checkpoint_key(model_id, model.attempt)
+        uri, results = run_job(
+            job_dir, lambda job_dir: steps.write_training_job(store, model, job_dir),
+            lambda job_dir: run_worker_job(context, compute.target(), job_dir, objects.objects,
+                                           upload_key=key),
+            lambda job_dir: (uploaded_checkpoint(job_dir), read_results(job_dir, model_id)))
         _log_extraction(context, job_dir)
-        results = read_results(job_dir, model_id)
     return dg.MaterializeResult(
         metadata=metadata.training(uri, results.metrics, read_losses(job_dir / LOSSES)))
 
