@@ -29,7 +29,7 @@ class ApiSettings:
         )
 
 
-def _number(environ: Mapping[str, str], name: str, default, kind):  # noqa: ANN001, ANN202
+def _number(environ: Mapping[str, str], name: str, default, kind):
     text = environ.get(name)
     if not text:
         return default

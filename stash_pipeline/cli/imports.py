@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
 
     store = open_store()
 
-    def read():  # noqa: ANN202 - the records, read again if the import must be retried
+    def read():  # the records, read again if the import must be retried
         records = itertools.chain.from_iterable(
             read_path(path, format=args.format, owner=args.owner, contribute=args.contribute)
             for path in args.paths)

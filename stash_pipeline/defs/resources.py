@@ -44,7 +44,7 @@ class ObjectStoreResource(dg.ConfigurableResource):
     """S3 when ``S3_BUCKET`` is set (``S3_ENDPOINT``, ``S3_ACCESS_KEY``, ...), else ``STASH_HOME``."""
 
     @cached_property
-    def objects(self):  # noqa: ANN201 - the objects package's ObjectStore
+    def objects(self):  # the objects package's ObjectStore
         from stash_pipeline.objects import object_store_from_env
 
         return object_store_from_env()

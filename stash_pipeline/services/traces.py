@@ -47,7 +47,7 @@ def import_file(store: Store, owner: str, path: Path, *, format: str = "auto",
     shown = label or str(path)
     ids: dict[str, None] = {}
 
-    def records():  # noqa: ANN202
+    def records():
         for record in read_path(path, format=format, owner=owner, contribute=contribute):
             ids[record.trace.id] = None
             yield record

@@ -45,7 +45,7 @@ class Api:
         return account.id, self.client(key)
 
 
-def serve(app, sock: socket.socket) -> Iterator[None]:  # noqa: ANN001
+def serve(app, sock: socket.socket) -> Iterator[None]:
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -101,7 +101,7 @@ def checkpoint_archive() -> bytes:
     return buffer.getvalue()
 
 
-def succeed(store: Store, objects, model_id: str, tmp_path: Path) -> None:  # noqa: ANN001
+def succeed(store: Store, objects, model_id: str, tmp_path: Path) -> None:
     """Run a queued model to success as the pipeline would, with a checkpoint in the store."""
     archive = tmp_path / f"{model_id}.tar.gz"
     archive.write_bytes(checkpoint_archive())
