@@ -50,7 +50,7 @@ def sample_records() -> list:
     return [record for path in SAMPLES for record in read_path(path)]
 
 
-def release_tiny_evaluator(home: Path, store) -> str:  # noqa: ANN001 - stash_pipeline.store.Store
+def release_tiny_evaluator(home: Path, store) -> str:  # store: stash_pipeline.store.Store
     """Train a tiny shared checkpoint on the samples' step ratings and release it as "bench"."""
     from stash_pipeline.compute.job import ARCHIVE_NAME, JobSettings, failure_reason, write_job
     from stash_pipeline.core.pair_builders import build_feedback_pairs
@@ -86,7 +86,7 @@ def start_daemon(home: Path) -> subprocess.Popen:
                             start_new_session=True)
 
 
-def seconds_to_scored(store, release: str, record, timeout: float) -> float:  # noqa: ANN001
+def seconds_to_scored(store, release: str, record, timeout: float) -> float:
     """Import one trace under a fresh id; seconds until the release's action scores are stored."""
     trace = replace(record.trace, id=str(uuid.uuid4()))
     started = time.perf_counter()

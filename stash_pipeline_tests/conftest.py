@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import boto3
 import pytest
@@ -71,6 +72,32 @@ def _stash_home_outside_the_project(tmp_path_factory: pytest.TempPathFactory,
     """No test writes ./.stash or a Dagster instance into the checkout (tests may set their own)."""
     monkeypatch.setenv("STASH_HOME", str(tmp_path_factory.mktemp("stash-home")))
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
+
+
+@pytest.fixture(scope="session")
+def tiny_base_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Path to a saved tiny Qwen3 base model + tokenizer, loadable with from_pretrained: built
+    once a session, for every suite."""
+    from tiny_models import save_tiny_base_model
+
+    return save_tiny_base_model(tmp_path_factory.mktemp("tiny-qwen3"))
+
+
+# The suites whose pipelines run the worker in this process unless a test is marked
+# ``worker_process`` (in_process_compute.py says why).
+IN_PROCESS_WORKER_SUITES = ("defs", "cli")
+
+
+@pytest.fixture(autouse=True)
+def _worker_in_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    suite = request.path.relative_to(Path(__file__).parent).parts[0]
+    if suite not in IN_PROCESS_WORKER_SUITES or request.node.get_closest_marker("worker_process"):
+        return
+    import stash_pipeline.definitions as module
+    from in_process_compute import with_in_process_compute
+
+    loaded = module.defs
+    monkeypatch.setattr(module, "defs", lambda: with_in_process_compute(loaded()))
 
 
 # S3 for every suite: moto's server mode on loopback, reached with a real boto3 client; one server

@@ -64,3 +64,52 @@ def test_the_worker_imports_only_core_and_the_job_contract():
         and name != "stash_pipeline.compute"
     ]
     assert offenders == []
+
+
+def module_imports() -> dict[str, set[str]]:
+    """{module: the package's modules it imports, lazily or not}; a module's own enclosing
+    packages are left out (a package's ``__init__`` re-exporting its modules is no circle)."""
+    def name_of(path: Path) -> str:
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    paths = {name_of(path): path for path in PACKAGE.rglob("*.py")}
+    graph = {}
+    for module, path in paths.items():
+        named = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                named.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                named.add(node.module)
+                named.update(f"{node.module}.{alias.name}" for alias in node.names)
+        graph[module] = {n for n in named
+                         if n in paths and n != module and not module.startswith(n + ".")}
+    return graph
+
+
+def test_no_import_circle():
+    """No module reaches itself through the modules it imports (once: compute.run <-> modal)."""
+    graph = module_imports()
+    circles = []
+    for start in graph:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            module = todo.pop()
+            if module == start:
+                circles.append(start)
+                break
+            if module not in seen:
+                seen.add(module)
+                todo.extend(graph[module])
+    assert circles == []
+
+
+def test_only_the_job_contract_deletes_directories():
+    """``write_job`` clears a job directory (keeping attempt-logs/), ``remove_job`` discards one:
+    no caller deletes a job directory its own way."""
+    offenders = [
+        str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py")
+        if path != PACKAGE / "compute" / "job.py" and "rmtree" in path.read_text()
+    ]
+    assert offenders == []

@@ -57,7 +57,7 @@ class ServerSettings:
                 ("max_connections", "STASH_API_MAX_CONNECTIONS", int))})
 
 
-def _number(environ: Mapping[str, str], name: str, default, kind):  # noqa: ANN001, ANN202
+def _number(environ: Mapping[str, str], name: str, default, kind):
     text = environ.get(name)
     if not text:
         return default

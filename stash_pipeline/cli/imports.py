@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     store = open_store()
     skipped: list[InputError] = []
 
-    def read():  # noqa: ANN202 - the records, read again if the import must be retried
+    def read():  # the records, read again if the import must be retried
         skipped.clear()
         records = itertools.chain.from_iterable(
             read_path(path, format=args.format, owner=args.owner, contribute=args.contribute,

@@ -10,10 +10,11 @@ inputs   settings.json; train_pairs, eval_pairs, score_traces, benchmark_pairs: 
 outputs  metrics.json (written last, with the attempt id), scores.jsonl, action_scores.jsonl,
          pair_rewards.jsonl, losses.json, reward-model/, reward-model.tar.gz, worker.log (every
          phase with its duration; ends with the reason when the job failed), attempt-logs/ (the
-         logs of earlier attempts)
+         logs of earlier attempts), upload.json (the caller's: where the archive was uploaded)
 
-Every attempt starts from a clean output state: ``write_job`` and the worker both remove the
-outputs of an earlier attempt, so an old success is never read as a new one.
+Every attempt starts from a clean output state: ``write_job`` (the only function that clears a job
+directory for a new job) and the worker both remove the outputs of an earlier attempt, so an old
+success is never read as a new one; ``attempt-logs/`` stays.
 """
 
 from __future__ import annotations
@@ -49,11 +50,13 @@ LOSSES = "losses.json"  # the Bradley-Terry loss of every training step, for the
 CHECKPOINT_DIR, ARCHIVE_NAME = "reward-model", "reward-model.tar.gz"  # outputs of a training job
 # A scoring-only job's checkpoint, when the caller downloads it into the job directory.
 CHECKPOINT_INPUT = "checkpoint.tar.gz"
+UPLOAD = "upload.json"  # {"uri": ..., "seconds": ...} once the checkpoint is in the object store
 INPUT_FILES = (SETTINGS, *(f"{name}.jsonl" for name in INPUT_DATASETS))
 ATTEMPT_LOGS = "attempt-logs"  # worker.log of every earlier attempt in this directory
 # Everything an attempt writes; each attempt starts without them. "*.partial" names are the
 # temporaries that atomic writes rename into place.
-OUTPUTS = (METRICS, SCORES, ACTION_SCORES, PAIR_REWARDS, LOSSES, CHECKPOINT_DIR, ARCHIVE_NAME)
+OUTPUTS = (METRICS, SCORES, ACTION_SCORES, PAIR_REWARDS, LOSSES, CHECKPOINT_DIR, ARCHIVE_NAME,
+           UPLOAD)
 PARTIAL = ".partial"
 OUTPUT_KINDS: tuple[str, ...] = ("checkpoint", "scores", "action_scores", "pair_rewards")
 DEFAULT_OUTPUTS: tuple[str, ...] = ("checkpoint", "scores", "action_scores")
@@ -144,8 +147,9 @@ def write_job(job_dir: Path, settings: JobSettings, *, train_pairs: Iterable[Pai
               benchmark_pairs: Iterable[Pair] = ()) -> JobSettings:
     """Write a job's inputs (JSON Lines; the worker makes them datasets). Needs no ML libraries.
 
-    A directory used before is cleared of that attempt's outputs and datasets first, and its log
-    moves to ``attempt-logs/``. Returns the settings as written: with a new attempt id when
+    A directory used before is cleared of that attempt's outputs, datasets and downloaded
+    checkpoint first, and its log moves to ``attempt-logs/``: callers never clear a job directory
+    themselves (``attempt-logs/`` keeps every earlier attempt's log). Returns the settings as written: with a new attempt id when
     ``settings.attempt`` is None (``read_metrics`` checks metrics.json against it).
     """
     job_dir.mkdir(parents=True, exist_ok=True)
@@ -153,6 +157,7 @@ def write_job(job_dir: Path, settings: JobSettings, *, train_pairs: Iterable[Pai
     retire_log(job_dir)
     for name in INPUT_DATASETS:  # the worker makes them again from the new JSON Lines
         _remove(job_dir / name)
+    _remove(job_dir / CHECKPOINT_INPUT)  # the caller downloads the new job's checkpoint
     if settings.attempt is None:
         settings = replace(settings, attempt=new_attempt_id())
     rows = {
@@ -212,6 +217,26 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
     elif path.exists() or path.is_symlink():
         path.unlink()
+
+
+def remove_job(job_dir: Path) -> None:
+    """Delete a finished job's directory, logs and all: scratch nobody reads again (a scoring
+    run's). A job about to run is never removed first: ``write_job`` clears what it must."""
+    _remove(job_dir)
+
+
+def keep_only_logs(job_dir: Path) -> None:
+    """A finished attempt's directory keeps ``worker.log`` and ``attempt-logs/`` (docs/worker.md)
+    and nothing else: no weights, pairs or scores stay on disk for anything to read later."""
+    if not job_dir.is_dir():
+        return
+    for entry in job_dir.iterdir():
+        if entry.name in (LOG, ATTEMPT_LOGS):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
 
 
 def clear_outputs(job_dir: Path) -> None:

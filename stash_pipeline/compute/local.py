@@ -13,18 +13,40 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
-from stash_pipeline.compute.outcome import WorkerExit
+from stash_pipeline.compute.job import CHECKPOINT_INPUT
+from stash_pipeline.compute.outcome import WorkerExit, check_worker_exit
+from stash_pipeline.compute.upload import upload_checkpoint
 
 # After SIGTERM the worker logs why it stops; past this it is killed.
 TERMINATION_GRACE_S = 30
 # prctl(PR_SET_PDEATHSIG): Linux signals the worker when the process that started it dies.
 PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+@dataclass(frozen=True)
+class LocalCompute:
+    """The worker as a subprocess of the step (``compute.run.Compute``)."""
+
+    python: str  # the worker's interpreter: RM_WORKER_PYTHON
+    timeout_s: float | None = None
+
+    def run(self, context: Any, job_dir: Path, objects: Any, *, upload_key: str | None = None,
+            checkpoint_uri: str | None = None) -> str | None:
+        if checkpoint_uri:
+            objects.get_file(checkpoint_uri, job_dir / CHECKPOINT_INPUT)
+        check_worker_exit(job_dir, self.launch(context, job_dir))
+        return upload_checkpoint(objects, job_dir, upload_key) if upload_key else None
+
+    def launch(self, context: Any, job_dir: Path) -> WorkerExit:
+        """Run the worker on ``job_dir`` to its end (the one step a test's compute replaces)."""
+        return run_local_worker(context, job_dir, python=self.python, timeout_s=self.timeout_s)
 
 
 def run_local_worker(context: Any, job_dir: Path, *, python: str,

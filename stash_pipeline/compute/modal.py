@@ -8,6 +8,7 @@ JSON, written into the local job directory exactly as a local worker would have 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,21 @@ from stash_pipeline.compute.job import (
     ACTION_SCORES, INPUT_FILES, LOG, LOSSES, METRICS, PAIR_REWARDS, SCORES,
 )
 from stash_pipeline.compute.outcome import WorkerFailed
-from stash_pipeline.compute.run import record_upload
+from stash_pipeline.compute.upload import record_upload
 
 PIPES_POLL_S = 5.0
+
+
+@dataclass(frozen=True)
+class ModalCompute:
+    """The worker in the deployed Modal function (``compute.run.Compute``)."""
+
+    function: Any  # modal.Function.from_name(MODAL_APP, MODAL_FUNCTION)
+
+    def run(self, context: Any, job_dir: Path, objects: Any, *, upload_key: str | None = None,
+            checkpoint_uri: str | None = None) -> str | None:
+        return run_modal_worker(context, job_dir, function=self.function, objects=objects,
+                                upload_key=upload_key, checkpoint_uri=checkpoint_uri)
 
 
 def run_modal_worker(context: Any, job_dir: Path, *, function: Any, objects: Any,

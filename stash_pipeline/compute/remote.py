@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,8 +19,9 @@ from typing import Any
 
 from stash_pipeline.compute.job import (
     ACTION_SCORES, ARCHIVE_NAME, CHECKPOINT_INPUT, LOSSES, METRICS, PAIR_REWARDS, SCORES,
-    failure_reason, logged_phase, read_jsonl, read_metrics,
+    failure_reason, read_jsonl, read_metrics,
 )
+from stash_pipeline.compute.upload import read_upload, upload_checkpoint
 
 # The seed: "storage and model-provider credentials, but no database, queue, or integration
 # credentials". Anything not listed here (DATABASE_URL, REDIS_URL, DAGSTER_PG_*, MODAL_TOKEN_*) stays out.
@@ -61,14 +61,11 @@ def run_remote_job(*, inputs: Mapping[str, str], upload_key: str | None = None,
     result: dict[str, Any] = {"exit_code": code, "log_tail": failure_reason(job_dir, code)}
     if code != 0 or not (job_dir / METRICS).is_file():
         return result
-    metrics = read_metrics(job_dir)
     if upload_key and (job_dir / ARCHIVE_NAME).is_file():
-        started = time.perf_counter()
-        with logged_phase(job_dir, "upload"):
-            result["checkpoint_uri"] = objects.put_file(upload_key, job_dir / ARCHIVE_NAME)
-        result["upload_seconds"] = time.perf_counter() - started
-        metrics["seconds"] = metrics.get("seconds", 0.0) + result["upload_seconds"]
+        result["checkpoint_uri"] = upload_checkpoint(objects, job_dir, upload_key)
+        result["upload_seconds"] = read_upload(job_dir)["seconds"]  # counted in metrics.json
         result["log_tail"] = failure_reason(job_dir, code)
+    metrics = read_metrics(job_dir)
     losses = job_dir / LOSSES
     result.update(metrics=metrics, scores=read_jsonl(job_dir / SCORES),
                   action_scores=read_jsonl(job_dir / ACTION_SCORES)

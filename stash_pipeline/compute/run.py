@@ -1,72 +1,52 @@
 """One call runs a worker job wherever ``RM_COMPUTE`` says; the checkpoint ends in the object store.
 
-Both paths leave the same files in the job directory (metrics.json, scores.jsonl,
+Every compute implements ``Compute.run(context, job_dir, objects, ...)`` (as Dagster's own Pipes
+clients share one ``run``): ``compute.local.LocalCompute`` (a subprocess) and
+``compute.modal.ModalCompute`` (the Modal function); tests swap in one that runs the worker in their
+own process. All leave the same files in the job directory (metrics.json, scores.jsonl,
 action_scores.jsonl, losses.json, worker.log, upload.json), so what reads the results never asks
-where the worker ran.
+where the worker ran. The upload and its record are ``compute.upload``'s.
 """
 
 from __future__ import annotations
 
-import json
-import time
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
-from stash_pipeline.compute.job import (
-    ARCHIVE_NAME, CHECKPOINT_INPUT, METRICS, atomic_path, logged_phase,
-)
-from stash_pipeline.compute.local import run_local_worker
-from stash_pipeline.compute.outcome import check_worker_exit
+from stash_pipeline.compute.job import UPLOAD
+from stash_pipeline.compute.upload import record_upload, upload_checkpoint, uploaded_checkpoint
 
-UPLOAD = "upload.json"  # {"uri": ..., "seconds": ...} once the checkpoint is in the object store
+__all__ = ["UPLOAD", "Compute", "ComputeTarget", "record_upload", "run_job", "run_worker_job",
+           "upload_checkpoint", "uploaded_checkpoint"]
 
-
-@dataclass(frozen=True)
-class ComputeTarget:
-    kind: str  # "local" or "modal"
-    python: str  # the worker's interpreter (local)
-    timeout_s: float | None = None
-    modal_function: Any = None  # the deployed Modal function (modal)
+Results = TypeVar("Results")
 
 
-def run_worker_job(context: Any, target: ComputeTarget, job_dir: Path, objects: Any, *,
+class Compute(Protocol):
+    def run(self, context: Any, job_dir: Path, objects: Any, *, upload_key: str | None = None,
+            checkpoint_uri: str | None = None) -> str | None:
+        """Run the job written in ``job_dir`` (WorkerFailed names why it failed). A scoring-only
+        job names ``checkpoint_uri``, fetched into the job first; with ``upload_key`` the archive
+        is uploaded there and its URI returned."""
+        ...
+
+
+ComputeTarget = Compute  # the name ComputeResource.target() is annotated with
+
+
+def run_worker_job(context: Any, target: Compute, job_dir: Path, objects: Any, *,
                    upload_key: str | None = None, checkpoint_uri: str | None = None) -> str | None:
-    """Run the job in ``job_dir``; WorkerFailed names why it failed. Returns the uploaded
-    checkpoint's URI when ``upload_key`` is given. A scoring-only job names ``checkpoint_uri``."""
-    if target.kind == "modal":
-        from stash_pipeline.compute.modal import run_modal_worker
-
-        return run_modal_worker(context, job_dir, function=target.modal_function, objects=objects,
-                                upload_key=upload_key, checkpoint_uri=checkpoint_uri)
-    if checkpoint_uri:
-        objects.get_file(checkpoint_uri, job_dir / CHECKPOINT_INPUT)
-    done = run_local_worker(context, job_dir, python=target.python, timeout_s=target.timeout_s)
-    check_worker_exit(job_dir, done)
-    return upload_checkpoint(objects, job_dir, upload_key) if upload_key else None
+    """``target.run(...)``: the job in ``job_dir`` on that compute."""
+    return target.run(context, job_dir, objects, upload_key=upload_key,
+                      checkpoint_uri=checkpoint_uri)
 
 
-def upload_checkpoint(objects: Any, job_dir: Path, key: str) -> str:
-    """Put the archive in the object store; its time joins the metrics' ``seconds`` (the seed)."""
-    started = time.perf_counter()
-    with logged_phase(job_dir, "upload"):
-        uri = objects.put_file(key, job_dir / ARCHIVE_NAME)
-    record_upload(job_dir, uri, time.perf_counter() - started)
-    return uri
-
-
-def record_upload(job_dir: Path, uri: str, seconds: float, *, counted: bool = False) -> None:
-    """upload.json; unless already ``counted`` (the Modal function does), the upload's seconds
-    are added to metrics.json."""
-    if not counted:
-        metrics_path = job_dir / METRICS
-        metrics = json.loads(metrics_path.read_text())
-        metrics["seconds"] = metrics.get("seconds", 0.0) + seconds
-        with atomic_path(metrics_path) as partial:
-            partial.write_text(json.dumps(metrics, indent=2))
-    (job_dir / UPLOAD).write_text(json.dumps({"uri": uri, "seconds": seconds}))
-
-
-def uploaded_checkpoint(job_dir: Path) -> str:
-    """The URI the job's checkpoint was uploaded to."""
-    return json.loads((job_dir / UPLOAD).read_text())["uri"]
+def run_job(job_dir: Path, write: Callable[[Path], Any], run: Callable[[Path], Any],
+            read: Callable[[Path], Results]) -> Results:
+    """A worker job's one life, the same for every caller (training, Score again, benchmark
+    rewards, auto-scoring): ``write`` its inputs (``compute.job.write_job``, the only clearing of
+    a job directory), ``run`` it (``run_worker_job`` bound to a step), ``read`` what it left."""
+    write(job_dir)
+    run(job_dir)
+    return read(job_dir)

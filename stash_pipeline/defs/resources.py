@@ -13,6 +13,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from stash_pipeline.compute.local import LocalCompute
 from stash_pipeline.compute.run import ComputeTarget
 from stash_pipeline.extraction.config import ExtractionConfig
 from stash_pipeline.store import Store
@@ -43,7 +44,7 @@ class ObjectStoreResource(dg.ConfigurableResource):
     """S3 when ``S3_BUCKET`` is set (``S3_ENDPOINT``, ``S3_ACCESS_KEY``, ...), else ``STASH_HOME``."""
 
     @cached_property
-    def objects(self):  # noqa: ANN201 - the objects package's ObjectStore
+    def objects(self):  # the objects package's ObjectStore
         from stash_pipeline.objects import object_store_from_env
 
         return object_store_from_env()
@@ -71,12 +72,14 @@ class ComputeResource(dg.ConfigurableResource):
         return self.worker_python or os.environ.get("RM_WORKER_PYTHON") or sys.executable
 
     def target(self) -> ComputeTarget:
-        function = None
+        """The compute that runs the worker (``compute.run.Compute``)."""
         if self.kind == "modal":
             import modal
 
-            function = modal.Function.from_name(MODAL_APP, MODAL_FUNCTION)
-        return ComputeTarget(self.kind, self.python, self.timeout_s, function)
+            from stash_pipeline.compute.modal import ModalCompute
+
+            return ModalCompute(modal.Function.from_name(MODAL_APP, MODAL_FUNCTION))
+        return LocalCompute(self.python, self.timeout_s)
 
     @property
     def scratch(self) -> Path:

@@ -111,7 +111,7 @@ class LocalObjectStore(ObjectStore):
         return path
 
 
-def _write_atomically(target: Path, reader) -> None:  # noqa: ANN001 (a binary file object)
+def _write_atomically(target: Path, reader) -> None:  # reader: a binary file object
     """Copy ``reader`` into a hidden temporary file next to ``target``, then rename it over that.
 
     The rename is atomic on one filesystem, so readers see the old file or the whole new one; on any

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from stash_pipeline.compute.job import ATTEMPT_LOGS, LOG, JobSettings, write_job
+from stash_pipeline.compute.job import JobSettings, write_job
 from stash_pipeline.core.split import PairSplit
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.extraction.config import ExtractionConfig
@@ -24,20 +24,6 @@ from stash_pipeline.store import RewardModelRecord, StatusError, Store
 def job_directory(artifact_dir: str | Path, model_id: str, attempt: int) -> Path:
     """A fresh directory per attempt, so an old attempt's outputs are never read as new ones."""
     return Path(artifact_dir) / model_id / f"attempt-{attempt}"
-
-
-def keep_only_logs(job_dir: Path) -> None:
-    """A finished attempt's directory keeps ``worker.log`` and ``attempt-logs/`` (docs/worker.md)
-    and nothing else: no weights, pairs or scores stay on disk for anything to read later."""
-    if not job_dir.is_dir():
-        return
-    for entry in job_dir.iterdir():
-        if entry.name in (LOG, ATTEMPT_LOGS):
-            continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            entry.unlink(missing_ok=True)
 
 
 def start(store: Store, model_id: str, run_id: str, *, retry: bool = False) -> RewardModelRecord:

@@ -8,7 +8,6 @@ the gate decides) -> release. The worker runs through ``compute`` in between.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from stash_pipeline.compute.job import (
-    CHECKPOINT_INPUT, PAIR_REWARDS, JobSettings, read_jsonl, write_job,
+    CHECKPOINT_INPUT, PAIR_REWARDS, JobSettings, read_jsonl, remove_job, write_job,
 )
+from stash_pipeline.compute.run import run_job
 from stash_pipeline.core.errors import NotFoundError, StashError
 from stash_pipeline.core.pair_builders import pair_tools
 from stash_pipeline.core.pair_report import by_source
@@ -126,7 +126,6 @@ def write_training_job(store: Store, candidate: str, job_dir: Path, *,
                            base_model=base_model or DEFAULT_BASE_MODEL,
                            epochs=epochs or DEFAULT_EPOCHS, outputs=("checkpoint",),
                            excluded_cross_trace_pairs=excluded)
-    shutil.rmtree(job_dir, ignore_errors=True)
     write_job(job_dir, settings, train_pairs=store.load_pairs(candidate=candidate, split="train"),
               eval_pairs=store.load_pairs(candidate=candidate, split="eval"))
     return settings
@@ -141,14 +140,13 @@ def benchmark_rewards(store: Store, candidate: str, evaluator: str, checkpoint_u
     pairs = store.load_pairs(candidate=candidate, split="benchmark")
     if not pairs:
         return {}
-    job_dir = job_directory(artifact_dir, candidate, f"benchmark-{evaluator}")
-    shutil.rmtree(job_dir, ignore_errors=True)
-    write_job(job_dir, JobSettings(evaluator=evaluator, audience=AUDIENCE,
-                                   checkpoint=CHECKPOINT_INPUT, outputs=("pair_rewards",)),
-              benchmark_pairs=pairs)
-    run(job_dir, checkpoint_uri)
-    return {row["pair_id"]: (row["chosen"], row["rejected"])
-            for row in read_jsonl(job_dir / PAIR_REWARDS)}
+    settings = JobSettings(evaluator=evaluator, audience=AUDIENCE, checkpoint=CHECKPOINT_INPUT,
+                           outputs=("pair_rewards",))
+    rows = run_job(job_directory(artifact_dir, candidate, f"benchmark-{evaluator}"),
+                   lambda job_dir: write_job(job_dir, settings, benchmark_pairs=pairs),
+                   lambda job_dir: run(job_dir, checkpoint_uri),
+                   lambda job_dir: read_jsonl(job_dir / PAIR_REWARDS))
+    return {row["pair_id"]: (row["chosen"], row["rejected"]) for row in rows}
 
 
 def decide(store: Store, candidate: str, *, incumbent: Release | None,
@@ -250,12 +248,12 @@ def score_batch(store: Store, batch: ScoringBatch, run: RunWorker, artifact_dir:
     release_ = store.get_release(batch.release)
     traces = list(traces_in_chunks(store, list(batch.traces)))
     job_dir = job_directory(artifact_dir, batch.release, f"score-{name}")
-    shutil.rmtree(job_dir, ignore_errors=True)
-    write_job(job_dir, JobSettings(evaluator=release_.version, audience=AUDIENCE,
-                                   checkpoint=CHECKPOINT_INPUT, outputs=("action_scores",)),
-              score_traces=traces)
-    run(job_dir, release_.checkpoint_uri)
-    results = read_results(job_dir, release_.version, scored={t.id: t.version for t in traces})
+    settings = JobSettings(evaluator=release_.version, audience=AUDIENCE,
+                           checkpoint=CHECKPOINT_INPUT, outputs=("action_scores",))
+    results = run_job(job_dir, lambda job_dir: write_job(job_dir, settings, score_traces=traces),
+                      lambda job_dir: run(job_dir, release_.checkpoint_uri),
+                      lambda job_dir: read_results(job_dir, release_.version,
+                                                   scored={t.id: t.version for t in traces}))
     store.save_action_scores(release_.version, results.scored, results.action_scores)
-    shutil.rmtree(job_dir, ignore_errors=True)  # scoring runs all the time: keep no scratch
+    remove_job(job_dir)  # scoring runs all the time: keep no scratch
     return results

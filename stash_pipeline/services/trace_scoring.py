@@ -10,13 +10,13 @@ personal models need new training with action comparisons."
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stash_pipeline.compute.job import CHECKPOINT_INPUT, JobSettings, write_job
+from stash_pipeline.compute.job import CHECKPOINT_INPUT, JobSettings, remove_job, write_job
+from stash_pipeline.compute.run import run_job
 from stash_pipeline.core.errors import InputError, NotFoundError
 from stash_pipeline.core.validation import check_id, check_trace_id
 from stash_pipeline.services import reward_models
@@ -148,14 +148,18 @@ def score(store: Store, evaluator: str, traces: Mapping[str, int], *, actions: b
     if actions and not chosen.scores_actions:
         raise InputError(NEEDS_ACTION_TRAINING, field="actions")
     scored = list(traces_in_chunks(store, list(traces)))
-    job_dir = job_directory(artifact_dir, evaluator, name)
-    shutil.rmtree(job_dir, ignore_errors=True)
     outputs = ("scores", "action_scores") if actions else ("scores",)
-    write_job(job_dir, JobSettings(evaluator=evaluator, checkpoint=CHECKPOINT_INPUT,
-                                   outputs=outputs), score_traces=scored)
-    run(job_dir, chosen.checkpoint_uri)
-    results = read_results(job_dir, evaluator,
-                           scored={t.id: t.version for t in scored} if actions else None)
+    job_dir = job_directory(artifact_dir, evaluator, name)
+    try:
+        results = run_job(
+            job_dir,
+            lambda d: write_job(d, JobSettings(evaluator=evaluator, checkpoint=CHECKPOINT_INPUT,
+                                               outputs=outputs), score_traces=scored),
+            lambda d: run(d, chosen.checkpoint_uri),
+            lambda d: read_results(d, evaluator,
+                                   scored={t.id: t.version for t in scored} if actions else None))
+    finally:
+        remove_job(job_dir)  # scoring runs all the time: keep no scratch
     if chosen.shared:
         store.save_scores(results.scores)
         if actions:
@@ -163,7 +167,6 @@ def score(store: Store, evaluator: str, traces: Mapping[str, int], *, actions: b
     else:
         store.replace_scores(evaluator, scores=results.scores, scored=results.scored,
                              action_scores=results.action_scores)
-    shutil.rmtree(job_dir, ignore_errors=True)  # scoring runs all the time: keep no scratch
     return results
 
 

@@ -53,7 +53,7 @@ def import_file(store: Store, owner: str, path: Path, *, format: str = "auto",
     ids: dict[str, None] = {}
     skipped: list[InputError] = []
 
-    def records():  # noqa: ANN202
+    def records():
         ids.clear()
         skipped.clear()
         for record in read_path(path, format=format, owner=owner, contribute=contribute,

@@ -63,7 +63,7 @@ def create_engine(url: str) -> sa.Engine:
         engine = sa.create_engine(url, connect_args={"timeout": sqlite_busy_timeout_s()})
 
         @sa.event.listens_for(engine, "connect")
-        def _sqlite_connect(dbapi_connection, _record) -> None:  # noqa: ANN001
+        def _sqlite_connect(dbapi_connection, _record) -> None:
             # Let SQLAlchemy's "begin" below start transactions, not pysqlite: pysqlite begins
             # only at the first INSERT, so a transaction's earlier reads ran outside it and two
             # reimports both read version N and both wrote N + 1.

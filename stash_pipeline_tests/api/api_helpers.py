@@ -47,7 +47,7 @@ class Api:
         return account.id, self.client(key)
 
 
-def serve(app, sock: socket.socket,  # noqa: ANN001
+def serve(app, sock: socket.socket,
           limits: ServerSettings = ServerSettings()) -> Iterator[None]:
     """Serve ``app`` on ``sock`` as ``stash-pipeline api`` does (api.server), with ``limits``."""
     server = uvicorn.Server(api_server.config(app, limits, log_level="warning", lifespan="on"))
@@ -104,7 +104,7 @@ def checkpoint_archive() -> bytes:
     return buffer.getvalue()
 
 
-def succeed(store: Store, objects, model_id: str, tmp_path: Path) -> None:  # noqa: ANN001
+def succeed(store: Store, objects, model_id: str, tmp_path: Path) -> None:
     """Run a queued model to success as the pipeline would, with a checkpoint in the store."""
     archive = tmp_path / f"{model_id}.tar.gz"
     archive.write_bytes(checkpoint_archive())

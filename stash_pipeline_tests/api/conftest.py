@@ -1,33 +1,57 @@
 """The API served by uvicorn on a loopback port, over the real store (SQLite and PostgreSQL).
 
-Each test gets a fresh server on the ``store`` fixture's database and a local object store whose
-signed download URLs point at that server; clients are httpx over real HTTP.
+One server per module and database: it starts on a database of its own and a local object store
+whose signed download URLs point at that server, and every test begins with empty tables and no
+objects (the ``store`` fixture here is the served one, emptied). Clients are httpx over real HTTP.
 """
 
 from __future__ import annotations
 
-import socket
+import shutil
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from api_helpers import SETTINGS, Api, loopback_socket, serve
 
 from stash_pipeline.api import create_app
 from stash_pipeline.objects import LocalObjectStore, UrlSigner
-from stash_pipeline.store import Store
+from stash_pipeline.store import Store, schema
+
+
+@pytest.fixture(scope="module",
+                params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def served(request: pytest.FixtureRequest,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+    """The module's server, on SQLite (a file of its own) or the session's PostgreSQL database."""
+    folder = tmp_path_factory.mktemp("api")
+    if request.param == "sqlite":
+        store = Store(f"sqlite:///{folder / 'stash.db'}")
+        store.migrate()
+    else:
+        store = request.getfixturevalue("postgres_store")
+    sock = loopback_socket()
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    objects = LocalObjectStore(folder / "objects", api_url=url, signer=UrlSigner(b"k" * 32))
+    api = Api(url, store, objects)
+    try:
+        for _ in serve(create_app(store, objects, SETTINGS), sock):
+            yield api
+    finally:
+        if request.param == "sqlite":
+            store.dispose()
 
 
 @pytest.fixture
-def api(store: Store, tmp_path: Path) -> Iterator[Api]:
-    sock = loopback_socket()
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    objects = LocalObjectStore(tmp_path / "objects", api_url=url, signer=UrlSigner(b"k" * 32))
-    yield from _serving(Api(url, store, objects), sock)
+def store(served: Api) -> Store:
+    """The served store with empty tables and an empty object store: each test starts afresh."""
+    with served.store.transaction() as connection:
+        for table in reversed(schema.metadata.sorted_tables):
+            connection.execute(table.delete())
+    for child in served.objects.root.iterdir():
+        shutil.rmtree(child) if child.is_dir() else child.unlink()
+    return served.store
 
 
-def _serving(api: Api, sock: socket.socket) -> Iterator[Api]:
-    for _ in serve(create_app(api.store, api.objects, SETTINGS), sock):
-        yield api
-
-
+@pytest.fixture
+def api(served: Api, store: Store) -> Api:
+    return served

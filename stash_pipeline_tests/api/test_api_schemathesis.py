@@ -19,7 +19,7 @@ schema = schemathesis.openapi.from_dict(create_app().openapi())
 
 
 @schemathesis.serializer("application/x-ndjson")
-def ndjson(_context, value) -> bytes:  # noqa: ANN001
+def ndjson(_context, value) -> bytes:
     """JSON Lines bodies for the import route: the generated string, as UTF-8."""
     return value if isinstance(value, bytes) else str(value).encode("utf-8")
 
@@ -35,7 +35,7 @@ def seeded(api: Api) -> tuple[Api, str]:
 @schema.parametrize()
 @settings(max_examples=12, deadline=None, derandomize=True,
           suppress_health_check=list(HealthCheck))
-def test_no_input_makes_a_server_error(case, seeded) -> None:  # noqa: ANN001
+def test_no_input_makes_a_server_error(case, seeded) -> None:
     api, authorization = seeded
     response = case.call(base_url=api.url, headers={"Authorization": authorization})
     assert response.status_code < 500, (case.method, case.path, response.status_code,

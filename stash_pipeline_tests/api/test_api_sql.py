@@ -69,7 +69,7 @@ def test_long_running_queries_stop_at_the_timeout(api: Api, ana: httpx.Client) -
 
 def test_an_endpoint_the_deployment_has_not_set_up_is_503(api: Api, ana: httpx.Client,
                                                           monkeypatch) -> None:
-    def unavailable(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+    def unavailable(self, *args, **kwargs):
         raise SqlUnavailable("create the role stash_sql_reader")
 
     monkeypatch.setattr(ReadonlySql, "run", unavailable)

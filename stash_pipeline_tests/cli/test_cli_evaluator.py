@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from shared_samples import contributions
 from stash_pipeline.cli import main
 from stash_pipeline.store import Store
-from tiny_models import save_tiny_base_model
-
-
-@pytest.fixture(scope="module")
-def tiny_base_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return save_tiny_base_model(tmp_path_factory.mktemp("tiny-qwen3"))
 
 
 @pytest.fixture

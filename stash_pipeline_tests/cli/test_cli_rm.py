@@ -10,14 +10,9 @@ import dagster as dg
 import pytest
 
 from stash_pipeline.cli import main
-from tiny_models import SHARED_DATA, save_tiny_base_model
+from tiny_models import SHARED_DATA
 
 HOTPOTQA = SHARED_DATA / "agentprocessbench" / "hotpotqa.jsonl"
-
-
-@pytest.fixture(scope="module")
-def base_model(tmp_path_factory) -> Path:
-    return save_tiny_base_model(tmp_path_factory.mktemp("tiny-qwen3"))
 
 
 @pytest.fixture
@@ -44,9 +39,10 @@ def test_an_import_materialises_the_traces_asset(home, capsys):
     assert "agentprocessbench" in metadata["by_format"].value
 
 
-def test_create_wait_show_weights_and_score_again(home, base_model, capsys):
+@pytest.mark.slow
+def test_create_wait_show_weights_and_score_again(home, tiny_base_model, capsys):
     code = main(["rm", "create", "--name", "hotpot", "--all-traces", "--base-model",
-                 str(base_model), "--wait", "--json"])
+                 str(tiny_base_model), "--wait", "--json"])
     model = last_json(capsys)
     assert code == 0 and model["status"] == "succeeded", model["error"]
     assert model["metrics"]["train_pairs"] > 0 and model["error"] is None

@@ -9,11 +9,6 @@ import dagster as dg
 import pytest
 
 from stash_pipeline.store import Store
-from tiny_models import save_tiny_base_model
-
-@pytest.fixture(scope="session")
-def tiny_base_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return save_tiny_base_model(tmp_path_factory.mktemp("tiny-qwen3"))
 
 
 @pytest.fixture

@@ -22,7 +22,8 @@ from stash_pipeline.store import Store, schema
 from tiny_models import AGENTPROCESSBENCH
 from object_helpers import s3_environ
 
-pytestmark = pytest.mark.postgres
+# The worker as its own process, as deployed: the Pipes protocol between two processes.
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.worker_process]
 
 
 @pytest.fixture

@@ -56,6 +56,7 @@ def modal_compute(home, s3_settings, monkeypatch, modal_app):
     return remote, looked_up
 
 
+@pytest.mark.slow
 def test_the_job_runs_in_the_modal_function_and_uploads_to_s3(store, instance, tiny_base_model,
                                                                modal_compute, s3_settings):
     remote, looked_up = modal_compute
@@ -114,6 +115,7 @@ def test_modal_compute_without_s3_is_a_clear_failure(store, instance, home, monk
     assert failed.status == "failed" and "S3_BUCKET" in failed.error
 
 
+@pytest.mark.slow
 def test_the_shared_evaluator_scores_pending_traces_through_the_modal_function(
         store, instance, modal_compute, shared_checkpoint, s3_settings):
     from stash_pipeline.objects.keys import shared_evaluator_checkpoint_key

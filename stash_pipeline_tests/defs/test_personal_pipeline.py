@@ -11,7 +11,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from stash_pipeline.compute.job import LOG
+from stash_pipeline.compute.job import LOG, PHASES
 from stash_pipeline.defs.personal.sensors import queued_reward_models
 from stash_pipeline.instance import definitions, run_sensor_requests
 from stash_pipeline.services import personal_training, reward_models
@@ -29,6 +29,7 @@ def request(store: Store, trace_ids: list[str], base_model: str, **fields) -> st
     return reward_models.create(store, "ana", body).id
 
 
+@pytest.mark.slow
 def test_a_queued_model_trains_scores_every_owned_trace_and_succeeds(store, instance,
                                                                     tiny_base_model):
     records = agentprocessbench_records(8)
@@ -44,7 +45,9 @@ def test_a_queued_model_trains_scores_every_owned_trace_and_succeeds(store, inst
     assert model.status == "succeeded", model.error
     assert (model.attempt, model.run_id) == (1, runs[0].run_id)
     assert model.started_at <= model.finished_at
-    assert set(model.metrics) == METRIC_FIELDS | {"attempt"} or set(model.metrics) >= METRIC_FIELDS
+    # The seed's fields, and the worker's own: the attempt that wrote them and its phases' seconds.
+    assert set(model.metrics) == METRIC_FIELDS | {"attempt", "phases"}
+    assert set(model.metrics["phases"]) <= set(PHASES)
     assert model.metrics["device"] == "cpu" and model.metrics["epochs"] == 1
     # Only the request's traces supply pairs; every trace of the owner is scored.
     pairs = store.load_pairs(reward_model_id=model_id)
@@ -179,6 +182,8 @@ def _kill_worker_when_training(job_dir, stop) -> list[int]:
     return killed
 
 
+@pytest.mark.slow
+@pytest.mark.worker_process  # kill -9 needs a worker process to kill
 def test_a_worker_killed_mid_training_fails_the_model_with_the_log_and_the_signal(
         store, instance, tiny_base_model, home):
     import threading
@@ -203,6 +208,7 @@ def test_a_worker_killed_mid_training_fails_the_model_with_the_log_and_the_signa
     assert not list((home / "stash" / "objects").rglob("*.tar.gz"))
 
 
+@pytest.mark.slow
 def test_a_reimport_that_orphans_feedback_still_trains(store, instance, tiny_base_model):
     """Ratings on actions a shorter reimport removed are kept, left out of pairs and counted."""
     records = agentprocessbench_records(6)
@@ -224,6 +230,7 @@ def test_a_reimport_that_orphans_feedback_still_trains(store, instance, tiny_bas
     assert metadata["orphaned_feedback"].value > 0
 
 
+@pytest.mark.slow
 def test_worker_log_has_every_phase_with_its_duration(store, instance, tiny_base_model, home):
     from stash_pipeline.compute.job import phase_seconds
 
@@ -239,16 +246,15 @@ def test_worker_log_has_every_phase_with_its_duration(store, instance, tiny_base
                                        "archive", "scoring", "upload", "extraction"}
 
 
+@pytest.mark.slow
 def test_score_again_uses_the_audience_the_checkpoint_was_trained_for(store, instance,
                                                                      tiny_base_model, home):
     """A shared-audience checkpoint rescored: the same scores as when it was trained (today's
     bug was a scoring-only job defaulting to the personal rendering)."""
-    import subprocess
-    import sys
-
-    from stash_pipeline.compute.job import ARCHIVE_NAME, JobSettings, write_job
+    from stash_pipeline.compute.job import ARCHIVE_NAME, JobSettings, failure_reason, write_job
     from stash_pipeline.objects import object_store_from_env
     from stash_pipeline.services.worker_jobs import read_results
+    from stash_pipeline.worker.runner import main
     from stash_pipeline.worker.scoring import RewardModel
     from stash_pipeline.importers import read_path
 
@@ -265,7 +271,7 @@ def test_score_again_uses_the_audience_the_checkpoint_was_trained_for(store, ins
     write_job(job_dir, JobSettings(evaluator=model.id, audience="shared",
                                    base_model=str(tiny_base_model)),
               train_pairs=pairs, score_traces=stored)
-    subprocess.run([sys.executable, "-m", "stash_pipeline.worker", str(job_dir)], check=True)
+    assert main(str(job_dir)) == 0, failure_reason(job_dir)
     trained = read_results(job_dir, model.id)
     objects = object_store_from_env()
     uri = objects.put_file(personal_training.checkpoint_key(model.id, 1), job_dir / ARCHIVE_NAME)

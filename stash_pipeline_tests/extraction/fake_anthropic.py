@@ -40,7 +40,7 @@ class FakeAnthropic:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 (http.server's name)
+            def do_POST(self):  # http.server's name
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
                 if self.path.split("?")[0] != "/v1/messages":
                     return self._send(404, error_body("not_found_error", self.path))

@@ -73,7 +73,7 @@ def test_overwrite_that_fails_midway_leaves_the_old_object_and_no_debris(
     uri = store.put_file(KEY, old)
     new = random_file(tmp_path / "new.bin", 2 * 1024 * 1024)
 
-    def copy_half_then_fail(reader, writer, length=0) -> None:  # noqa: ANN001
+    def copy_half_then_fail(reader, writer, length=0) -> None:
         writer.write(reader.read(1024 * 1024))
         raise OSError("No space left on device")
 
@@ -223,7 +223,7 @@ def test_without_an_api_url_the_download_url_is_the_file_uri(tmp_path: Path) -> 
 
 @pytest.mark.parametrize("expires_s", [0, -5, 7 * 24 * 3600 + 1, 1.5, True])
 def test_download_url_lifetimes_out_of_range_are_refused(store: LocalObjectStore, tmp_path: Path,
-                                                         expires_s) -> None:  # noqa: ANN001
+                                                         expires_s) -> None:
     uri = store.put_file(KEY, random_file(tmp_path / "x.bin", 10))
     with pytest.raises(ObjectStoreError, match="download URL lifetime"):
         store.download_url(uri, expires_s=expires_s)

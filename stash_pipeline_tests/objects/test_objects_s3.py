@@ -26,7 +26,7 @@ KEY = reward_model_checkpoint_key("model-1", 1)
 SMALL_PARTS = TransferConfig(multipart_threshold=5 * MIB, multipart_chunksize=5 * MIB)
 
 
-def admin_client(settings: S3Settings):  # noqa: ANN201 (a boto3 client)
+def admin_client(settings: S3Settings):  # a boto3 client
     """A second, independent client: what the test checks is what S3 holds, not what we think."""
     return boto3.client("s3", endpoint_url=settings.endpoint, region_name=settings.region,
                         aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
@@ -91,7 +91,7 @@ def test_a_failed_multipart_upload_leaves_the_old_object_and_no_parts(
 
     # The connection drops at part 2, after part 1 has reached the server (botocore's own event
     # hooks on the real client; the server is untouched).
-    def drop_part_two(params, **_kwargs) -> None:  # noqa: ANN001
+    def drop_part_two(params, **_kwargs) -> None:
         if params.get("PartNumber") == 2:
             raise EndpointConnectionError(endpoint_url=s3_settings.endpoint)
 

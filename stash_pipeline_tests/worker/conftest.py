@@ -1,20 +1,13 @@
-"""Worker test fixtures: real tau2-bench traces, and a tiny Qwen3 base model saved like a real one."""
+"""Worker test fixtures: real tau2-bench traces and synthetic pairs (the tiny base model is the
+top-level conftest's)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 
 from stash_pipeline.core.pairs import Pair, PairSide
 from stash_pipeline.core.traces import Message, ToolCall, Trace, action_messages
-from tiny_models import save_tiny_base_model, tau2_traces
-
-
-@pytest.fixture(scope="session")
-def tiny_base_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Path to a saved tiny Qwen3 base model + tokenizer, loadable with from_pretrained."""
-    return save_tiny_base_model(tmp_path_factory.mktemp("tiny-qwen3"))
+from tiny_models import tau2_traces
 
 
 @pytest.fixture(scope="session")

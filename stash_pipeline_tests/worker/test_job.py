@@ -41,6 +41,7 @@ def trained_job(tmp_path_factory, tiny_base_model, synthetic_pairs, tau2_sample)
     return job_dir, score_traces
 
 
+@pytest.mark.slow
 def test_the_model_card_names_its_model_data_and_window_and_its_recipe_scores(trained_job,
                                                                              tiny_base_model):
     """README.md: the base model, the data counts and metrics of this job, the window; and its
@@ -77,6 +78,7 @@ def test_the_model_card_names_its_model_data_and_window_and_its_recipe_scores(tr
     assert raw == pytest.approx(stored["score"], abs=1e-3)
 
 
+@pytest.mark.slow
 def test_training_job_writes_every_output(trained_job):
     job_dir, score_traces = trained_job
     metrics = json.loads((job_dir / "metrics.json").read_text())
@@ -113,6 +115,7 @@ def test_training_job_writes_every_output(trained_job):
     assert all(0 < s["calibrated"] < 1 for s in scores)
 
 
+@pytest.mark.slow
 def test_scoring_job_from_the_archive_gives_identical_scores(trained_job, tmp_path):
     job_dir, score_traces = trained_job
     settings = JobSettings(evaluator="model-1", checkpoint=str(job_dir / "reward-model.tar.gz"),
@@ -130,6 +133,7 @@ def test_scoring_job_from_the_archive_gives_identical_scores(trained_job, tmp_pa
     assert [row["calibrated"] for row in read_jsonl(tmp_path / "scores.jsonl")] == pytest.approx(calibrated, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_bf16_asked_for_on_a_device_without_it_scores_in_fp32_and_says_so(trained_job, tmp_path,
                                                                          monkeypatch):
     """The fallback itself, on every machine: the device is made to report no bf16 (as a CPU
@@ -150,6 +154,7 @@ def test_bf16_asked_for_on_a_device_without_it_scores_in_fp32_and_says_so(traine
             "scores computed in float32") in log
 
 
+@pytest.mark.slow
 def test_benchmark_pairs_get_the_rewards_their_held_out_twins_get(trained_job, tmp_path,
                                                                   synthetic_pairs):
     """pair_rewards.jsonl scores each side as training renders it: a benchmark pair scored by a
@@ -184,6 +189,7 @@ def test_a_bad_pair_fails_the_job_with_the_record_and_field_last_in_the_log(tmp_
     assert not (tmp_path / "metrics.json").exists()
 
 
+@pytest.mark.slow
 def test_two_pairs_split_one_and_one_train_and_evaluate(tmp_path, tiny_base_model, synthetic_pairs):
     write_job(tmp_path, JobSettings(evaluator="m", base_model=str(tiny_base_model),
                                     outputs=("checkpoint", "scores")),
@@ -194,6 +200,7 @@ def test_two_pairs_split_one_and_one_train_and_evaluate(tmp_path, tiny_base_mode
     assert metrics["eval_accuracy"] in (0.0, 1.0)
 
 
+@pytest.mark.slow
 def test_without_held_out_pairs_evaluation_is_unavailable(tmp_path, tiny_base_model,
                                                           synthetic_pairs):
     write_job(tmp_path, JobSettings(evaluator="m", base_model=str(tiny_base_model),
@@ -256,6 +263,7 @@ def test_settings_round_trip(tmp_path):
     assert write_job(tmp_path, settings).attempt != written.attempt  # a new attempt id each time
 
 
+@pytest.mark.slow
 def test_score_again_scores_with_the_audience_the_checkpoint_was_trained_for(tmp_path, tiny_base_model,
                                                                             synthetic_pairs, tau2_sample):
     trained = tmp_path / "trained"
@@ -279,6 +287,7 @@ def test_score_again_scores_with_the_audience_the_checkpoint_was_trained_for(tmp
         "audience; a scoring job scores with the audience it was trained for")
 
 
+@pytest.mark.slow
 def test_the_checkpoint_is_stored_in_the_base_models_dtype(tmp_path, tiny_base_model, synthetic_pairs,
                                                            tau2_sample):
     import torch
@@ -327,6 +336,7 @@ def test_a_base_model_directory_without_a_model_names_the_path_and_what_it_lacks
     assert expected in last and "sentencepiece" not in last
 
 
+@pytest.mark.slow
 def test_a_failed_retry_where_a_job_succeeded_leaves_no_success_behind(tmp_path, tiny_base_model, synthetic_pairs):
     write_job(tmp_path, JobSettings(evaluator="m", base_model=str(tiny_base_model), outputs=("scores",)),
               train_pairs=synthetic_pairs(0, 2))
@@ -338,6 +348,7 @@ def test_a_failed_retry_where_a_job_succeeded_leaves_no_success_behind(tmp_path,
     assert len(list((tmp_path / "attempt-logs").iterdir())) == 1
 
 
+@pytest.mark.slow
 def test_post_training_work_forwards_each_rendering_once(tmp_path, tiny_base_model, synthetic_pairs,
                                                          monkeypatch):
     """Whole-trace pair sides are rendered exactly as the traces they score: scoring reuses their

@@ -11,6 +11,7 @@ from stash_pipeline.worker.modeling import (
 )
 
 
+@pytest.mark.slow
 def test_reward_model_has_one_output_and_a_pad_id_distinct_from_turn_ends(tiny_base_model):
     tokenizer = load_tokenizer(str(tiny_base_model))
     model = load_reward_model(str(tiny_base_model), device="cpu", tokenizer=tokenizer)
@@ -21,6 +22,7 @@ def test_reward_model_has_one_output_and_a_pad_id_distinct_from_turn_ends(tiny_b
     assert tokenizer.model_max_length == MAX_LENGTH
 
 
+@pytest.mark.slow
 def test_batched_scores_equal_single_scores(tiny_base_model):
     tokenizer = load_tokenizer(str(tiny_base_model))
     model = load_reward_model(str(tiny_base_model), device="cpu", tokenizer=tokenizer)

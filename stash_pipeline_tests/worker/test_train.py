@@ -39,6 +39,7 @@ def test_step_rating_pairs_share_a_prefix_and_alternatives_do_not(tokenizer, syn
     assert encoded[1].cost == max(len(encoded[1].chosen_ids), len(encoded[1].rejected_ids))
 
 
+@pytest.mark.slow
 def test_one_forward_for_a_shared_prefix_reads_the_same_rewards_as_two(tiny_base_model, tokenizer, synthetic_pairs):
     model = fresh_model(tiny_base_model, tokenizer)
     encoded = encode(tokenizer, synthetic_pairs(0, 6))
@@ -75,6 +76,7 @@ def test_place_sides_runs_each_distinct_side_once_and_reads_prefixes_inside():
         place_sides([[]], share_prefixes=True)
 
 
+@pytest.mark.slow
 def test_repeated_sides_read_the_same_rewards_as_separate_forwards(tiny_base_model, tokenizer,
                                                                    synthetic_pairs):
     model = fresh_model(tiny_base_model, tokenizer)
@@ -95,6 +97,7 @@ def test_bradley_terry_loss_is_minus_log_sigmoid_of_the_gap():
     assert bradley_terry_loss(chosen, rejected).item() == pytest.approx(expected.item(), rel=1e-6)
 
 
+@pytest.mark.slow
 def test_bradley_terry_loss_equals_trl_reward_trainer_loss(tiny_base_model, tokenizer, synthetic_pairs, tmp_path):
     from datasets import Dataset
     from trl import RewardConfig, RewardTrainer
@@ -114,6 +117,7 @@ def test_bradley_terry_loss_equals_trl_reward_trainer_loss(tiny_base_model, toke
     assert bradley_terry_loss(chosen, rejected).item() == pytest.approx(trl_loss, abs=1e-5)
 
 
+@pytest.mark.slow
 def test_training_learns_a_synthetic_preference_that_holds_out(tiny_base_model, tokenizer, synthetic_pairs):
     model = fresh_model(tiny_base_model, tokenizer)
     train_pairs, eval_pairs = encode(tokenizer, synthetic_pairs(0, 96)), encode(tokenizer, synthetic_pairs(500, 24))
@@ -127,6 +131,7 @@ def test_training_learns_a_synthetic_preference_that_holds_out(tiny_base_model, 
     assert result.final_loss < sum(result.epoch_losses[0]) / 24
 
 
+@pytest.mark.slow
 def test_training_needs_a_pair_and_trains_on_one(tiny_base_model, tokenizer, synthetic_pairs):
     model = fresh_model(tiny_base_model, tokenizer)
     with pytest.raises(ValueError, match="at least one pair"):
@@ -169,6 +174,7 @@ def test_backward_groups_hold_at_most_the_budget_and_every_pair_once(tokenizer, 
     assert backward_groups(shared, 900, share_prefixes=True) == [[0, 2], [1]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("use_autocast, tolerance", [(False, 1e-5), (True, 2e-3)])
 def test_group_by_group_backward_gives_the_same_losses(tiny_base_model, tokenizer, tau2_sample,
                                                       synthetic_pairs, use_autocast, tolerance):

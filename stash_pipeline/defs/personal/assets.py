@@ -5,7 +5,6 @@ manager). Any failure marks the model failed with its reason (for the worker: th
 characters of worker.log) before the step fails, and no checkpoint of a failed attempt stays visible.
 """
 
-import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -13,8 +12,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from stash_pipeline.compute.job import LOG, LOSSES, append_log, phase_done_line
-from stash_pipeline.compute.run import run_worker_job, uploaded_checkpoint
+from stash_pipeline.compute.job import LOG, LOSSES, append_log, keep_only_logs, phase_done_line
+from stash_pipeline.compute.run import run_job, run_worker_job, uploaded_checkpoint
 from stash_pipeline.defs import metadata
 from stash_pipeline.defs.personal.partitions import personal_reward_model
 from stash_pipeline.defs.resources import (
@@ -45,7 +44,7 @@ def model_fails_with(store: Store, model_id: str, objects: ObjectStoreResource |
         if scratch is not None:
             with suppress(Exception):  # best effort: never hide the failure itself
                 attempt = store.get_reward_model(model_id).attempt
-                steps.keep_only_logs(steps.job_directory(scratch, model_id, attempt))
+                keep_only_logs(steps.job_directory(scratch, model_id, attempt))
         raise dg.Failure(description=failure_description(error)) from error
 
 
@@ -95,12 +94,13 @@ def personal_checkpoint(context: dg.AssetExecutionContext, database: StoreResour
     with model_fails_with(store, model_id, objects, compute.scratch):
         model = store.get_reward_model(model_id)
         job_dir = steps.job_directory(compute.scratch, model_id, model.attempt)
-        shutil.rmtree(job_dir, ignore_errors=True)  # an attempt starts from a clean directory
-        steps.write_training_job(store, model, job_dir)
-        uri = run_worker_job(context, compute.target(), job_dir, objects.objects,
-                             upload_key=steps.checkpoint_key(model_id, model.attempt))
+        key = steps.checkpoint_key(model_id, model.attempt)
+        uri, results = run_job(
+            job_dir, lambda job_dir: steps.write_training_job(store, model, job_dir),
+            lambda job_dir: run_worker_job(context, compute.target(), job_dir, objects.objects,
+                                           upload_key=key),
+            lambda job_dir: (uploaded_checkpoint(job_dir), read_results(job_dir, model_id)))
         _log_extraction(context, job_dir)
-        results = read_results(job_dir, model_id)
     return dg.MaterializeResult(
         metadata=metadata.training(uri, results.metrics, read_losses(job_dir / LOSSES)))
 
@@ -132,7 +132,7 @@ def personal_scores(context: dg.AssetExecutionContext, database: StoreResource,
         job_dir = steps.job_directory(compute.scratch, model_id, model.attempt)
         results = read_results(job_dir, model_id)
         steps.succeed(store, model_id, results, uploaded_checkpoint(job_dir))
-    steps.keep_only_logs(job_dir)  # the weights are in the object store now
+    keep_only_logs(job_dir)  # the weights are in the object store now
     raw = [score.raw for score in results.scores]
     ranked = sorted(results.scores, key=lambda s: s.raw)
     top = [{"trace": s.trace_id, "raw": s.raw, "calibrated": s.calibrated}

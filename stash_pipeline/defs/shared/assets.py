@@ -8,7 +8,7 @@ that fails it never reaches ``shared_evaluator_release``.
 import dagster as dg
 
 from stash_pipeline.compute.job import LOSSES
-from stash_pipeline.compute.run import run_worker_job
+from stash_pipeline.compute.run import run_job, run_worker_job, uploaded_checkpoint
 from stash_pipeline.core.training_settings import DEFAULT_MAX_PAIRS
 from stash_pipeline.defs import metadata
 from stash_pipeline.defs.resources import (
@@ -95,13 +95,15 @@ def shared_candidate(context: dg.AssetExecutionContext, config: SharedCandidateC
     candidate = current_candidate(context)
     job_dir = steps.job_directory(compute.scratch, candidate, TRAIN_JOB)
     try:
-        steps.write_training_job(database.store, candidate, job_dir,
-                                 base_model=config.base_model
-                                 or shared_evaluator.default_base_model(),
-                                 epochs=config.epochs)
-        uri = run_worker_job(context, compute.target(), job_dir, objects.objects,
-                             upload_key=steps.checkpoint_key(candidate))
-        metrics = read_results(job_dir, candidate).metrics
+        uri, metrics = run_job(
+            job_dir, lambda job_dir: steps.write_training_job(
+                database.store, candidate, job_dir,
+                base_model=config.base_model or shared_evaluator.default_base_model(),
+                epochs=config.epochs),
+            lambda job_dir: run_worker_job(context, compute.target(), job_dir, objects.objects,
+                                           upload_key=steps.checkpoint_key(candidate)),
+            lambda job_dir: (uploaded_checkpoint(job_dir),
+                             read_results(job_dir, candidate).metrics))
     except Exception as error:
         raise step_failure(error) from error
     return dg.MaterializeResult(metadata={
