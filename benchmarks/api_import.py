@@ -25,12 +25,12 @@ import httpx
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "stash_pipeline_tests" / "api"))
-from api_helpers import Api, loopback_socket, serve, trace_object  # noqa: E402
+from api_helpers import Api, loopback_socket, serve, trace_object
 
-from stash_pipeline.api import create_app  # noqa: E402
-from stash_pipeline.api.settings import ApiSettings  # noqa: E402
-from stash_pipeline.objects import LocalObjectStore, UrlSigner  # noqa: E402
-from stash_pipeline.store import Store  # noqa: E402
+from stash_pipeline.api import create_app
+from stash_pipeline.api.settings import ApiSettings
+from stash_pipeline.objects import LocalObjectStore, UrlSigner
+from stash_pipeline.store import Store
 
 
 def body_of(mib: float) -> tuple[bytes, int]:

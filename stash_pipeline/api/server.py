@@ -32,7 +32,7 @@ def protocol_for(settings: ServerSettings) -> type[H11Protocol]:
     class GuardedH11Protocol(H11Protocol):
         limits = settings
 
-        def connection_made(self, transport) -> None:  # noqa: ANN001
+        def connection_made(self, transport) -> None:
             self._head_timer = self._body_timer = None
             super().connection_made(transport)
             if len(self.connections) > self.limits.max_connections:

@@ -39,7 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StashError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except Exception as error:  # noqa: BLE001 - no traceback reaches a user (STASH_DEBUG=1 does)
+    except Exception as error:
         if os.environ.get("STASH_DEBUG"):
             raise
         from stash_pipeline.store.locks import unavailable_database

@@ -120,13 +120,13 @@ def comparison_item(chosen: str, rejected: str, *, author: str | None = None,
     traces. Pending unless reviewed: a status other than pending needs its reviewer. One
     comparison per author and sides, so comparing again replaces the earlier one."""
     sides = []
-    for field, address in (("chosen", chosen), ("rejected", rejected)):
+    for side, address in (("chosen", chosen), ("rejected", rejected)):
         if not isinstance(address, str) or not address:
-            raise InputError("expected a trace id or <trace id>/<action>", field=field)
+            raise InputError("expected a trace id or <trace id>/<action>", field=side)
         try:
             sides.append(parse_action_address(address))
         except ValueError as error:
-            raise InputError(str(error), field=field) from None
+            raise InputError(str(error), field=side) from None
     (chosen_trace, chosen_action), (rejected_trace, rejected_action) = sides
     if (chosen_action is None) != (rejected_action is None):
         raise InputError("compare two actions or two whole traces, not an action with a trace",

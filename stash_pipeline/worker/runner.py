@@ -51,7 +51,7 @@ from stash_pipeline.worker.progress import (
     PhaseProgress, Progress, default_progress, logger, under_dagster_pipes,
 )
 from stash_pipeline.worker.render import (
-    Audience, render_side, render_trace, template_kind, template_of,
+    Audience, render_side, template_kind, template_of,
 )
 from stash_pipeline.worker.scoring import score_traces_and_actions
 from stash_pipeline.worker.train import EncodedPair, score_pairs, train

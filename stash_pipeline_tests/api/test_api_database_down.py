@@ -77,7 +77,7 @@ def postgres() -> Iterator[Postgres]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def eventually_ok(call, attempts: int = 10) -> httpx.Response:  # noqa: ANN001
+def eventually_ok(call, attempts: int = 10) -> httpx.Response:
     """The first request after a restart may meet a connection the pool still held: a 503."""
     for _ in range(attempts):
         response = call()

@@ -56,7 +56,7 @@ def in_parallel(calls: list[Callable[[], httpx.Response]]) -> list[httpx.Respons
     return responses  # type: ignore[return-value]
 
 
-def serving(api: Api):  # noqa: ANN201
+def serving(api: Api):
     sock = loopback_socket()
     api.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     return serve(create_app(api.store, api.objects, SETTINGS), sock)

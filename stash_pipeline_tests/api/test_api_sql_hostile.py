@@ -30,7 +30,7 @@ ORACLES = {
         f"SELECT 1 FROM scores WHERE trace_id = '{{trace}}' AND {OVERFLOW} = 0",
         "SELECT 1 FROM traces WHERE id = '{trace}' AND "
         "abs(-9223372036854775807 - 1 + 0 * length(id)) = 0",
-        f"SELECT 1 FROM reward_models WHERE id = '{{model}}' AND "
+        "SELECT 1 FROM reward_models WHERE id = '{model}' AND "
         "abs(-9223372036854775807 - 1 + 0 * length(name)) = 0",
         "SELECT 1 FROM scores WHERE trace_id = '{trace}' AND "
         "1 / (CASE WHEN raw > 3 THEN 0 ELSE 1 END) = 1",
@@ -80,7 +80,7 @@ def answer(client: httpx.Client, query: str) -> tuple[int, str]:
 
 
 @pytest.fixture
-def secrets(api: Api, victim: dict) -> dict:  # noqa: F811
+def secrets(api: Api, victim: dict) -> dict:
     trace = api.store.get_trace("secret-trace")
     action = trace.actions()[0]
     api.store.save_action_scores("v1", {"secret-trace": 1},
@@ -88,8 +88,8 @@ def secrets(api: Api, victim: dict) -> dict:  # noqa: F811
     return {"trace": "secret-trace", "action": action.id, "model": victim["model"]}
 
 
-def test_error_oracles_learn_nothing_about_another_account(api: Api, victim: dict,  # noqa: F811
-                                                           mallory: httpx.Client,  # noqa: F811
+def test_error_oracles_learn_nothing_about_another_account(api: Api, victim: dict,
+                                                           mallory: httpx.Client,
                                                            secrets: dict) -> None:
     """Mallory's answer to a query naming the victim's rows equals the answer to the same query
     naming rows that exist nowhere; the victim's own answer shows the query does tell when the
@@ -139,7 +139,7 @@ def test_pattern_functions_stop_at_the_statement_timeout(api: Api,
 
 
 @pytest.fixture
-def patient_api(api: Api, tmp_path) -> Iterator[tuple[Api, object]]:  # noqa: ANN001
+def patient_api(api: Api, tmp_path) -> Iterator[tuple[Api, object]]:
     """A second server on the same store whose statement timeout outlasts the test's requests."""
     sock = loopback_socket()
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
@@ -151,7 +151,7 @@ def patient_api(api: Api, tmp_path) -> Iterator[tuple[Api, object]]:  # noqa: AN
 
 
 def test_other_routes_answer_quickly_while_four_slow_queries_run(
-        patient_api) -> None:  # noqa: ANN001
+        patient_api) -> None:
     served, app = patient_api
     _, client = served.account("slow")
     slow = slow_pattern_queries(served.store.engine.dialect.name)[0]
@@ -181,7 +181,7 @@ def test_other_routes_answer_quickly_while_four_slow_queries_run(
     assert answers == [422] * 4
 
 
-def settled(api: Api, app=None, engine=None) -> None:  # noqa: ANN001
+def settled(api: Api, app=None, engine=None) -> None:
     """Wait until no query holds a slot (a PostgreSQL backend ends after its caller's answer)."""
     engines = [app.state.sql] if app is not None else []
     engines += [engine] if engine is not None else []
@@ -201,7 +201,7 @@ def _reader_backends(api: Api) -> int:
 
 
 def test_a_query_reading_some_columns_answers_as_one_reading_all(
-        victim: dict, secrets: dict) -> None:  # noqa: F811
+        victim: dict, secrets: dict) -> None:
     """SQLite copies only the columns a query reads: each query answers as its twin that reads
     every column (``SELECT *`` in a CTE) does."""
     client = victim["client"]
@@ -253,9 +253,9 @@ def test_a_query_waiting_past_the_timeout_for_a_slot_is_busy(api: Api) -> None:
     assert engine.run("nobody", "SELECT 1", max_rows=1, timeout_s=5).rows == [(1,)]
 
 
-def test_busy_is_503_with_retry_after(api: Api, mallory: httpx.Client,  # noqa: F811
-                                      monkeypatch) -> None:  # noqa: ANN001
-    def busy(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+def test_busy_is_503_with_retry_after(api: Api, mallory: httpx.Client,
+                                      monkeypatch) -> None:
+    def busy(self, *args, **kwargs):
         raise SqlBusy("all 4 SQL query slots stayed busy for 1 s; try again in a few seconds")
 
     monkeypatch.setattr(ReadonlySql, "run", busy)

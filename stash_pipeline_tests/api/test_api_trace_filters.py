@@ -10,7 +10,7 @@ from viewer_helpers import TRACES, scored_world
 from stash_pipeline.core.feedback import VerifiedOutcome
 
 
-def ids(response) -> list[str]:  # noqa: ANN001
+def ids(response) -> list[str]:
     assert response.status_code == 200, response.text
     return [t["id"] for t in response.json()["traces"]]
 

@@ -45,7 +45,7 @@ def browser() -> Iterator[object]:
         driver.quit()
 
 
-def shoot(driver, name: str, store_kind: str) -> None:  # noqa: ANN001
+def shoot(driver, name: str, store_kind: str) -> None:
     if store_kind == "sqlite":  # one set of pictures; the PostgreSQL run checks the same flow
         folder = Path(SCREENSHOTS_DIR or Path(tempfile.gettempdir()) / "stash-screenshots")
         folder.mkdir(parents=True, exist_ok=True)
@@ -55,7 +55,7 @@ def shoot(driver, name: str, store_kind: str) -> None:  # noqa: ANN001
         driver.set_window_size(1360, 1000)
 
 
-def log_in(driver, api: Api, key: str) -> None:  # noqa: ANN001
+def log_in(driver, api: Api, key: str) -> None:
     from selenium.webdriver.common.by import By
 
     driver.get(f"{api.url}/ui/traces")

@@ -67,7 +67,7 @@ METRICS = {"train_pairs": 8, "eval_pairs": 0, "eval_accuracy": None, "final_loss
            "loss_curve": [0.69 - 0.01 * i for i in range(30)]}
 
 
-def _request(trace_ids: tuple[str, ...]):  # noqa: ANN202
+def _request(trace_ids: tuple[str, ...]):
     from stash_pipeline.core.requests import parse_reward_model_request
 
     return parse_reward_model_request({"name": "first personal model",

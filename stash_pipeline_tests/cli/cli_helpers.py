@@ -10,13 +10,13 @@ from stash_pipeline.cli import main
 
 
 @pytest.fixture
-def cli_store(store, monkeypatch):  # noqa: ANN001
+def cli_store(store, monkeypatch):
     """The parametrised store (SQLite and PostgreSQL) as the database every command opens."""
     monkeypatch.setenv("DATABASE_URL", str(store.url))
     return store
 
 
-def run_json(capsys, *args: str) -> dict:  # noqa: ANN001
+def run_json(capsys, *args: str) -> dict:
     """Run a command with --json; it must succeed, and its last line is returned parsed."""
     assert main([*args, "--json"]) == 0
     return json.loads(capsys.readouterr().out.strip().splitlines()[-1])

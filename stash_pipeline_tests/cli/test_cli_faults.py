@@ -15,7 +15,7 @@ from test_cli_rm import home  # noqa: F401 - fixture
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
 
 
-def test_create_wait_without_an_api_key_says_so_in_one_line(home, capsys,  # noqa: F811
+def test_create_wait_without_an_api_key_says_so_in_one_line(home, capsys,
                                                             monkeypatch):
     monkeypatch.delenv("STASH_EXTRACTION")
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
@@ -30,7 +30,7 @@ def test_create_wait_without_an_api_key_says_so_in_one_line(home, capsys,  # noq
     assert "STASH_EXTRACTION=off" in failure
 
 
-def test_an_unexpected_error_is_one_line_without_a_traceback(home, capsys,  # noqa: F811
+def test_an_unexpected_error_is_one_line_without_a_traceback(home, capsys,
                                                              monkeypatch):
     from stash_pipeline.services import reward_models
 
@@ -52,7 +52,7 @@ def last_json_of(out: str) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def test_weights_while_the_object_store_is_down_says_so_in_one_line(home, capsys,  # noqa: F811
+def test_weights_while_the_object_store_is_down_says_so_in_one_line(home, capsys,
                                                                      monkeypatch, s3_settings,
                                                                      tmp_path):
     from dataclasses import replace

@@ -21,7 +21,7 @@ IMPORTS = 8
 
 
 def test_eight_parallel_first_imports_then_create_wait_succeeds(tmp_path, monkeypatch, capsys,
-                                                                base_model):  # noqa: F811
+                                                                base_model):
     home = tmp_path / "stash"
     monkeypatch.setenv("STASH_HOME", str(home))
     monkeypatch.setenv("STASH_EXTRACTION", "off")

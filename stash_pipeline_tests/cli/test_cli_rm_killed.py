@@ -4,7 +4,6 @@ failed with the reason, the worker stops, the reward_worker slot is free and `rm
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -59,7 +58,7 @@ def alive(pid: int) -> bool:
 
 
 def test_a_killed_wait_fails_its_model_frees_the_pool_and_retry_succeeds(
-        home, base_model, tmp_path, capsys):  # noqa: F811
+        home, base_model, tmp_path, capsys):
     script = tmp_path / "pausing_worker.py"
     script.write_text(PAUSING_WORKER)
     wrapper = tmp_path / "worker-python"  # called as RM_WORKER_PYTHON -m stash_pipeline.worker DIR

@@ -16,7 +16,7 @@ MESSAGES = [{"role": "user", "content": "Move my flight."},
             {"role": "assistant", "content": "Which time would you like?"}]
 
 
-def one(tmp_path, *feedback):  # noqa: ANN001, ANN201
+def one(tmp_path, *feedback):
     path = write_json(tmp_path, "t.json", {"id": "t1", "messages": MESSAGES,
                                            "feedback": list(feedback)})
     return read_all(path)[0]

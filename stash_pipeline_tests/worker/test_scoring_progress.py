@@ -69,7 +69,7 @@ def test_forwards_are_not_repeated(model, tokenizer, tau2_sample, monkeypatch):
     forwarded: list[int] = []
     real = batching.read_rewards
 
-    def counting(model, ids, *args):  # noqa: ANN001
+    def counting(model, ids, *args):
         forwarded.append(ids.shape[0])
         return real(model, ids, *args)
 

@@ -98,7 +98,7 @@ class ReadonlySql:
             self._reader.dispose()
 
 
-def _once(function):  # noqa: ANN001, ANN202
+def _once(function):
     lock, done = threading.Lock(), []
 
     def call() -> None:

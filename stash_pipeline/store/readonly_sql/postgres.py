@@ -125,7 +125,7 @@ def run(app: sa.Engine, reader: sa.Engine, owner: str, sql: str, *, max_rows: in
         try:
             _set_caller(app, pid, owner)
             outcome["rows"] = _query(raw, sql, max_rows=max_rows, timeout_s=timeout_s)
-        except BaseException as error:  # handed to the caller's thread
+        except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
             outcome["error"] = error
         finally:
             _end_session(app, connection, raw, pid)

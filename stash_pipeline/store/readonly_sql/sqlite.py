@@ -83,7 +83,7 @@ def _in_child(job: dict, timeout_s: float) -> dict:
         raise SqlUnavailable(f"the query process ended without an answer (exit status "
                              f"{process.returncode}); try again, and tell the operator if it "
                              "persists")
-    return pickle.loads(out)  # noqa: S301 - written by sqlite_child.py, our own code
+    return pickle.loads(out)
 
 
 __all__ = ["VIEW_NAMES", "run"]

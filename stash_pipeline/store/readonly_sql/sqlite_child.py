@@ -86,7 +86,7 @@ def columns_read(db: sqlite3.Connection, sql: str,
     when the query does not compile here: then every column is copied."""
     seen: dict[str, set[str]] = {name: set() for name in every}
 
-    def record(action: int, first, second, database, source) -> int:  # noqa: ANN001
+    def record(action: int, first, second, database, source) -> int:
         if action == sqlite3.SQLITE_READ and database == "main" and first in seen and second:
             seen[first].add(second.lower())
         return sqlite3.SQLITE_OK if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ,
@@ -103,7 +103,7 @@ def columns_read(db: sqlite3.Connection, sql: str,
     return {name: [c for c in every[name] if c.lower() in seen[name]] for name in every}
 
 
-def refusal(error: Exception, views) -> dict:  # noqa: ANN001
+def refusal(error: Exception, views) -> dict:
     message = str(error)
     if "not authorized" in message or "prohibited" in message:
         return {"error": f"{message}: a query reads only {', '.join(views)} with ordinary "
@@ -113,7 +113,7 @@ def refusal(error: Exception, views) -> dict:  # noqa: ANN001
     return {"error": message, "code": "invalid"}
 
 
-def authorizer(views: set[str], functions: set[str]):  # noqa: ANN201
+def authorizer(views: set[str], functions: set[str]):
     """SELECT, recursive CTEs, reads of the caller's tables, CTEs and subqueries, and the allowed
     functions; nothing else (no ATTACH, PRAGMA, sqlite_master, writes)."""
 
