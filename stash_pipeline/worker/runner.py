@@ -186,7 +186,8 @@ def write_scores(job_dir: Path, settings: contract.JobSettings, model: Any, toke
             reused = len(set(ids) & known.keys())
             sequence_rewards(model, ids, tokenizer.pad_token_id, known)
             rewards = [known[i] for i in ids]
-            progress.info(f"{reused} of {len(set(ids))} distinct trace renderings already forwarded")
+            progress.info(f"{reused} of {len(set(ids))} distinct trace renderings already "
+                          "forwarded")
         write_jsonl(job_dir / contract.SCORES, [
             {"trace_id": t.id, "trace_version": t.version, "evaluator": settings.evaluator, "score": r,
              "calibrated": calibrated_score(r, stats)}
@@ -265,8 +266,8 @@ def record_window(job_dir: Path, settings: contract.JobSettings, tokenizer: Any)
     when its positions end before the window asked for (BERT: 512 of 1024)."""
     window = int(tokenizer.model_max_length)
     if window < settings.max_length:
-        logger.warning(f"base model {settings.base_model} has {window} positions: inputs keep their "
-                       f"last {window} tokens, not {settings.max_length}")
+        logger.warning(f"base model {settings.base_model} has {window} positions: inputs keep "
+                       f"their last {window} tokens, not {settings.max_length}")
     if window != settings.max_length:
         contract.write_settings(job_dir, replace(settings, max_length=window))
     return window

@@ -304,7 +304,8 @@ def test_post_training_work_forwards_each_rendering_once(tmp_path, tiny_base_mod
     assert main(str(tmp_path)) == 0, failure_reason(tmp_path)
     # Evaluation: 2 distinct sides of the eval pair, 4 more of the training pairs; scoring: none.
     assert forwarded == [2, 4, 0]
-    assert "6 of 6 distinct trace renderings already forwarded" in (tmp_path / "worker.log").read_text()
+    log = (tmp_path / "worker.log").read_text()
+    assert "6 of 6 distinct trace renderings already forwarded" in log
     scores = read_jsonl(tmp_path / "scores.jsonl")
     # The same numbers a scoring-only job computes from the checkpoint's own forwards.
     again = tmp_path / "again"

@@ -91,7 +91,8 @@ def assert_prefix_stable(tokenizer, traces):
 
 def test_qwen3_style_tokenizer_gets_chatml_with_the_think_block(tiny_base_model, tau2_sample):
     tokenizer = load_tokenizer(str(tiny_base_model))
-    assert tokenizer.chat_template == CHAT_TEMPLATE and template_kind(CHAT_TEMPLATE) == "chatml-think"
+    assert tokenizer.chat_template == CHAT_TEMPLATE
+    assert template_kind(CHAT_TEMPLATE) == "chatml-think"
     assert "<think>" in render_trace(tokenizer, tau2_sample[0], "personal")
     assert_prefix_stable(tokenizer, tau2_sample)
 
