@@ -26,11 +26,12 @@ conversation's (hh-rlhf), and evaluation plus scoring as a share of training. La
 ``accuracy_vs_trl: <points>``, the smallest (worst) paired difference ours minus TRL over the runs.
 
     .venv/bin/python benchmarks/quality.py [--models minilm,smollm2] [--datasets hh,tau2]
-        [--pairs 400] [--eval-pairs 300] [--tau2-pairs 100] [--tau2-eval-pairs 60] [--epochs 1]
-        [--device cpu|cuda] [--cache DIR] [--data DIR]
+        [--pairs 160] [--eval-pairs 160] [--tau2-pairs 48] [--tau2-eval-pairs 32]
+        [--smollm2-share 0.25] [--epochs 1] [--device cpu|cuda] [--cache DIR] [--data DIR]
 
-Sized (defaults) for under 30 minutes on 2 idle CPU cores; ``--device cuda`` with ``--pairs 4000
---tau2-pairs 1000`` is the seed's scale on a GPU. docs/worker.md records what was measured.
+Sized (defaults) for about 30 minutes on 2 idle CPU cores (an estimate from runs on a loaded
+machine, docs/worker.md); ``--device cuda --smollm2-share 1`` with ``--pairs 4000 --eval-pairs
+500 --tau2-pairs 1000 --tau2-eval-pairs 300`` is the seed's scale on a GPU.
 """
 
 from __future__ import annotations
@@ -279,10 +280,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default="minilm,smollm2")
     parser.add_argument("--datasets", default="hh,tau2")
-    parser.add_argument("--pairs", type=int, default=400, help="hh-rlhf training pairs")
-    parser.add_argument("--eval-pairs", type=int, default=300, help="hh-rlhf held-out pairs")
-    parser.add_argument("--tau2-pairs", type=int, default=100, help="tau2 training pairs")
-    parser.add_argument("--tau2-eval-pairs", type=int, default=60, help="tau2 held-out pairs")
+    parser.add_argument("--pairs", type=int, default=160, help="hh-rlhf training pairs")
+    parser.add_argument("--eval-pairs", type=int, default=160, help="hh-rlhf held-out pairs")
+    parser.add_argument("--tau2-pairs", type=int, default=48, help="tau2 training pairs")
+    parser.add_argument("--tau2-eval-pairs", type=int, default=32, help="tau2 held-out pairs")
+    parser.add_argument("--smollm2-share", type=float, default=0.25,
+                        help="SmolLM2 (6x MiniLM's arithmetic a token, twice its window) runs "
+                             "this share of every count; 1 on a GPU")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -291,17 +295,23 @@ def main() -> None:
     print(f"device {args.device}, {torch.get_num_threads()} threads, torch {torch.__version__}")
     differences = []
     for name in args.models.split(","):
+        share = args.smollm2_share if name == "smollm2" else 1.0
+
+        def sized(count: int) -> int:
+            return max(4, round(count * share))
+
         base = BASE_MODELS[name](args.cache)
         tokenizer = load_tokenizer(str(base))
         print(f"\n== {name}: window {tokenizer.model_max_length}, chat template "
               f"{template_kind(template_of(tokenizer))}")
         for dataset in args.datasets.split(","):
             if dataset == "hh":
-                train, held, raw = hh_pairs(args.data, args.eval_pairs, args.pairs)
+                train, held, raw = hh_pairs(args.data, sized(args.eval_pairs), sized(args.pairs))
                 print(f"-- hh-rlhf: {len(train)} training pairs, {len(held)} held out; rendering "
                       f"tokens / plain conversation tokens {token_ratio(tokenizer, held, raw):.3f}")
             else:
-                train, held = tau2_pairs(args.data, args.tau2_eval_pairs, args.tau2_pairs)
+                train, held = tau2_pairs(args.data, sized(args.tau2_eval_pairs),
+                                         sized(args.tau2_pairs))
                 print(f"-- tau2 outcomes: {len(train)} training pairs, {len(held)} held out "
                       "(whole tasks)")
             held_encoded = encode(tokenizer, held)
