@@ -8,12 +8,13 @@ The rule (docs/shared-evaluator.md):
   same pairs. A first release (no incumbent) needs reviewed training data, a non-empty benchmark
   and accuracy above chance: the lower end of its 95% interval above 0.5.
 - Slices: a comparison belongs to the slice of each tool its sides call (``pair_tools``: one tool
-  against another counts in both), and to its domain and agent slices. A slice is judged when it holds at least
-  ``min_slice_pairs()`` benchmark pairs: the size at which a 95% interval around 50% is at most
-  +/-0.25 wide. A judged slice regresses when the incumbent's accuracy lies above the upper end of
-  the candidate's 95% Wilson interval on that slice. The tolerance (the interval's upper end minus
-  the candidate's accuracy) shrinks with the slice's size, as 1/sqrt(n): noise in a small slice
-  neither blocks a release nor lets a real drop in a large one through.
+  against another counts in both), and to its domain and agent slices. A slice is judged when
+  it holds at least ``min_slice_pairs()`` benchmark pairs: the size at which a 95% interval
+  around 50% is at most +/-0.25 wide. A judged slice regresses when the incumbent's accuracy
+  lies above the upper end of the candidate's 95% Wilson interval on that slice. The tolerance
+  (the interval's upper end minus the candidate's accuracy) shrinks with the slice's size, as
+  1/sqrt(n): noise in a small slice neither blocks a release nor lets a real drop in a large one
+  through.
 - The candidate must score actions (trained on action comparisons): its credits come from
   ``action_reward_stats.json``.
 - A saturated benchmark (the incumbent right on every pair, so at the ceiling on every populated

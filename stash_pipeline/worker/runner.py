@@ -292,8 +292,8 @@ def record_window(job_dir: Path, settings: contract.JobSettings, tokenizer: Any)
     when its positions end before the window asked for (BERT: 512 of 1024)."""
     window = int(tokenizer.model_max_length)
     if window < settings.max_length:
-        logger.warning(f"base model {settings.base_model} has {window} positions: inputs keep their "
-                       f"last {window} tokens, not {settings.max_length}")
+        logger.warning(f"base model {settings.base_model} has {window} positions: inputs keep "
+                       f"their last {window} tokens, not {settings.max_length}")
     if window != settings.max_length:
         contract.write_settings(job_dir, replace(settings, max_length=window))
     return window

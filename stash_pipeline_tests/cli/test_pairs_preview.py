@@ -70,9 +70,11 @@ def test_all_traces_counts_by_source_split_and_pending_extraction(store, capsys)
     assert report["dropped_by_max_pairs"] == 0
     assert report["train_pairs"] + report["eval_pairs"] + report[
         "excluded_cross_trace_pairs"] == 15
-    # Outcome pairs span two traces and the rated trace trains: no independent split here.
-    assert report["eval_available"] is False and report["eval_pairs"] == 0
-    assert report["train_traces"] == 25
+    # Outcome pairs span two traces of one task: whole tasks (linked groups) are held out, so
+    # nothing crosses and there is an evaluation.
+    assert report["eval_available"] is True and report["eval_pairs"] > 0
+    assert report["excluded_cross_trace_pairs"] == 0 and report["eval_unavailable_reason"] is None
+    assert report["train_traces"] + report["eval_traces"] == 25
     assert report["action_pairs"] == 3 and report["tool_pairs"] == 2
     # Nothing is extracted by preview: every trace with actions is pending assessment.
     assert report["pending_extraction"]["comment"] == 1
@@ -95,6 +97,7 @@ def test_shared_uses_only_opted_in_traces(store, capsys):
     # All pairs come from one trace: they all train and evaluation is unavailable.
     assert report["train_pairs"] == 3 and report["eval_pairs"] == 0
     assert report["eval_available"] is False
+    assert "every pair comes from one trace" in report["eval_unavailable_reason"]
     assert (report["training_traces"], report["benchmark_traces"]) == (1, 0)
     assert report["benchmark_pairs"] == 0 and report["traces_in_both"] == 0
     # Comments never train the shared evaluator: the trace's comment is not even pending.

@@ -9,22 +9,41 @@ import tarfile
 
 import pytest
 import torch
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+from tiny_models import corpus_text
+from tokenizers import (
+    Tokenizer,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+    trainers,
+)
 from transformers import (
-    AutoModelForSequenceClassification, AutoTokenizer, PreTrainedTokenizerFast,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    PreTrainedTokenizerFast,
 )
 
-from stash_pipeline.compute.job import JobSettings, failure_reason, read_jsonl, write_job
+from stash_pipeline.compute.job import (
+    JobSettings,
+    failure_reason,
+    read_jsonl,
+    write_job,
+)
 from stash_pipeline.importers import read_path
 from stash_pipeline.worker import tiny_model
 from stash_pipeline.worker.modeling import load_tokenizer
 from stash_pipeline.worker.render import (
-    CHAT_TEMPLATE, CHATML_TEMPLATE, PLAIN_TEMPLATE, action_end_offsets, choose_template,
-    cut_at_action, render_trace, template_kind,
+    CHAT_TEMPLATE,
+    CHATML_TEMPLATE,
+    PLAIN_TEMPLATE,
+    action_end_offsets,
+    choose_template,
+    cut_at_action,
+    render_trace,
+    template_kind,
 )
 from stash_pipeline.worker.runner import main
-
-from tiny_models import corpus_text
 
 # A ChatML template that renders every turn the same way, tool calls in the Hugging Face shape:
 # prefix-stable, so a tokenizer that ships it is rendered with it.
@@ -91,7 +110,8 @@ def assert_prefix_stable(tokenizer, traces):
 
 def test_qwen3_style_tokenizer_gets_chatml_with_the_think_block(tiny_base_model, tau2_sample):
     tokenizer = load_tokenizer(str(tiny_base_model))
-    assert tokenizer.chat_template == CHAT_TEMPLATE and template_kind(CHAT_TEMPLATE) == "chatml-think"
+    assert tokenizer.chat_template == CHAT_TEMPLATE
+    assert template_kind(CHAT_TEMPLATE) == "chatml-think"
     assert "<think>" in render_trace(tokenizer, tau2_sample[0], "personal")
     assert_prefix_stable(tokenizer, tau2_sample)
 
