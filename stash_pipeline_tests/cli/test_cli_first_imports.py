@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from stash_pipeline.cli import main
-from test_cli_rm import HOTPOTQA, base_model  # noqa: F401 - fixture
+from test_cli_rm import HOTPOTQA
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -21,7 +21,7 @@ IMPORTS = 8
 
 
 def test_eight_parallel_first_imports_then_create_wait_succeeds(tmp_path, monkeypatch, capsys,
-                                                                base_model):
+                                                                tiny_base_model):
     home = tmp_path / "stash"
     monkeypatch.setenv("STASH_HOME", str(home))
     monkeypatch.setenv("STASH_EXTRACTION", "off")
@@ -46,7 +46,7 @@ def test_eight_parallel_first_imports_then_create_wait_succeeds(tmp_path, monkey
         assert db.execute("SELECT count(*) FROM alembic_version").fetchone() == (1,)
 
     code = main(["rm", "create", "--name", "after", "--all-traces", "--base-model",
-                 str(base_model), "--wait", "--json"])
+                 str(tiny_base_model), "--wait", "--json"])
     model = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == 0 and model["status"] == "succeeded", model["error"]
     assert model["metrics"]["train_pairs"] > 0
