@@ -11,7 +11,6 @@ import logging
 import os
 import re
 import shutil
-import socket
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -21,6 +20,8 @@ from typing import Any
 import dagster as dg
 
 from stash_pipeline.core.home import stash_home
+from stash_pipeline.defs import abandoned_runs
+from stash_pipeline.defs.abandoned_runs import PROCESS_TAG, this_process
 
 LOCAL_CONFIG = Path(__file__).with_name("dagster_local.yaml")
 CREATED = ".stash-created"  # in the instance folder, once its storage exists
@@ -30,13 +31,6 @@ CONSOLE_INFO = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
 # (dagster._daemon.sensor.fetch_existing_runs); a run without an origin matches on the name.
 RUN_KEY_TAG = "dagster/run_key"
 SENSOR_NAME_TAG = "dagster/sensor_name"
-# The process that executes a run here (`host:pid:start`): a run whose process is gone, such as a
-# `--wait` command killed with SIGKILL, is failed by fail_abandoned_runs and its pool slots freed.
-PROCESS_TAG = "stash/process"
-IN_PROGRESS = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
-               dg.DagsterRunStatus.CANCELING]
-
-
 def dagster_home(environ: Mapping[str, str] | None = None) -> Path:
     """The instance folder; the embedded one is created with its dagster.yaml on first use."""
     environ = os.environ if environ is None else environ
@@ -211,58 +205,14 @@ def _finished(instance: dg.DagsterInstance, run_id: str, poll_s: float = 1.0) ->
     return run
 
 
-def this_process() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{_process_start(os.getpid()) or ''}"
-
-
-def _process_start(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (Linux), which a reused pid does not
-    share; "Z" for a zombie, None where /proc cannot tell."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return "Z" if fields[0] in ("Z", "X") else fields[19]
-
-
-def process_gone(tag: str) -> bool:
-    """Whether the process a PROCESS_TAG names has ended; False for another host's process."""
-    host, pid, start = tag.rsplit(":", 2)
-    if host != socket.gethostname():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        pass  # alive, another user's
-    now = _process_start(int(pid))
-    return now == "Z" or bool(start and now and now != start)
-
-
 def fail_abandoned_runs(instance: dg.DagsterInstance,
                         runs: Sequence[dg.DagsterRun] | None = None,
                         record: Callable[[dg.DagsterRun, str], Any] | None = None
                         ) -> list[dg.DagsterRun]:
-    """Runs in progress whose process here has died: failed with the reason, their pool slots
-    freed, and a personal model's attempt failed (its run-failure sensor does the same in a
-    deployment). Returns the runs it failed."""
-    if runs is None:
-        runs = instance.get_runs(filters=dg.RunsFilter(statuses=IN_PROGRESS))
-    failed = []
-    for run in runs:
-        tag = run.tags.get(PROCESS_TAG)
-        if run.status not in IN_PROGRESS or not tag or not process_gone(tag):
-            continue
-        pid = tag.split(":")[-2]
-        message = (f"the command that ran it (process {pid}) ended before the run did "
-                   "(it was killed); retry it")
-        instance.report_run_failed(run, message)
-        if instance.event_log_storage.supports_global_concurrency_limits:
-            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
-        failed.append(run)
-        (record or dead_run_recorder(definitions()))(run, message)
-    return failed
+    """``defs.abandoned_runs.fail_abandoned_runs``, recording each failed run as the run-failure
+    sensor would unless ``record`` says otherwise."""
+    return abandoned_runs.fail_abandoned_runs(instance, runs,
+                                              record or dead_run_recorder(definitions()))
 
 
 def dead_run_recorder(defs: dg.Definitions) -> Callable[[dg.DagsterRun, str], Any]:

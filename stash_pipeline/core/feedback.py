@@ -128,6 +128,9 @@ def comparison_item(chosen: str, rejected: str, *, author: str | None = None,
         except ValueError as error:
             raise InputError(str(error), field=side) from None
     (chosen_trace, chosen_action), (rejected_trace, rejected_action) = sides
+    if sides[0] == sides[1]:
+        raise InputError("a comparison needs two different sides, not the same one twice",
+                         field="rejected")
     if (chosen_action is None) != (rejected_action is None):
         raise InputError("compare two actions or two whole traces, not an action with a trace",
                          field="rejected")

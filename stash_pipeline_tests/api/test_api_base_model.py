@@ -30,8 +30,8 @@ def allowed(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def served(store: Store, tmp_path: Path, allowed: Path) -> Iterator[Api]:
-    """The API with one allowed model directory."""
+def allowing(store: Store, tmp_path: Path, allowed: Path) -> Iterator[Api]:
+    """A second server on the module's (emptied) store, with one allowed model directory."""
     sock = loopback_socket()
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     objects = LocalObjectStore(tmp_path / "objects", api_url=url, signer=UrlSigner(b"k" * 32))
@@ -44,8 +44,9 @@ def request_model(client: httpx.Client, base_model: str, trace: str = "t1") -> h
     return client.post(RM, json={"name": "m", "trace_ids": [trace], "base_model": base_model})
 
 
-def test_paths_outside_the_allowed_directories_are_422(served: Api, allowed: Path,
+def test_paths_outside_the_allowed_directories_are_422(allowing: Api, allowed: Path,
                                                        tmp_path: Path) -> None:
+    served = allowing
     victim, victim_client = served.account("victim")
     import_traces(victim_client, "v1")
     victim_model = request_model(victim_client, "Qwen/Qwen3-0.6B", "v1").json()["id"]
@@ -107,8 +108,9 @@ def test_failure_reasons_and_404s_show_no_server_path(api: Api, tmp_path: Path) 
     other = request_model(client, "Qwen/Qwen3-0.6B").json()["id"]
     succeed(api.store, api.objects, other, tmp_path)
     url = client.get(f"{RM}/{other}/weights").json()["url"]
-    for path in (tmp_path / "objects").rglob("*.tar.gz"):
+    for path in api.objects.root.rglob("*.tar.gz"):
         os.unlink(path)
     for response in (httpx.get(url), client.get(f"{RM}/{other}/weights")):
         assert response.status_code == 404, response.text
         assert str(tmp_path) not in response.text and "file:" not in response.text
+        assert str(api.objects.root) not in response.text

@@ -71,7 +71,7 @@ def test_list_trace_heatmap_create_model_and_download(browser, api: Api, tmp_pat
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
-    kind = request.node.callspec.params["store"]
+    kind = request.node.callspec.params["served"]
     world: World = scored_world(api, tmp_path)
     driver = browser
     log_in(driver, api, world.alice_key)
@@ -146,7 +146,7 @@ def test_another_accounts_trace_and_model_are_404_pages(browser, api: Api, tmp_p
         browser.get(api.url + path)
         assert browser.find_element(By.CSS_SELECTOR, "h1.error-code").text == "404"
         assert "trace-b" not in browser.page_source
-    shoot(browser, "not-found", request.node.callspec.params["store"])
+    shoot(browser, "not-found", request.node.callspec.params["served"])
 
 
 def test_api_docs_render_without_the_internet(browser, api: Api,
@@ -155,7 +155,7 @@ def test_api_docs_render_without_the_internet(browser, api: Api,
     this machine has no internet, so the page renders only if that is so."""
     from selenium.webdriver.common.by import By
 
-    if request.node.callspec.params["store"] != "sqlite":
+    if request.node.callspec.params["served"] != "sqlite":
         pytest.skip("the docs page does not touch the store")
     browser.get(f"{api.url}/docs")
     title = browser.find_element(By.CSS_SELECTOR, ".swagger-ui .info .title")

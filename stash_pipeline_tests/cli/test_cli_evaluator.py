@@ -37,7 +37,12 @@ def test_before_any_release_traces_wait(store, capsys):
                                  "failed_runs": 0}
     assert main(["traces", "list"]) == 0
     out = capsys.readouterr().out
-    assert "SCORING_STATE" in out and "ACTIONS_SCORED" in out and "waiting" in out
+    # The default table's short headings: STATE is the shared evaluator's scoring state, SCORED
+    # its actions scored (traces list --wide prints the full names).
+    assert "STATE" in out and "SCORED" in out and "waiting" in out
+    assert main(["traces", "list", "--wide"]) == 0
+    out = capsys.readouterr().out
+    assert "SCORING_STATE" in out and "ACTIONS_SCORED" in out
 
 
 def test_train_without_wait_queues_a_request(store, capsys):

@@ -9,7 +9,8 @@ import subprocess
 
 import dagster as dg
 
-from stash_pipeline.instance import PROCESS_TAG, definitions, process_gone, this_process
+from stash_pipeline.defs.abandoned_runs import PROCESS_TAG, process_gone, this_process
+from stash_pipeline.instance import definitions
 from stash_pipeline.services import personal_training as steps
 from test_wait_beside_a_daemon import queued_model
 

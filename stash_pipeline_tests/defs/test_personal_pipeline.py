@@ -45,8 +45,12 @@ def test_a_queued_model_trains_scores_every_owned_trace_and_succeeds(store, inst
     assert model.status == "succeeded", model.error
     assert (model.attempt, model.run_id) == (1, runs[0].run_id)
     assert model.started_at <= model.finished_at
-    # The seed's fields, and the worker's own: the attempt that wrote them and its phases' seconds.
-    assert set(model.metrics) == METRIC_FIELDS | {"attempt", "phases"}
+    # The seed's fields (num_pairs among them), and the worker's own: the attempt that wrote them,
+    # its phases' seconds, why evaluation is unavailable (null here), the window and template used,
+    # and the loss curve the viewer draws.
+    assert set(model.metrics) == METRIC_FIELDS | {
+        "attempt", "phases", "num_pairs", "eval_unavailable_reason", "max_length",
+        "chat_template", "loss_curve"}
     assert set(model.metrics["phases"]) <= set(PHASES)
     assert model.metrics["device"] == "cpu" and model.metrics["epochs"] == 1
     # Only the request's traces supply pairs; every trace of the owner is scored.

@@ -37,12 +37,12 @@ def test_a_reviewed_comparison_of_two_actions(tmp_path):
 
 @pytest.mark.parametrize("item, field, words", [
     ({"chosen": "m9", "rejected": "m1"}, "feedback[0].chosen", "'m9'"),
-    ({"chosen": "m3", "rejected": None}, "feedback[0].rejected", "None"),
+    ({"chosen": "m3", "rejected": None}, "feedback[0].rejected", "expected an action"),
     ({"chosen": "m3", "rejected": "m3"}, "feedback[0].rejected", "two different"),
     ({"chosen": "m3", "rejected": "m1", "status": "done"}, "feedback[0].status", "done"),
     ({"chosen": "m3", "rejected": "m1", "status": "approved"}, "feedback[0].reviewer",
      "needs its reviewer"),
-    ({"chosen": "m3", "rejected": "m1", "action_id": "m3"}, "feedback[0]", "chosen and rejected"),
+    ({"chosen": "m3", "rejected": "m1", "action_id": "m3"}, "feedback[0]", "'chosen' and 'rejected'"),
 ])
 def test_a_bad_comparison_names_its_field(tmp_path, item, field, words):
     with pytest.raises(InputError) as caught:

@@ -4,6 +4,7 @@ outside the worker still leaves its model failed with a reason."""
 import dagster as dg
 
 from stash_pipeline.compute.job import LOG, failure_reason
+from stash_pipeline.defs.abandoned_runs import fail_abandoned_runs
 from stash_pipeline.defs.personal.jobs import personal_training_job
 from stash_pipeline.defs.personal.partitions import SCORE_AGAIN_TAG, personal_reward_model
 from stash_pipeline.defs.resources import ComputeResource, StoreResource
@@ -110,14 +111,15 @@ def cancelled_reward_model_runs(context: dg.RunStatusSensorContext, database: St
 
 
 @dg.sensor(minimum_interval_seconds=ABANDONED_INTERVAL_S,
-           default_status=dg.DefaultSensorStatus.RUNNING)
+           default_status=dg.DefaultSensorStatus.RUNNING,
+           description="Fails runs whose launching command died (a killed --wait): the run is "
+                       "failed with the reason, its reward_worker slot freed and its model "
+                       "failed, so rm retry works.")
 def abandoned_runs(context: dg.SensorEvaluationContext, database: StoreResource,
                    compute: ComputeResource) -> dg.SkipReason:
     """Runs a `--wait` command started on this host whose command died (SIGKILL): failed, their
     pool slots freed, their models failed with the reason, within this sensor's interval."""
-    from stash_pipeline.instance import fail_abandoned_runs
-
-    failed = fail_abandoned_runs(context.instance, record=lambda run, message: record_dead_run(
+    failed = fail_abandoned_runs(context.instance, None, lambda run, message: record_dead_run(
         run, message, database, compute))
     return dg.SkipReason(f"failed {len(failed)} run(s) whose command died" if failed
                          else "no run lost its command")

@@ -26,7 +26,10 @@ def scoring_config(evaluator: str, actions: bool, **fields) -> dict:
 
 
 @dg.sensor(job=trace_scoring_job, minimum_interval_seconds=INTERVAL_S,
-           default_status=dg.DefaultSensorStatus.RUNNING)
+           default_status=dg.DefaultSensorStatus.RUNNING,
+           description="Starts a scoring run for each Score again request for chosen traces "
+                       "(traces score, POST /api/v1/traces/score): the released shared evaluator "
+                       "or the chosen personal model scores them again.")
 def score_again_for_traces(context: dg.SensorEvaluationContext,
                            database: StoreResource) -> dg.SensorResult:
     """One scoring run per Score again request for chosen traces, oldest first."""
@@ -52,7 +55,10 @@ def in_flight(instance: dg.DagsterInstance) -> tuple[int, set[tuple[str, str, in
 
 
 @dg.sensor(job=trace_scoring_job, minimum_interval_seconds=INTERVAL_S,
-           default_status=dg.DefaultSensorStatus.RUNNING)
+           default_status=dg.DefaultSensorStatus.RUNNING,
+           description="Keeps personal scores current: each owner's most recent succeeded "
+                       "models (STASH_PERSONAL_SCORING_MODELS) score, in batches, the traces "
+                       "imported or changed after they succeeded.")
 def pending_personal_scoring(context: dg.SensorEvaluationContext, database: StoreResource,
                              shared_evaluator: SharedEvaluatorResource
                              ) -> dg.SensorResult | dg.SkipReason:
