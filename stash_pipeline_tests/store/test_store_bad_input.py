@@ -179,7 +179,7 @@ def test_both_databases_agree_on_every_case(tmp_path, postgres_store: Store) -> 
 def cli(store: Store, monkeypatch, capsys):
     """Run a command against the parametrised store; return (exit code, stderr)."""
     monkeypatch.setenv("DATABASE_URL", store.url)
-    store.import_traces([make_record(T)])
+    store.import_traces([make_record(T), make_record(make_trace("u"))])
 
     def run(*argv: str) -> tuple[int, str]:
         code = main(list(argv))
@@ -193,8 +193,9 @@ def cli(store: Store, monkeypatch, capsys):
     (["feedback", "rate", "t", "1", "--author", LONG], "over the limit of 256"),
     (["feedback", "comment", "t", "x\udcff"], "lone surrogate"),
     (["feedback", "comment", "t/m2", "fine", "--author", "\ud800"], "lone surrogate"),
-    (["feedback", "compare", "t", "t", "--author", "ana", "--reviewer", LONG],
+    (["feedback", "compare", "t", "u", "--author", "ana", "--reviewer", LONG],
      "over the limit of 256"),
+    (["feedback", "compare", "t", "t", "--author", "ana"], "two different sides"),
     (["feedback", "outcome", "t", "1", "--source", LONG], "over the limit of 256"),
     (["feedback", "outcome", "t", "1e999"], "finite number"),
     (["feedback", "rate", "t/x/m2", "1"], "names trace t/x, which does not exist"),
@@ -218,4 +219,4 @@ def test_a_bad_file_names_its_record_on_both_databases(store: Store, cli, tmp_pa
     path.write_text('{"id": "s", "messages": [{"role": "user", "content": "\\ud800"}]}\n')
     code, err = cli("import", str(path))
     assert code == 2 and "field 'messages[0].content'" in err and "surrogate" in err
-    assert store.trace_ids() == ["t"]
+    assert store.trace_ids() == ["t", "u"]  # what the cli fixture stored, and nothing more
