@@ -242,3 +242,15 @@ def validate_review(review: Review) -> None:
 def _check_action(value: Any, field: str) -> None:
     if value is not None:
         check_text(value, field, max_chars=MAX_ACTION_ID_CHARS, what="an action id")
+
+
+def positive_setting(name: str, value: str | int) -> int:
+    """A positive integer setting (an environment variable's text or a configured number); a
+    ValueError naming the setting otherwise."""
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise ValueError(f"{name} must be a positive integer, not {value!r}")
+    return count

@@ -20,6 +20,7 @@ from stash_pipeline.store import Store
 from stash_pipeline.core.home import stash_home
 from stash_pipeline.core.training_settings import DEFAULT_BASE_MODEL
 from stash_pipeline.store.engine import database_url_from_env
+from stash_pipeline.core.validation import positive_setting
 
 COMPUTE_KINDS = ("local", "modal")
 # Traces a scoring run covers: large enough to amortise starting the worker and loading the release.
@@ -107,14 +108,8 @@ class SharedEvaluatorResource(dg.ConfigurableResource):
         return self.base_model or os.environ.get("STASH_SHARED_BASE_MODEL") or DEFAULT_BASE_MODEL
 
     def batch_size(self) -> int:
-        value = self.scoring_batch or os.environ.get("STASH_SCORING_BATCH") or DEFAULT_SCORING_BATCH
-        try:
-            size = int(value)
-        except ValueError:
-            size = 0
-        if size < 1:
-            raise ValueError(f"STASH_SCORING_BATCH must be a positive integer, not {value!r}")
-        return size
+        return positive_setting("STASH_SCORING_BATCH", self.scoring_batch
+                                or os.environ.get("STASH_SCORING_BATCH") or DEFAULT_SCORING_BATCH)
 
 
 @dg.definitions

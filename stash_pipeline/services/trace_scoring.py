@@ -19,6 +19,7 @@ from stash_pipeline.compute.job import CHECKPOINT_INPUT, JobSettings, remove_job
 from stash_pipeline.compute.run import run_job
 from stash_pipeline.core.errors import InputError, NotFoundError
 from stash_pipeline.core.validation import check_id, check_trace_id
+from stash_pipeline.core.validation import positive_setting
 from stash_pipeline.services import reward_models
 from stash_pipeline.services.worker_jobs import JobResults, read_results, traces_in_chunks
 from stash_pipeline.store import Store
@@ -50,14 +51,8 @@ def models_kept_current(environ: Mapping[str, str] | None = None) -> int:
     """``STASH_PERSONAL_SCORING_MODELS`` (default 3): each owner's most recent succeeded models
     that auto-scoring keeps current."""
     environ = os.environ if environ is None else environ
-    value = environ.get(MODELS_KEPT_CURRENT_ENV) or str(DEFAULT_MODELS_KEPT_CURRENT)
-    try:
-        count = int(value)
-    except ValueError:
-        count = 0
-    if count < 1:
-        raise ValueError(f"{MODELS_KEPT_CURRENT_ENV} must be a positive integer, not {value!r}")
-    return count
+    return positive_setting(MODELS_KEPT_CURRENT_ENV, environ.get(MODELS_KEPT_CURRENT_ENV)
+                            or str(DEFAULT_MODELS_KEPT_CURRENT))
 
 
 def scorer(store: Store, owner: str, model_id: str | None) -> Scorer:

@@ -6,33 +6,20 @@ import re
 from dataclasses import replace
 
 import pytest
-import torch
 
 from stash_pipeline.compute.job import LOG, SCORES, ACTION_SCORES, JobSettings, read_jsonl, write_job
 from stash_pipeline.worker import batching, progress
-from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, tokenize
+from stash_pipeline.worker.modeling import tokenize
 from stash_pipeline.worker.progress import PhaseProgress
 from stash_pipeline.worker.render import render_trace
 from stash_pipeline.worker.scoring import score_texts, score_trace_actions, score_traces_and_actions
+from test_scoring import model, tokenizer  # noqa: F401 - the shared fixtures: a head at std 1
 
 pytestmark = pytest.mark.slow
 LINE = re.compile(r"scoring: (\d+)/(\d+) traces, (\d+)/(\d+) actions, [\d.]+ actions/s, "
                   r"(about \d+ s left|time left unknown)")
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tiny_base_model):
-    return load_tokenizer(str(tiny_base_model))
-
-
-@pytest.fixture(scope="module")
-def model(tiny_base_model, tokenizer):
-    model = load_reward_model(str(tiny_base_model), dtype=torch.float32, device="cpu",
-                              tokenizer=tokenizer)
-    torch.manual_seed(1)
-    with torch.no_grad():
-        model.score.weight.normal_(0.0, 1.0)
-    return model
 
 
 def test_phase_progress_reports_on_its_interval_with_counts_rate_and_time_left():
