@@ -68,17 +68,14 @@ def naive_seconds_per_action(checkpoint: Path, traces: list, device: str, count:
     """Seconds per action of the naive scorer on a seed-0 sample, with the job's checkpoint."""
     import random
 
-    import torch
-
     from action_scoring import naive_scores
-    from stash_pipeline.worker.checkpoint_loading import saved_audience
-    from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer
+    from stash_pipeline.worker.checkpoint import open_checkpoint
 
-    tokenizer = load_tokenizer(str(checkpoint))
-    model = load_reward_model(str(checkpoint), dtype=torch.float32, device=device, tokenizer=tokenizer)
+    with open_checkpoint(checkpoint) as saved:
+        model, tokenizer = saved.load_model(device=device)
     sample = random.Random(0).sample(traces, min(count, len(traces)))
     started = time.perf_counter()
-    scores = naive_scores(model, tokenizer, sample, saved_audience(checkpoint), device)
+    scores = naive_scores(model, tokenizer, sample, saved.audience, device)
     return (time.perf_counter() - started) / max(len(scores), 1)
 
 

@@ -113,3 +113,14 @@ def test_only_the_job_contract_deletes_directories():
         if path != PACKAGE / "compute" / "job.py" and "rmtree" in path.read_text()
     ]
     assert offenders == []
+
+
+def test_the_worker_runner_only_conducts():
+    """A job's inputs are read in worker/job_inputs.py, its outputs written in job_outputs.py and
+    checkpoint.py (the one writer and loader of a checkpoint): runner.py touches no file itself."""
+    runner = PACKAGE / "worker" / "runner.py"
+    text = runner.read_text()
+    file_access = [call for call in ("read_text(", "write_text(", "open(", "json.load",
+                                     "save_pretrained(", "save_to_disk(", "load_from_disk(")
+                   if call in text]
+    assert file_access == [] and "datasets" not in imports_of(runner)

@@ -76,3 +76,17 @@ def build_tokenizer(vocab_size: int = 1024):
 def save_tiny_base_model(directory: Path) -> Path:
     """A tokenizer and a tiny Qwen3 causal LM saved like a real base checkpoint."""
     return tiny_model.save_tiny_base_model(directory, corpus_text())
+
+
+def write_checkpoint(model, tokenizer, directory: Path, *, audience: str, reward_stats,
+                     action_reward_stats) -> Path:
+    """``reward-model/`` of an in-memory model with chosen stats, through the training job's own
+    writer (weights, then stats and card); the card's metrics are left empty."""
+    from stash_pipeline.worker.checkpoint import writing_checkpoint
+
+    with writing_checkpoint(directory) as checkpoint:
+        checkpoint.save_model(model, tokenizer)
+        checkpoint.finish(evaluator="test", audience=audience, base_model=model.name_or_path,
+                          metrics={}, reward_stats=reward_stats,
+                          action_reward_stats=action_reward_stats)
+    return directory

@@ -1,18 +1,17 @@
-"""README.md in every checkpoint: what the model is, what it learned from, how to use it.
+"""README.md of every checkpoint: what the model is, what it learned from, how to use it.
 
-Written beside the seed's files (weights, config, tokenizer, template, stats) before the archive
-is made, from the job's own numbers: nothing in it is a placeholder.
+This module gives its text; ``checkpoint.CheckpointWriter.finish`` writes it beside the seed's files (weights, config,
+tokenizer, template, stats) before the archive is made, from the job's own numbers: nothing in it
+is a placeholder.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from stash_pipeline.core.calibration import RewardStats
 
-MODEL_CARD_FILE = "README.md"
 DATA_ROWS = (("train_pairs", "training pairs"), ("eval_pairs", "held-out pairs"),
              ("action_train_pairs", "action comparisons trained on"),
              ("action_eval_pairs", "held-out action comparisons"),
@@ -110,8 +109,3 @@ print(raw, calibrated)
 It is not a probability of being correct. {credit}
 """
 
-
-def write_model_card(directory: Path, **fields: Any) -> Path:
-    path = directory / MODEL_CARD_FILE
-    path.write_text(model_card(**fields), encoding="utf-8")
-    return path

@@ -19,13 +19,8 @@ from stash_pipeline.core.calibration import action_credit, calibrated_score
 from stash_pipeline.core.errors import NotFoundError
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.worker.batching import Row, read_rows
-from stash_pipeline.worker.checkpoint_loading import (
-    ACTION_REWARD_STATS_FILE, REWARD_STATS_FILE, checkpoint_directory, read_stats as _read_stats,
-    saved_audience as _saved_audience,
-)
-from stash_pipeline.worker.modeling import (
-    load_config, load_reward_model, load_tokenizer, pick_device, scoring_precision, tokenize,
-)
+from stash_pipeline.worker.checkpoint import ACTION_REWARD_STATS_FILE, open_checkpoint
+from stash_pipeline.worker.modeling import pick_device, scoring_precision, tokenize
 from stash_pipeline.worker.progress import PhaseProgress
 from stash_pipeline.worker.readout import pools_last_token
 from stash_pipeline.worker.render import Audience, action_end_offsets, render_trace
@@ -221,15 +216,11 @@ class RewardModel:
         the weights' (fp32 holds a bf16 checkpoint exactly); ``score_dtype`` as in the job
         settings: "auto" scores under bf16 autocast on an accelerator, "float32" never."""
         self.device = device or pick_device()
-        with checkpoint_directory(path) as directory:
-            config = load_config(str(directory))
-            self.tokenizer = load_tokenizer(str(directory), config=config)
-            self.model = load_reward_model(str(directory), dtype=dtype, device=self.device,
-                                           tokenizer=self.tokenizer)
-            self.reward_stats = _read_stats(directory / REWARD_STATS_FILE, required=True)
-            self.action_reward_stats = _read_stats(directory / ACTION_REWARD_STATS_FILE,
-                                                   required=False)
-            self.audience: Audience = audience or _saved_audience(directory)
+        with open_checkpoint(path) as saved:
+            self.model, self.tokenizer = saved.load_model(device=self.device, dtype=dtype)
+        self.reward_stats = saved.reward_stats
+        self.action_reward_stats = saved.action_reward_stats
+        self.audience: Audience = audience or saved.audience
         self.score_dtype = score_dtype
         self.batch_tokens = batch_tokens
 

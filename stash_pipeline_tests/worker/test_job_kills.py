@@ -26,7 +26,7 @@ PAUSING_WORKER = """
 import sys, time
 from contextlib import contextmanager
 from pathlib import Path
-from stash_pipeline.worker import runner
+from stash_pipeline.worker import job_inputs, runner
 
 job_dir, stop_at, reached = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 
@@ -44,7 +44,7 @@ def pausing_phase(self, name):
             pause()
         yield
 
-save_to_disk = runner.Dataset.save_to_disk
+save_to_disk = job_inputs.Dataset.save_to_disk
 
 def pausing_save(self, path, *args, **kwargs):
     save_to_disk(self, path, *args, **kwargs)
@@ -52,7 +52,7 @@ def pausing_save(self, path, *args, **kwargs):
         pause()
 
 runner.Phases.__call__ = pausing_phase
-runner.Dataset.save_to_disk = pausing_save
+job_inputs.Dataset.save_to_disk = pausing_save
 sys.exit(runner.main(job_dir))
 """
 KILLS = [("inputs", signal.SIGTERM), ("load", signal.SIGKILL),

@@ -11,10 +11,12 @@ import torch
 
 from stash_pipeline.core.calibration import RewardStats
 from stash_pipeline.core.errors import InputError, NotFoundError
-from stash_pipeline.worker.checkpoint import archive, save_checkpoint
+from stash_pipeline.worker.checkpoint import MODEL_FILES, archive, writing_checkpoint
 from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer
 from stash_pipeline.worker.render import render_trace
 from stash_pipeline.worker.scoring import RewardModel, score_texts, score_trace_actions
+
+from tiny_models import write_checkpoint
 
 pytestmark = pytest.mark.slow
 REWARD_STATS = RewardStats(mean=0.25, std=2.0, count=8)
@@ -36,8 +38,8 @@ def trained(tiny_base_model):
 def checkpoint(trained, tmp_path_factory):
     model, tokenizer = trained
     directory = tmp_path_factory.mktemp("job") / "reward-model"
-    save_checkpoint(model, tokenizer, directory, audience="shared", reward_stats=REWARD_STATS,
-                    action_reward_stats=ACTION_STATS)
+    write_checkpoint(model, tokenizer, directory, audience="shared", reward_stats=REWARD_STATS,
+                     action_reward_stats=ACTION_STATS)
     return directory
 
 
@@ -86,8 +88,8 @@ def test_an_explicit_audience_overrides_the_saved_one(checkpoint, tau2_sample):
 
 def test_a_model_without_action_stats_gives_no_credit(trained, tmp_path):
     model, tokenizer = trained
-    directory = save_checkpoint(model, tokenizer, tmp_path / "reward-model", audience="personal",
-                                reward_stats=REWARD_STATS, action_reward_stats=None)
+    directory = write_checkpoint(model, tokenizer, tmp_path / "reward-model", audience="personal",
+                                 reward_stats=REWARD_STATS, action_reward_stats=None)
     loaded = RewardModel(directory, device="cpu")
     assert loaded.action_reward_stats is None
     with pytest.raises(NotFoundError, match="action comparisons"):
@@ -115,3 +117,20 @@ def test_bad_checkpoints_name_what_is_wrong(checkpoint, tmp_path):
     with pytest.raises(InputError) as caught:
         RewardModel(broken, device="cpu")
     assert caught.value.field == "std" and "reward_stats.json" in str(caught.value)
+    (broken / "reward_stats.json").write_text(json.dumps({"mean": 0.0, "std": 1.0, "audience": "team"}))
+    with pytest.raises(InputError) as caught:
+        RewardModel(broken, device="cpu")
+    assert caught.value.field == "audience" and "'team'" in str(caught.value)
+
+
+def test_the_writer_makes_the_seed_folder_whole_or_nothing(trained, checkpoint, tmp_path):
+    """Every file of the seed (the card included) in a finished checkpoint; a checkpoint left
+    without its stats and card never appears under its name."""
+    assert {p.name for p in checkpoint.iterdir()} >= {
+        *MODEL_FILES, "reward_stats.json", "action_reward_stats.json", "README.md"}
+    model, tokenizer = trained
+    unfinished = tmp_path / "reward-model"
+    with pytest.raises(RuntimeError, match="unfinished"):
+        with writing_checkpoint(unfinished) as writer:
+            writer.save_model(model, tokenizer)
+    assert list(tmp_path.iterdir()) == []

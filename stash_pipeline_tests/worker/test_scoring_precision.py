@@ -11,11 +11,10 @@ from transformers import AutoModelForCausalLM, Qwen3Config
 from stash_pipeline.core.calibration import RewardStats
 from stash_pipeline.core.ranking import kendall_tau
 from stash_pipeline.importers import read_path
-from stash_pipeline.worker.checkpoint import save_checkpoint
 from stash_pipeline.worker.modeling import BF16_FEATURE, load_reward_model, load_tokenizer, supports_bf16
 from stash_pipeline.worker.scoring import RewardModel
 
-from tiny_models import AGENTPROCESSBENCH, build_tokenizer, tau2_traces
+from tiny_models import AGENTPROCESSBENCH, build_tokenizer, tau2_traces, write_checkpoint
 
 pytestmark = pytest.mark.slow
 STATS = RewardStats(mean=0.0, std=1.0, count=2)
@@ -35,8 +34,8 @@ def checkpoint(tmp_path_factory):
     model = load_reward_model(str(base), device="cpu", tokenizer=tokenizer)
     with torch.no_grad():
         model.score.weight.normal_(0.0, 1.0)
-    return save_checkpoint(model, tokenizer, tmp_path_factory.mktemp("job") / "reward-model",
-                           audience="personal", reward_stats=STATS, action_reward_stats=STATS)
+    return write_checkpoint(model, tokenizer, tmp_path_factory.mktemp("job") / "reward-model",
+                            audience="personal", reward_stats=STATS, action_reward_stats=STATS)
 
 
 # Asked the way the worker decides it; on a CPU without bf16 the fallback is tested instead
