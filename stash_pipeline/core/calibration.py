@@ -8,11 +8,13 @@ comparisons) and ``action_reward_stats.json`` (action comparisons). Held-out pai
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+import random
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from stash_pipeline.core.errors import InputError
+from stash_pipeline.core.training_settings import DISPLAY_SCALE_PAIRS, SEED
 
 # A logistic of more than this many standard deviations rounds to exactly 0 or 1 in float64; the
 # calibrated score is promised to lie strictly between them, so the argument stops here.
@@ -67,7 +69,7 @@ class RewardStats:
 
 
 def reward_stats(rewards: Iterable[float]) -> RewardStats:
-    """The stats of these rewards: pass those of both sides of every TRAINING pair, never held-out."""
+    """The stats of these rewards: both sides of training pairs (``display_scale_sample``), never held-out."""
     values = [float(r) for r in rewards]
     if not values:
         raise ValueError("reward statistics need at least one reward")
@@ -77,6 +79,25 @@ def reward_stats(rewards: Iterable[float]) -> RewardStats:
     mean = math.fsum(values) / len(values)
     variance = math.fsum((v - mean) ** 2 for v in values) / len(values)
     return RewardStats(mean=mean, std=math.sqrt(variance), count=len(values))
+
+
+def display_scale_sample(kinds: Sequence[str], limit: int = DISPLAY_SCALE_PAIRS, seed: int = SEED
+                         ) -> tuple[list[int], list[int]]:
+    """Which training pairs set the display scale: (indices for ``reward_stats.json``, indices of
+    action pairs for ``action_reward_stats.json``), given each training pair's kind.
+
+    All of them up to ``limit`` each, else a seeded sample of ``limit``: the stats are the mean and
+    spread of the training rewards (seed, GEPA), and 2 x 256 rewards estimate them to about 4% of a
+    standard deviation, while forwarding every side of 4000 pairs again would cost a third of an
+    epoch's training (docs/worker.md, "Evaluation plus scoring").
+    """
+    def sample(indices: list[int]) -> list[int]:
+        if len(indices) <= limit:
+            return indices
+        return sorted(random.Random(seed).sample(indices, limit))
+
+    return (sample(list(range(len(kinds)))),
+            sample([index for index, kind in enumerate(kinds) if kind == "action"]))
 
 
 def action_credit(raw: float, stats: RewardStats) -> float:

@@ -12,6 +12,9 @@ BATCH_SIZE = 4  # pairs a step
 SEED = 0  # the split, the max_pairs sample and the batch order
 HOLDOUT_FRACTION = 0.1  # of source traces, at least 1 when possible
 MIN_PAIRS = 2  # usable pairs a training job needs, held-out ones included
+# Training pairs whose rewards set the display scale (reward_stats.json, action_reward_stats.json):
+# all of them up to this many, else a seeded sample of this many (core.calibration).
+DISPLAY_SCALE_PAIRS = 256
 
 # Request defaults (seed, "Start a personal training job").
 DEFAULT_BASE_MODEL = "Qwen/Qwen3-0.6B"

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from stash_pipeline.core.calibration import RewardStats, reward_stats
+from stash_pipeline.core.calibration import RewardStats, display_scale_sample, reward_stats
 from stash_pipeline.core.curves import downsample
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.traces import Trace
@@ -229,17 +229,22 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
         # Every sequence forwarded under the final weights, by its tokens: forwarded once only.
         known: dict[tuple[int, ...], float] = {}
         with phase("evaluation"), precision:
+            # Display scale from training pairs only (the seed): both sides of each sampled pair.
+            scale_pairs, action_scale_pairs = display_scale_sample([p.kind for p in train_pairs])
+            scale_encoded = [train_encoded[i] for i in sorted({*scale_pairs, *action_scale_pairs})]
             evaluated = PhaseProgress(progress.info, "evaluation",
-                                      {"pairs": len(eval_encoded) + len(train_encoded)},
-                                      work=sum(p.cost for p in (*eval_encoded, *train_encoded)))
+                                      {"pairs": len(eval_encoded) + len(scale_encoded)},
+                                      work=sum(p.cost for p in (*eval_encoded, *scale_encoded)))
             eval_rewards = pair_rewards_from(model, eval_encoded, pad_id, known, evaluated)
-            # Display scale from training pairs only (the seed): both sides of every training pair.
-            train_rewards = pair_rewards_from(model, train_encoded, pad_id, known, evaluated)
+            pair_rewards_from(model, scale_encoded, pad_id, known, evaluated)
             evaluated.emit()
-            stats = reward_stats(r for pair in train_rewards for r in pair)
-            action_rewards = [r for p, pair in zip(train_pairs, train_rewards) if p.kind == "action"
-                              for r in pair]
-            action_stats = reward_stats(action_rewards) if action_rewards else None
+
+            def side_rewards(indices: list[int]) -> list[float]:
+                return [known[tuple(ids)] for i in indices
+                        for ids in (train_encoded[i].chosen_ids, train_encoded[i].rejected_ids)]
+
+            stats = reward_stats(side_rewards(scale_pairs))
+            action_stats = reward_stats(side_rewards(action_scale_pairs)) if action_scale_pairs else None
         metrics = training_metrics(
             train_pairs=train_pairs, eval_pairs=eval_pairs, eval_rewards=eval_rewards,
             excluded_cross_trace_pairs=settings.excluded_cross_trace_pairs,

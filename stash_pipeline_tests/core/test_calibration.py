@@ -1,6 +1,7 @@
 """Action credit and the calibrated score: the seed's formulas, their edge cases, the stats files."""
 
 import math
+import random
 
 import pytest
 from hypothesis import given
@@ -10,6 +11,7 @@ from stash_pipeline.core.calibration import (
     RewardStats,
     action_credit,
     calibrated_score,
+    display_scale_sample,
     reward_stats,
 )
 from stash_pipeline.core.errors import InputError
@@ -111,3 +113,31 @@ def test_bad_stats_name_the_file_and_field(data, field):
 def test_stats_that_are_not_an_object_are_rejected():
     with pytest.raises(InputError, match="JSON object"):
         RewardStats.from_dict([0.0, 1.0], file="reward_stats.json")
+
+
+def test_the_display_scale_uses_every_training_pair_up_to_the_limit():
+    kinds = ["trace", "action", "trace", "action"]
+    assert display_scale_sample(kinds, limit=4) == ([0, 1, 2, 3], [1, 3])
+
+
+def test_beyond_the_limit_the_display_scale_is_a_seeded_sample_of_each_kind():
+    kinds = ["action" if i % 3 == 0 else "trace" for i in range(1000)]
+    everything, actions = display_scale_sample(kinds, limit=256)
+    assert len(everything) == len(actions) == 256
+    assert all(kinds[i] == "action" for i in actions)
+    assert len(set(everything)) == 256 and everything == sorted(everything)
+    # Seed 0: the same draw every time, and a different one from another seed.
+    assert display_scale_sample(kinds, limit=256) == (everything, actions)
+    assert display_scale_sample(kinds, limit=256, seed=1)[0] != everything
+    # Spread over the whole set, not its beginning.
+    assert max(everything) > 900 and min(everything) < 100
+
+
+def test_a_sample_of_256_pairs_estimates_the_scale_closely():
+    rng = random.Random(7)
+    rewards = [(rng.gauss(1.5, 2.0), rng.gauss(-0.5, 2.0)) for _ in range(4000)]
+    whole = reward_stats(r for pair in rewards for r in pair)
+    picked, _ = display_scale_sample(["trace"] * len(rewards))
+    sampled = reward_stats(r for i in picked for r in rewards[i])
+    assert abs(sampled.mean - whole.mean) < 0.15 * whole.std
+    assert abs(sampled.std - whole.std) < 0.1 * whole.std

@@ -382,3 +382,29 @@ def test_post_training_work_forwards_each_rendering_once(tmp_path, tiny_base_mod
     assert main(str(again)) == 0, failure_reason(again)
     assert [s["score"] for s in read_jsonl(again / "scores.jsonl")] == pytest.approx(
         [s["score"] for s in scores], abs=1e-5)
+
+
+@pytest.mark.slow
+def test_the_display_scale_beyond_its_limit_comes_from_a_seeded_sample_of_training_pairs(
+        tmp_path, monkeypatch, tiny_base_model, synthetic_pairs):
+    """Both stats files summarise both sides of the sampled training pairs only (3 of 10 here)."""
+    from functools import partial
+
+    from stash_pipeline.core.calibration import display_scale_sample, reward_stats
+    from stash_pipeline.worker import runner
+
+    monkeypatch.setattr(runner, "display_scale_sample", partial(display_scale_sample, limit=3))
+    train = synthetic_pairs(0, 10)
+    write_job(tmp_path, JobSettings(evaluator="m", base_model=str(tiny_base_model),
+                                    outputs=("checkpoint", "pair_rewards")),
+              train_pairs=train, eval_pairs=synthetic_pairs(100, 2), benchmark_pairs=train)
+    assert main(str(tmp_path)) == 0, failure_reason(tmp_path)
+    rewards = {row["pair_id"]: (row["chosen"], row["rejected"])
+               for row in read_jsonl(tmp_path / "pair_rewards.jsonl")}
+    everything, actions = display_scale_sample([p.kind for p in train], limit=3)
+    for name, picked in (("reward_stats.json", everything), ("action_reward_stats.json", actions)):
+        stored = json.loads((tmp_path / "reward-model" / name).read_text())
+        expected = reward_stats(r for i in picked for r in rewards[train[i].id])
+        assert stored["count"] == 6
+        assert stored["mean"] == pytest.approx(expected.mean, abs=1e-5)
+        assert stored["std"] == pytest.approx(expected.std, abs=1e-5)
