@@ -143,9 +143,9 @@ def _report(store: Any, args: argparse.Namespace, model_id: str) -> int:
     model = reward_models.get(store, args.owner, model_id)
     view = reward_models.view(model)
     if model.status == "running" and model.run_id:
-        from stash_pipeline.instance import latest_progress
+        from stash_pipeline.instance import run_progress
 
-        view["progress"] = latest_progress(model.run_id)  # the worker's newest progress line
+        view["progress"] = run_progress(model.run_id).worker.line  # the newest progress line
     if args.json:
         print_json(view)
     else:
