@@ -467,11 +467,12 @@ def model_progress(model_id: str, request: Request) -> Response:
     store = request.app.state.store
     account = sessions(request).account(store, request.cookies.get(COOKIE))
     if account is None:
-        return error_response(401, "not signed in: log in to the viewer again")
+        return error_response(401, "not signed in: log in to the viewer again",
+                              headers=SECURITY_HEADERS)
     try:
         model = reward_models.get(store, account.id, model_id)
     except NotFoundError as error:
-        return error_response(404, str(error))
+        return error_response(404, str(error), headers=SECURITY_HEADERS)
     return JSONResponse(live_view(model), headers=SECURITY_HEADERS)
 
 
