@@ -14,11 +14,13 @@ import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
+from stash_pipeline.compute.job import JobProgress, job_progress
 from stash_pipeline.core.home import stash_home
 from stash_pipeline.defs import abandoned_runs
 from stash_pipeline.defs.abandoned_runs import PROCESS_TAG, this_process
@@ -93,18 +95,28 @@ def record_import(report: Any, warn: Callable[[str], None]) -> None:
         warn(f"the import is stored, but recording it in Dagster failed: {error}")
 
 
-def latest_progress(run_id: str, *, look_back: int = 500) -> str | None:
-    """The newest progress line of the worker in a run's log (a training step, a phase start, the
-    scoring or evaluation counts), or None; read from the run's last ``look_back`` log entries."""
-    from stash_pipeline.compute.job import is_progress_line
+@dataclass(frozen=True)
+class RunProgress:
+    """How far a run got: the Dagster step it started last (``personal_pairs`` ...
+    ``personal_scores``) and its worker's progress lines read back (phase, training step, loss,
+    pairs/s, the newest line)."""
+    dagster_step: str | None
+    worker: JobProgress
 
+
+def run_progress(run_id: str, *, look_back: int = 500) -> RunProgress:
+    """The run's progress, from its last ``look_back`` log entries: the worker's progress lines
+    are its Pipes log messages, the steps Dagster's STEP_START events."""
     with get_instance() as instance:
         records = instance.get_records_for_run(run_id, limit=look_back, ascending=False).records
+    lines, dagster_step = [], None
     for record in records:
-        message = record.event_log_entry.user_message or ""
-        if record.event_log_entry.dagster_event is None and is_progress_line(message):
-            return message
-    return None
+        event = record.event_log_entry.dagster_event
+        if event is None:
+            lines.append(record.event_log_entry.user_message or "")
+        elif dagster_step is None and event.event_type == dg.DagsterEventType.STEP_START:
+            dagster_step = event.step_key
+    return RunProgress(dagster_step, job_progress(lines))
 
 
 def definitions() -> dg.Definitions:

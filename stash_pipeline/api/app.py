@@ -1,6 +1,7 @@
 """The ASGI app: ``create_app()`` for uvicorn (``stash-pipeline api``), tests pass their own parts.
 
-No torch, no Dagster: the API only reads and writes the store; the pipeline picks up what it queues.
+No torch, and Dagster only to record imports and read a running model's progress: the API reads and
+writes the store; the pipeline picks up what it queues.
 """
 
 from __future__ import annotations

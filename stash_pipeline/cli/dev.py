@@ -14,22 +14,27 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "dev", help="open the Dagster UI (and run the sensors and schedules) on the local instance",
-        description="Runs `dg dev` in the project (its pyproject names the code location) on the "
-                    "instance the CLI records imports and runs in (DAGSTER_HOME, else "
-                    "$STASH_HOME/dagster). Its daemon picks queued reward models up.")
+        description="Runs `dg dev` on the project's workspace.yaml (which names the code "
+                    "location) on the instance the CLI records imports and runs in "
+                    "(DAGSTER_HOME, else $STASH_HOME/dagster). Its daemon picks queued reward "
+                    "models up.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=3000)
     parser.set_defaults(handler=run)
 
 
 def dev_command(host: str, port: int, root: Path = PROJECT_ROOT) -> list[str]:
-    """`dg dev` on the project (a checkout), whose [tool.dg] names the code location once; an
-    installed package without the project gets `dagster dev` on the module."""
-    pyproject = root / "pyproject.toml"
-    if pyproject.is_file() and "[tool.dg]" in pyproject.read_text(encoding="utf-8"):
+    """`dg dev` on the checkout's workspace.yaml, which names the code location once; an
+    installed package without the checkout gets `dagster dev` on the module.
+
+    A workspace, not `--target-path`: dg runs a project target from the project's folder, where
+    the checkout's dagster.yaml (for a bare `dg dev`) makes Dagster warn that it is not the
+    instance's; with a workspace it stays in the instance folder, whose dagster.yaml is in use."""
+    workspace = root / "workspace.yaml"
+    if workspace.is_file():
         dg = shutil.which("dg", path=str(Path(sys.executable).parent)) or shutil.which("dg")
         if dg:
-            return [dg, "dev", "--target-path", str(root), "--host", host, "--port", str(port)]
+            return [dg, "dev", "--workspace", str(workspace), "--host", host, "--port", str(port)]
     return [sys.executable, "-m", "dagster", "dev", "-m", "stash_pipeline.definitions",
             "--host", host, "--port", str(port)]
 
@@ -45,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     if sys.prefix != sys.base_prefix:  # this interpreter's virtualenv is the active one
         os.environ.setdefault("VIRTUAL_ENV", sys.prefix)
     # In the instance folder: its dagster.yaml is the one in use, so Dagster does not warn about
-    # the project's (for a bare `dg dev` in the checkout) being ignored.
+    # the checkout's (for a bare `dg dev` there) being ignored.
     if home.is_dir():
         os.chdir(home)
     command = dev_command(args.host, args.port)

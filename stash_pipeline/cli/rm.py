@@ -77,7 +77,7 @@ def run_create(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"Queued reward model {model.id} ({model.name}) on {len(model.trace_ids)} trace(s).")
     if args.wait:
-        run_now("queued_reward_models", model.id)
+        run_now("queued_reward_models", model)
     return _report(store, args, model.id)
 
 
@@ -132,7 +132,7 @@ def _request_run(args: argparse.Namespace, operation: str, sensor: str, said: An
     if args.wait and operation == "score_again":  # a scoring run: not the model's partition
         run_now(sensor, run_keys=[reward_models.score_again_run_key(model)])
     elif args.wait:
-        run_now(sensor, model.id)
+        run_now(sensor, model)
     return _report(store, args, model.id)
 
 
@@ -143,9 +143,9 @@ def _report(store: Any, args: argparse.Namespace, model_id: str) -> int:
     model = reward_models.get(store, args.owner, model_id)
     view = reward_models.view(model)
     if model.status == "running" and model.run_id:
-        from stash_pipeline.instance import latest_progress
+        from stash_pipeline.instance import run_progress
 
-        view["progress"] = latest_progress(model.run_id)  # the worker's newest progress line
+        view["progress"] = run_progress(model.run_id).worker.line  # the newest progress line
     if args.json:
         print_json(view)
     else:

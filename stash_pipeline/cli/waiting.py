@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from stash_pipeline.defs.personal.partitions import NamedModel
 
 WAIT_HELP = ("run it now, in this process, on the local Dagster instance, and return when it "
              "ends (if a daemon started it already, wait for that run)")
 
 
-def run_now(sensor: str, model_id: str | None = None, *,
-            run_keys: list[str] | None = None) -> bool:
-    """The run of one reward model's partition (or of these run keys); a run a daemon started for
-    it is waited for. True when every run succeeded."""
+def run_now(sensor: str, model: NamedModel | None = None, *, run_keys: list[str] | None = None) -> bool:
+    """The run of one reward model's partition (``model``: a record with its id and name), or of
+    these run keys; a run a daemon started for it is waited for. True when every run
+    succeeded."""
     # Imported here: `--help` should not pay for Dagster.
+    from stash_pipeline.defs.personal.partitions import model_partition_key
     from stash_pipeline.instance import definitions, get_instance, run_sensor_requests
 
+    keys = None if model is None else [model_partition_key(model)]
     with get_instance() as instance:
-        runs = run_sensor_requests(instance, definitions(), sensor,
-                                   partition_keys=None if model_id is None else [model_id],
+        runs = run_sensor_requests(instance, definitions(), sensor, partition_keys=keys,
                                    run_keys=run_keys, once_per_run_key=True, on_run=say)
     return all(run.is_success for run in runs)
 

@@ -20,6 +20,7 @@ success is never read as a new one; ``attempt-logs/`` stays.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -287,13 +288,61 @@ def phase_done_line(name: str, seconds: float) -> str:
     return f"phase {name} done in {seconds:.2f} s"
 
 
+def step_line(step: int, total: int, loss: float, pairs_per_second: float) -> str:
+    """A training step as the worker reports it (worker.progress), read back by job_progress."""
+    return f"step {step}/{total} loss {loss:.4f} pairs/s {pairs_per_second:.2f}"
+
+
 # The worker's lines that say how far a job got: training steps, phase starts, and the scoring and
 # evaluation phases' counts (worker.progress.PhaseProgress). `rm show` shows the latest one.
 PROGRESS_LINE = re.compile(r"^(step \d+/\d+ |phase \w+ started|(scoring|evaluation): \d+/)")
+_STEP = re.compile(r"^step (?P<step>\d+)/(?P<total>\d+) loss (?P<loss>\S+) pairs/s (?P<rate>\S+)")
+_PHASE = re.compile(r"^(?:phase (?P<started>\w+) started|(?P<counting>scoring|evaluation): \d+/)")
 
 
 def is_progress_line(message: str) -> bool:
     return bool(PROGRESS_LINE.match(message))
+
+
+@dataclass(frozen=True)
+class JobProgress:
+    """How far a worker got, from its progress lines: the newest line, the phase it is in, and
+    its newest training step (step of total, the step's loss, pairs per second)."""
+    line: str | None = None
+    phase: str | None = None
+    step: int | None = None
+    total: int | None = None
+    loss: float | None = None
+    pairs_per_second: float | None = None
+
+
+def job_progress(lines_newest_first: Iterable[str]) -> JobProgress:
+    """The progress the lines tell (any others among them are skipped); a loss or rate that is
+    not a finite number is None."""
+    line = phase = None
+    step: dict[str, Any] = {}
+    for message in lines_newest_first:
+        if not is_progress_line(message):
+            continue
+        line = line or message
+        found = _STEP.match(message)
+        if found and not step:
+            step = {"step": int(found["step"]), "total": int(found["total"]),
+                    "loss": _finite(found["loss"]), "pairs_per_second": _finite(found["rate"])}
+        if phase is None:  # a progress line that names no phase is a training step's
+            named = _PHASE.match(message)
+            phase = (named["started"] or named["counting"]) if named else "training"
+        if step and phase:
+            break
+    return JobProgress(line=line, phase=phase, **step)
+
+
+def _finite(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def phase_seconds(log_text: str) -> dict[str, float]:

@@ -12,6 +12,8 @@ import sys
 import time
 from typing import Any, Protocol
 
+from stash_pipeline.compute.job import step_line
+
 logger = logging.getLogger("stash_pipeline.worker")
 # dagster_pipes.DAGSTER_PIPES_CONTEXT_ENV_VAR (a test checks they agree), named here so that the
 # worker imports dagster_pipes only when a Pipes launcher started it: a bare GPU host may lack it.
@@ -24,10 +26,6 @@ class Progress(Protocol):
     def step(self, step: int, total: int, loss: float, pairs_per_second: float) -> None: ...
 
     def close(self) -> None: ...
-
-
-def step_line(step: int, total: int, loss: float, pairs_per_second: float) -> str:
-    return f"step {step}/{total} loss {loss:.4f} pairs/s {pairs_per_second:.2f}"
 
 
 class LogProgress:

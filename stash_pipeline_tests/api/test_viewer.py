@@ -8,7 +8,9 @@ from pathlib import Path
 import httpx
 import pytest
 from api_helpers import Api
-from viewer_helpers import RELEASE, TRACES, World, scored_world
+from viewer_helpers import (
+    RELEASE, TRACES, World, report_progress, running_model, scored_world,
+)
 
 from stash_pipeline.services import accounts
 
@@ -113,7 +115,7 @@ def test_create_new_reward_model_shows_the_requests_422_inline(api: Api, world: 
     model = api.store.get_reward_model(model_id)
     assert model.name == "second" and model.epochs == 2 and set(model.trace_ids) == set(TRACES)
     page = client.get(made.headers["location"]).text
-    assert "queued" in page and "data-refresh" in page
+    assert "queued" in page and f'data-poll-url="/ui/reward-models/{model_id}/progress"' in page
 
 
 def test_trace_page_has_a_heatmap_per_evaluator_and_feedback_forms(api: Api,
@@ -178,3 +180,46 @@ def test_another_accounts_trace_or_model_is_a_404_page(api: Api, world: World) -
     # The JSON API keeps its JSON errors.
     api_404 = api.client(world.bob_key).get("/api/v1/traces/trace-a")
     assert api_404.status_code == 404 and api_404.json()["detail"]
+
+
+def test_a_running_models_progress_is_json_for_its_owner_only(api: Api, world: World) -> None:
+    """The page's live progress: the worker's phase, training step, loss and pairs/s from the
+    run's log, as the page's JSON route, under the page's rules (401 signed out, 404 not yours)."""
+    model_id = running_model(api, world, "run-live")
+    report_progress("run-live", "STEP_START personal_checkpoint", "phase training started",
+                    "step 3/9 loss 0.6931 pairs/s 2.00", "a line that is no progress")
+    client = login(api, world.alice_key)
+    route = f"/ui/reward-models/{model_id}/progress"
+    response = client.get(route)
+    assert response.status_code == 200 and response.headers["cache-control"] == "no-store"
+    text = ("Dagster step personal_checkpoint · phase training · training step 3/9 · "
+            "loss 0.6931 · 2.00 pairs/s")
+    assert response.json() == {
+        "id": model_id, "status": "running", "attempt": 1, "live": True, "text": text,
+        "progress": {"dagster_step": "personal_checkpoint", "phase": "training", "step": 3,
+                     "total": 9, "loss": 0.6931, "pairs_per_second": 2.0,
+                     "line": "step 3/9 loss 0.6931 pairs/s 2.00"}}
+    page = client.get(f"/ui/reward-models/{model_id}").text
+    assert f'data-poll-url="{route}"' in page and error_of(page, "progress") == text
+    # Scoring after training: its counts and time left, the last training step kept.
+    report_progress("run-live", "phase scoring started",
+                    "scoring: 40/200 traces, 500/2544 actions, 50.0 actions/s, about 41 s left")
+    state = client.get(route).json()
+    assert (state["progress"]["phase"], state["progress"]["step"]) == ("scoring", 3)
+    assert state["text"].endswith("· scoring: 40/200 traces, 500/2544 actions, 50.0 actions/s, "
+                                  "about 41 s left")
+    # Another account's model is not found, like a missing one; no session is a 401.
+    for who, path, status in ((login(api, world.bob_key), route, 404),
+                              (client, "/ui/reward-models/no-such-model/progress", 404),
+                              (httpx.Client(base_url=api.url, timeout=30), route, 401)):
+        refused = who.get(path)
+        assert refused.status_code == status and refused.json()["detail"], path
+    assert login(api, world.bob_key).get(route).json() == {
+        "detail": f"no reward model {model_id}"}  # the words of a missing one, nothing of it
+    # A queued model waits for its run; an ended one is no longer live.
+    api.store.mark_failed(model_id, "worker killed (signal 9)")
+    ended = client.get(route).json()
+    assert (ended["status"], ended["live"], ended["progress"]) == ("failed", False, None)
+    assert 'id="live"' not in client.get(f"/ui/reward-models/{model_id}").text
+    queued = client.get(f"/ui/reward-models/{world.model_id}/progress").json()
+    assert queued["live"] is False and queued["status"] == "succeeded"

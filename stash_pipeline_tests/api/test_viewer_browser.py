@@ -14,7 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 from api_helpers import Api
-from viewer_helpers import RELEASE, World, scored_world
+from viewer_helpers import RELEASE, World, report_progress, running_model, scored_world
+from waiting import REQUEST_S, bound
 
 SCREENSHOTS_DIR = os.environ.get("STASH_SCREENSHOTS")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -134,6 +135,35 @@ def test_list_trace_heatmap_create_model_and_download(browser, api: Api, tmp_pat
     driver.get(f"{api.url}/ui/releases")
     assert len(driver.find_elements(By.CSS_SELECTOR, "table.slices tbody tr")) == 3
     shoot(driver, "releases", kind)
+
+
+def test_a_running_models_page_shows_its_progress_live_then_its_end(
+        browser, api: Api, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """The page asks for the progress (ui.js) while the model runs, without a reload, and shows
+    the ended model when it ends."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    world = scored_world(api, tmp_path)
+    model_id = running_model(api, world, "run-browser")
+    report_progress("run-browser", "STEP_START personal_checkpoint", "phase training started",
+                    "step 3/9 loss 0.6931 pairs/s 2.00")
+    log_in(browser, api, world.alice_key)
+    browser.get(f"{api.url}/ui/reward-models/{model_id}")
+    wait = WebDriverWait(browser, bound(REQUEST_S))
+    progress = browser.find_element(By.ID, "progress")
+    assert "training step 3/9 · loss 0.6931 · 2.00 pairs/s" in progress.text
+    browser.execute_script("document.body.dataset.loadedBefore = 'yes'")  # gone on a reload
+    report_progress("run-browser", "step 7/9 loss 0.4120 pairs/s 2.50")
+    wait.until(lambda driver: "training step 7/9 · loss 0.4120 · 2.50 pairs/s"
+               in driver.find_element(By.ID, "progress").text)
+    assert browser.execute_script("return document.body.dataset.loadedBefore") == "yes"
+    shoot(browser, "model-running", request.node.callspec.params["served"])
+    api.store.mark_failed(model_id, "step 7/9\nWorkerStopped: stopped by signal 15 (SIGTERM)")
+    wait.until(lambda driver: driver.find_elements(By.ID, "failure-reason"))
+    assert browser.find_element(By.ID, "model-status").text == "failed"
+    assert "WorkerStopped" in browser.find_element(By.ID, "failure-reason").text
+    assert not browser.find_elements(By.ID, "live")
 
 
 def test_another_accounts_trace_and_model_are_404_pages(browser, api: Api, tmp_path: Path,

@@ -72,3 +72,34 @@ def _request(trace_ids: tuple[str, ...]):
 
     return parse_reward_model_request({"name": "first personal model",
                                        "trace_ids": list(trace_ids)})
+
+
+def running_model(api: Api, world: World, run_id: str) -> str:
+    """A second model of alice's, running as Dagster run ``run_id``."""
+    owner = api.store.get_reward_model(world.model_id).owner
+    model = api.store.create_reward_model(owner, _request(TRACES[:2]))
+    api.store.mark_running(model.id, run_id)
+    return model.id
+
+
+def report_progress(run_id: str, *messages: str) -> None:
+    """Log events of run ``run_id`` on the test's Dagster instance ($STASH_HOME/dagster, as the
+    served API reads it), as the worker's Pipes messages arrive; ``STEP_START name`` is Dagster's
+    start of step ``name``."""
+    import time
+
+    import dagster as dg
+
+    from stash_pipeline.instance import get_instance
+
+    with get_instance() as instance:
+        for message in messages:
+            step = message.removeprefix("STEP_START ") if message.startswith("STEP_START ") \
+                else None
+            event = None if step is None else dg.DagsterEvent(
+                event_type_value=dg.DagsterEventType.STEP_START.value,
+                job_name="personal_reward_model_training", step_key=step)
+            instance.store_event(dg.EventLogEntry(
+                error_info=None, level=20, user_message="" if step else message, run_id=run_id,
+                timestamp=time.time(), dagster_event=event, step_key=step,
+                job_name="personal_reward_model_training"))

@@ -73,7 +73,7 @@ def test_a_queued_model_trains_scores_every_owned_trace_and_succeeds(store, inst
     # Lineage and metadata a person reads in the UI.
     for key in ("personal_pairs", "personal_split", "personal_checkpoint", "personal_scores"):
         [event] = instance.fetch_materializations(dg.AssetKey(key), limit=10).records
-        assert event.partition_key == model_id
+        assert event.partition_key == f"hotpot--{model_id}"  # the model's name, then its id
     checkpoint = instance.fetch_materializations(dg.AssetKey("personal_checkpoint"), limit=1)
     metadata = checkpoint.records[0].asset_materialization.metadata
     assert {"checkpoint_uri", "metrics", "loss_curve", "final_loss"} <= set(metadata)
@@ -123,27 +123,31 @@ def test_the_sensor_asks_once_per_attempt_and_a_retry_is_never_blocked(store, in
     context = dg.build_sensor_context(instance=instance, definitions=defs,
                                       instance_ref=instance.get_ref(), resources=defs.resources)
     first = queued_reward_models.evaluate_tick(context)
-    assert [(r.partition_key, r.run_key) for r in first.run_requests] == [(model_id, f"{model_id}:1")]
-    assert first.dynamic_partitions_requests[0].partition_keys == [model_id]
+    key = f"hotpot--{model_id}"
+    assert [(r.partition_key, r.run_key) for r in first.run_requests] == [(key, f"{model_id}:1")]
+    assert first.dynamic_partitions_requests[0].partition_keys == [key]
     store.mark_running(model_id, "run-1")
     store.mark_failed(model_id, "worker killed (signal 9)")
     assert queued_reward_models.evaluate_tick(context).run_requests == []
     reward_models.retry(store, "ana", model_id)
-    instance.add_dynamic_partitions("personal_reward_model", [model_id])
+    instance.add_dynamic_partitions("personal_reward_model", [key])
     again = queued_reward_models.evaluate_tick(context)
     assert [r.run_key for r in again.run_requests] == [f"{model_id}:2"]
     assert again.dynamic_partitions_requests == []
 
 
-def test_a_run_that_dies_outside_the_worker_fails_its_model(store, instance, home):
+@pytest.mark.parametrize("named", [True, False], ids=["named-key", "bare-id-key"])
+def test_a_run_that_dies_outside_the_worker_fails_its_model(store, instance, home, named):
+    """Its partition key names the model, or is the bare id of a run from before keys did."""
     from stash_pipeline.defs.personal.sensors import failed_reward_model_runs
 
     records = agentprocessbench_records(2)
     store.import_traces(records)
     model_id = request(store, [r.trace.id for r in records], "/nonexistent")
+    key = f"hotpot--{model_id}" if named else model_id
     job = definitions().resolve_job_def("personal_reward_model_training")
-    instance.add_dynamic_partitions("personal_reward_model", [model_id])
-    run = instance.create_run_for_job(job, tags={"dagster/partition": model_id})
+    instance.add_dynamic_partitions("personal_reward_model", [key])
+    run = instance.create_run_for_job(job, tags={"dagster/partition": key})
     store.mark_running(model_id, run.run_id)
     instance.report_run_failed(run)
     event = next(record.event_log_entry.dagster_event for record in instance.get_records_for_run(

@@ -8,8 +8,8 @@ import pytest
 
 from stash_pipeline.compute import job
 from stash_pipeline.compute.job import (
-    JobSettings, append_log, atomic_path, failure_reason, logged_phase, phase_seconds, read_metrics,
-    retire_log, unfinished_phase, write_job,
+    JobProgress, JobSettings, append_log, atomic_path, failure_reason, job_progress, logged_phase,
+    phase_seconds, read_metrics, retire_log, step_line, unfinished_phase, write_job,
 )
 from stash_pipeline.core.errors import InputError
 
@@ -106,6 +106,24 @@ def test_atomic_path_leaves_the_old_state_or_the_new_one(tmp_path):
         partial.mkdir()
         (partial / "other").write_text("3")
     assert sorted(p.name for p in target.iterdir()) == ["other"]
+
+
+def test_progress_lines_read_back_into_phase_step_loss_and_rate():
+    """Newest line first, as a run's log is read: the phase is the newest line's, the step the
+    newest training step's."""
+    scoring = "scoring: 40/200 traces, 500/2544 actions, 50.0 actions/s, about 41 s left"
+    lines = [scoring, "phase scoring started", "checkpoint weights stored in bfloat16",
+             step_line(9, 9, 0.41204, 2.5), step_line(8, 9, 0.5, 2.4), "phase training started"]
+    assert job_progress(lines) == JobProgress(line=scoring, phase="scoring", step=9, total=9,
+                                              loss=0.412, pairs_per_second=2.5)
+    assert job_progress(lines[3:]) == JobProgress(line="step 9/9 loss 0.4120 pairs/s 2.50",
+                                                  phase="training", step=9, total=9,
+                                                  loss=0.412, pairs_per_second=2.5)
+    assert job_progress(["phase load started", "phase inputs started"]) == JobProgress(
+        line="phase load started", phase="load")
+    # A loss that is not a number stays out of the JSON the viewer serves.
+    assert job_progress([step_line(2, 9, float("nan"), 3.0)]).loss is None
+    assert job_progress(["attempt abc started", "not progress"]) == JobProgress()
 
 
 def test_caller_lines_use_the_worker_format(tmp_path):

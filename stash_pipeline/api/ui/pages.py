@@ -8,19 +8,22 @@ API's 422 message, shown inline beside the form that sent it.
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlparse
 
 import jinja2
 from fastapi import APIRouter, Depends, FastAPI, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from stash_pipeline.api.errors import error_response
 from stash_pipeline.api.ui import plots
 from stash_pipeline.api.ui.session import COOKIE, SESSION_SECONDS, Sessions, session_secret
 from stash_pipeline.core.errors import InputError, NotFoundError, OwnershipError
@@ -35,6 +38,7 @@ from stash_pipeline.store import Account, StatusError
 from stash_pipeline.store.trace_pages import SORTS, STATES
 
 HERE = Path(__file__).parent
+log = logging.getLogger(__name__)
 PAGE_SIZES = (25, 50, 100, 200)
 # The list's sortable columns: (sort key, heading).
 LIST_COLUMNS = (("mean_action_credit", "mean action credit"), ("actions_scored", "actions scored"),
@@ -405,6 +409,73 @@ def eval_unavailable(metrics: dict[str, Any]) -> str | None:
             + ". Annotate more traces so some can be held out.")
 
 
+LIVE_STATUSES = ("queued", "running")
+POLL_SECONDS = 2  # how often a live model's page asks for its progress
+
+
+def _run_progress(run_id: str) -> dict[str, Any] | None:
+    """The run's progress as JSON fields, or None when the Dagster instance cannot be read (the
+    page then says it waits for a report; the model's status still comes from the store)."""
+    from stash_pipeline.instance import run_progress
+
+    try:
+        progress = run_progress(run_id)
+    except Exception as error:  # noqa: BLE001 - progress is a courtesy; the page must still load
+        log.warning("the progress of run %s is unreadable: %s", run_id, error)
+        return None
+    return {"dagster_step": progress.dagster_step, **asdict(progress.worker)}
+
+
+def progress_text(status: str, progress: dict[str, Any] | None) -> str:
+    """The sentence a live model's page shows of its progress."""
+    if status == "queued":
+        return "Waiting for the pipeline to start its run."
+    if status != "running":
+        return f"The model is {status}."
+    progress = progress or {}
+    parts = []
+    if progress.get("dagster_step"):
+        parts.append(f"Dagster step {progress['dagster_step']}")
+    if progress.get("phase"):
+        parts.append(f"phase {progress['phase']}")
+    if progress.get("step") is not None:
+        parts.append(f"training step {progress['step']}/{progress['total']}")
+    if progress.get("loss") is not None:
+        parts.append(f"loss {progress['loss']:.4f}")
+    if progress.get("pairs_per_second") is not None:
+        parts.append(f"{progress['pairs_per_second']:.2f} pairs/s")
+    line = progress.get("line") or ""
+    if line and not line.startswith(("step ", "phase ")):  # a phase's counts and time left
+        parts.append(line)
+    return " · ".join(parts) if parts else "Running: waiting for the run's first report."
+
+
+def live_view(model: Any) -> dict[str, Any]:
+    """What a model's page polls while the model is queued or running: its status and attempt,
+    the run's progress as the worker reports it, and the sentence the page shows."""
+    progress = (_run_progress(model.run_id) if model.status == "running" and model.run_id
+                else None)
+    return {"id": model.id, "status": model.status, "attempt": model.attempt,
+            "live": model.status in LIVE_STATUSES, "progress": progress,
+            "text": progress_text(model.status, progress)}
+
+
+@router.get("/reward-models/{model_id}/progress")
+def model_progress(model_id: str, request: Request) -> Response:
+    """The model page's live progress as JSON, for the session's account: 401 without a
+    session, 404 for a model that is not the account's (or none), like the page itself."""
+    store = request.app.state.store
+    account = sessions(request).account(store, request.cookies.get(COOKIE))
+    if account is None:
+        return error_response(401, "not signed in: log in to the viewer again",
+                              headers=SECURITY_HEADERS)
+    try:
+        model = reward_models.get(store, account.id, model_id)
+    except NotFoundError as error:
+        return error_response(404, str(error), headers=SECURITY_HEADERS)
+    return JSONResponse(live_view(model), headers=SECURITY_HEADERS)
+
+
 @router.get("/reward-models/{model_id}", response_class=HTMLResponse)
 def model_page(model_id: str, request: Request, account: Account = Depends(viewer)) -> Response:
     store = request.app.state.store
@@ -422,7 +493,8 @@ def model_page(model_id: str, request: Request, account: Account = Depends(viewe
         reason=reason_line(model.error),
         unavailable=eval_unavailable(metrics) if model.status == "succeeded" else None,
         top=scores[:5], bottom=scores[-5:][::-1] if len(scores) > 5 else [],
-        live=model.status in ("queued", "running"))
+        live=live_view(model) if model.status in LIVE_STATUSES else None,
+        poll_seconds=POLL_SECONDS)
 
 
 @router.get("/reward-models/{model_id}/weights", response_class=HTMLResponse)

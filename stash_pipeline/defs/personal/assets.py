@@ -15,7 +15,7 @@ import dagster as dg
 from stash_pipeline.compute.job import LOG, LOSSES, append_log, keep_only_logs, phase_done_line
 from stash_pipeline.compute.run import run_job, run_worker_job, uploaded_checkpoint
 from stash_pipeline.defs import metadata
-from stash_pipeline.defs.personal.partitions import personal_reward_model
+from stash_pipeline.defs.personal.partitions import model_id_of, personal_reward_model
 from stash_pipeline.defs.resources import (
     ComputeResource, ExtractionResource, ObjectStoreResource, StoreResource,
 )
@@ -53,7 +53,7 @@ def personal_pairs(context: dg.AssetExecutionContext, database: StoreResource,
                    extraction: ExtractionResource) -> dg.MaterializeResult:
     """The request's traces' pairs: step and trace ratings, comparisons, outcomes and extracted
     comments, corrections and assessment, capped at max_pairs."""
-    store, model_id = database.store, context.partition_key
+    store, model_id = database.store, model_id_of(context.partition_key)
     model = steps.start(store, model_id, context.run.run_id,
                         retry=context.run.parent_run_id is not None)
     context.log.info(f"reward model {model.name!r} (attempt {model.attempt}) is running")
@@ -62,7 +62,7 @@ def personal_pairs(context: dg.AssetExecutionContext, database: StoreResource,
         report = steps.build_pairs(store, model, extraction.config())
         seconds = time.perf_counter() - started
     return dg.MaterializeResult(metadata={
-        "reward_model": f"{model.name} (owner {model.owner})",  # the partition key is its id
+        "reward_model": f"{model.name} (owner {model.owner})",
         EXTRACTION_SECONDS: seconds,
         "pairs": report["pairs"], "dropped_by_max_pairs": report["dropped_by_max_pairs"],
         "orphaned_feedback": report["orphaned_feedback"],
@@ -77,7 +77,7 @@ def personal_pairs(context: dg.AssetExecutionContext, database: StoreResource,
 def personal_split(context: dg.AssetExecutionContext,
                    database: StoreResource) -> dg.MaterializeResult:
     """The trace-level split: 10% of source traces held out, crossing pairs excluded, seed 0."""
-    store, model_id = database.store, context.partition_key
+    store, model_id = database.store, model_id_of(context.partition_key)
     with model_fails_with(store, model_id):
         counts = steps.split(store, store.get_reward_model(model_id)).counts()
     return dg.MaterializeResult(metadata=metadata.split(counts))
@@ -90,7 +90,7 @@ def personal_checkpoint(context: dg.AssetExecutionContext, database: StoreResour
                         compute: ComputeResource) -> dg.MaterializeResult:
     """Bradley-Terry training by the worker (RM_COMPUTE), which also scores the owner's traces;
     the archive goes to the object store."""
-    store, model_id = database.store, context.partition_key
+    store, model_id = database.store, model_id_of(context.partition_key)
     with model_fails_with(store, model_id, objects, compute.scratch):
         model = store.get_reward_model(model_id)
         job_dir = steps.job_directory(compute.scratch, model_id, model.attempt)
@@ -126,7 +126,7 @@ def personal_scores(context: dg.AssetExecutionContext, database: StoreResource,
     """Every trace of the owner scored (raw and calibrated; action scores with credit when trained
     on action comparisons), stored with metrics and checkpoint as the model succeeds. Score again
     and traces imported later are scored by the ``trace_scores`` runs (defs/scoring)."""
-    store, model_id = database.store, context.partition_key
+    store, model_id = database.store, model_id_of(context.partition_key)
     with model_fails_with(store, model_id, objects, compute.scratch):
         model = store.get_reward_model(model_id)
         job_dir = steps.job_directory(compute.scratch, model_id, model.attempt)

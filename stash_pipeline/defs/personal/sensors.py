@@ -6,14 +6,16 @@ import dagster as dg
 from stash_pipeline.compute.job import LOG, failure_reason
 from stash_pipeline.defs.abandoned_runs import fail_abandoned_runs
 from stash_pipeline.defs.personal.jobs import personal_training_job
-from stash_pipeline.defs.personal.partitions import SCORE_AGAIN_TAG, personal_reward_model
+from stash_pipeline.defs.personal.partitions import (
+    SCORE_AGAIN_TAG, model_id_of, model_partition_key, personal_reward_model,
+)
 from stash_pipeline.defs.resources import ComputeResource, StoreResource
 from stash_pipeline.defs.scoring.jobs import trace_scoring_job
 from stash_pipeline.services import personal_training as steps
 from stash_pipeline.services import reward_models
 
 MODEL_TAG = "stash/reward_model"
-MODEL_NAME_TAG = "stash/reward_model_name"  # a partition key is the model's id; runs name it too
+MODEL_NAME_TAG = "stash/reward_model_name"  # the whole name (a partition key has its slug)
 ATTEMPT_TAG = "stash/attempt"
 INTERVAL_S = 10
 ABANDONED_INTERVAL_S = 30
@@ -22,19 +24,21 @@ ABANDONED_INTERVAL_S = 30
 @dg.sensor(job=personal_training_job, minimum_interval_seconds=INTERVAL_S,
            default_status=dg.DefaultSensorStatus.RUNNING,
            description="Starts a training run for each queued personal reward model (one per "
-                       "model and attempt; its partition is the model's id, its run tags name "
-                       "the model).")
+                       "model and attempt; its partition is named by the model's name and id, "
+                       "its run tags name the model).")
 def queued_reward_models(context: dg.SensorEvaluationContext,
                          database: StoreResource) -> dg.SensorResult:
     """One run per queued model and attempt: the run key names both, so a retry (a new attempt)
     is never blocked by the key of the attempt before it."""
     queued = database.store.list_reward_models(status="queued")
     return dg.SensorResult(
-        run_requests=[dg.RunRequest(partition_key=m.id, run_key=f"{m.id}:{m.attempt}",
+        run_requests=[dg.RunRequest(partition_key=model_partition_key(m),
+                                    run_key=f"{m.id}:{m.attempt}",
                                     tags={MODEL_TAG: m.id, MODEL_NAME_TAG: m.name[:200],
                                           ATTEMPT_TAG: str(m.attempt)})
                       for m in queued],
-        dynamic_partitions_requests=_partitions_to_add(context, [m.id for m in queued]),
+        dynamic_partitions_requests=_partitions_to_add(
+            context, [model_partition_key(m) for m in queued]),
     )
 
 
@@ -59,10 +63,11 @@ def score_again_requests(context: dg.SensorEvaluationContext,
 
 
 def _partitions_to_add(context: dg.SensorEvaluationContext,
-                       model_ids: list[str]) -> list[dg.AddDynamicPartitionsRequest]:
-    """The partitions these models still lack (a model's runs need its partition)."""
+                       keys: list[str]) -> list[dg.AddDynamicPartitionsRequest]:
+    """The partitions of these keys the instance still lacks (a model's runs need its
+    partition)."""
     known = set(context.instance.get_dynamic_partitions(personal_reward_model.name))
-    new = [model_id for model_id in model_ids if model_id not in known]
+    new = [key for key in keys if key not in known]
     return [personal_reward_model.build_add_request(new)] if new else []
 
 
@@ -70,9 +75,10 @@ def record_dead_run(run: dg.DagsterRun, message: str, database: StoreResource,
                     compute: ComputeResource) -> str | None:
     """The model of a training run that failed or was cancelled outside the worker: failed, with
     the worker log's tail when the worker had started. None when there was nothing to record."""
-    model_id = run.tags.get("dagster/partition")
-    if not model_id or run.tags.get(SCORE_AGAIN_TAG) is not None:
+    key = run.tags.get("dagster/partition")
+    if not key or run.tags.get(SCORE_AGAIN_TAG) is not None:
         return None
+    model_id = model_id_of(key)
     store = database.store
     model = store.get_reward_model(model_id)
     # Only the run of the model's current attempt speaks for it (a stale or duplicate run does not).
@@ -97,7 +103,8 @@ def failed_reward_model_runs(context: dg.RunFailureSensorContext, database: Stor
     message = context.failure_event.message or "the run failed"
     reason = record_dead_run(context.dagster_run, message, database, compute)
     if reason:
-        context.log.info(f"reward model {context.dagster_run.tags['dagster/partition']} failed")
+        key = context.dagster_run.tags["dagster/partition"]
+        context.log.info(f"reward model {model_id_of(key)} failed")
 
 
 @dg.run_status_sensor(run_status=dg.DagsterRunStatus.CANCELED,

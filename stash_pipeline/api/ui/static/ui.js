@@ -23,9 +23,27 @@ document.addEventListener("DOMContentLoaded", () => {
     scoreModel.addEventListener("change", point);
     point();
   }
-  // Live progress: a queued or running model's page reloads until it is done.
-  const live = document.querySelector("[data-refresh]");
-  if (live) {
-    window.setTimeout(() => window.location.reload(), 1000 * Number(live.dataset.refresh));
+  // Live progress: a queued or running model's page asks for its progress until the model
+  // ends, then reloads to show the result. A refused request (signed out, gone) stops asking.
+  const live = document.getElementById("live");
+  if (live && live.dataset.pollUrl) {
+    const every = 1000 * Number(live.dataset.pollSeconds || 2);
+    const badge = document.getElementById("model-status");
+    const poll = async () => {
+      try {
+        const response = await fetch(live.dataset.pollUrl, {headers: {Accept: "application/json"}});
+        if (response.status === 401 || response.status === 404) { return; }
+        if (response.ok) {
+          const state = await response.json();
+          if (!state.live) { window.location.reload(); return; }
+          document.getElementById("progress").textContent = state.text;
+          document.getElementById("live-status").textContent = state.status;
+          badge.textContent = state.status;
+          badge.className = `state state-${state.status}`;
+        }
+      } catch (error) { /* the server is away for a moment: ask again */ }
+      window.setTimeout(poll, every);
+    };
+    window.setTimeout(poll, every);
   }
 });
