@@ -1,8 +1,10 @@
 """Batched reward reads: rows of token ids, grouped by length, scored at chosen positions.
 
-``read_rows`` runs rows in forwards of a device's token budget (``length_batches``) and reads each
-row's rewards with ``readout.read_rewards``: for a causal decoder at any token (one forward over a
-trace reads every action that ends inside it), for other models at the row's end.
+``forward_rows`` is the one forward loop of the worker: training (``train.pair_rewards``, with
+gradients), evaluation and scoring (``read_rows``, without) all run their rows through it. It runs
+rows in forwards of a device's token budget (``length_batches``) and reads each row's rewards with
+``readout.read_rewards``: for a causal decoder at any token (one forward over a trace reads every
+action that ends inside it), for other models at the row's end.
 
 ``pack_rows`` puts distinct sequences into rows so that what they share is computed once: a
 sequence that begins a longer one is read inside it, and (for the decoders of
@@ -38,7 +40,7 @@ def default_batch_tokens(device: torch.device | str) -> int:
 
 
 # Sequences that share at least this many first tokens, then diverge, run as one tree row; below
-# it the prompt saved does not pay for the tree's masked attention. hh-rlhf pairs share 28 tokens
+# it the tokens saved are too few to be worth a masked forward. hh-rlhf pairs share 28 tokens
 # or more in 9 of 10 records, under 16 in 4 of 1091 (docs/worker.md, "Shared prompts").
 MIN_SHARED_PREFIX = 16
 # Tokens a tree row holds at most: its attention runs over the whole row (rows x width^2 mask

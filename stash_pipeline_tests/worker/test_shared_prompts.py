@@ -11,9 +11,10 @@ from transformers import AutoModelForSequenceClassification, LlamaConfig, Qwen2C
 
 from stash_pipeline.worker import readout
 from stash_pipeline.worker.batching import (
-    MAX_TREE_TOKENS, MIN_SHARED_PREFIX, Row, common_prefix, pack_rows, rows_for,
+    MAX_TREE_TOKENS, MIN_SHARED_PREFIX, Row, common_prefix, pack_rows, read_rows, rows_for,
 )
 from stash_pipeline.worker.readout import TREE_ROW_MODELS, reads_tree_rows, tree_attention
+from stash_pipeline.worker.runner import sequence_rewards
 from stash_pipeline.worker.train import (
     EncodedPair, backward_groups, make_optimizer, pair_rewards, train_step,
 )
@@ -127,6 +128,9 @@ def test_tree_rows_only_for_checked_decoders_on_sdpa():
     sides = [s for p in mixed_pairs() for s in (p.chosen_ids, p.rejected_ids)]
     assert any(row.forks for row in rows_for(classifier("qwen3"), sides))
     assert not any(row.forks for row in rows_for(classifier("qwen3", "eager"), sides))
+    with pytest.raises(ValueError, match="cannot run tree rows"):
+        read_rows(classifier("qwen3", "eager"), [Row((1, 2, 3), ((1, "a"), (2, "b")), ((2, 0),))],
+                  pad_id=0)
 
 
 def test_cost_and_backward_groups_count_a_shared_prompt_once():
@@ -157,6 +161,9 @@ def test_packed_rewards_equal_unpacked_and_each_side_alone(model_type, last_laye
         alone = [model(input_ids=torch.tensor([side])).logits[0, 0].item() for side in sides]
     assert torch.cat(packed).tolist() == pytest.approx(
         alone[0::2] + alone[1::2], abs=1e-5)
+    # Evaluation's reads (every distinct side once, through read_rows) pack the same way.
+    evaluated = sequence_rewards(model, sides, 0)
+    assert [evaluated[tuple(side)] for side in sides] == pytest.approx(alone, abs=1e-5)
 
 
 @pytest.mark.slow
