@@ -11,7 +11,7 @@ from stash_pipeline.core.pairs import Pair
 from stash_pipeline.worker.metrics import pairwise_accuracy
 from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, tokenize
 from stash_pipeline.worker.render import cut_at_action, render_side
-from stash_pipeline.worker.batching import MIN_SHARED_PREFIX, common_prefix
+from stash_pipeline.worker.batching import MIN_SHARED_PREFIX, common_prefix, rows_for
 from stash_pipeline.worker.train import (
     EncodedPair, backward_groups, bradley_terry_loss, disable_dropout, packed_tokens, pair_rewards,
     score_pairs, shuffled_batches, train,
@@ -49,6 +49,9 @@ def test_step_rating_pairs_nest_and_alternatives_share_their_prompt(tokenizer, s
 def test_one_forward_for_a_shared_prefix_reads_the_same_rewards_as_two(tiny_base_model, tokenizer, synthetic_pairs):
     model = fresh_model(tiny_base_model, tokenizer)
     encoded = encode(tokenizer, synthetic_pairs(0, 6))
+    # Half the pairs nest, half share their prompt: three tree rows among the rows run.
+    rows = rows_for(model, [s for p in encoded for s in (p.chosen_ids, p.rejected_ids)])
+    assert sum(bool(row.forks) for row in rows) == 3
     with torch.no_grad():
         shared = pair_rewards(model, encoded, "cpu", pad_id=tokenizer.pad_token_id)
         separate = pair_rewards(model, encoded, "cpu", pad_id=tokenizer.pad_token_id,
