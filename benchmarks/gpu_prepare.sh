@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run HERE, before a session that has a GPU: fills .gpu/ (ignored by git) with what the GPU
 # machine lacks, to be carried there with the device tool's `carry: [".gpu"]` (64 MiB at most):
-#   .gpu/data/              the two data files the benchmarks read (about 5 MB)
+#   .gpu/data/              the three data files the benchmarks read (about 5 MB)
 #   .gpu/wheels/            small pure or manylinux wheels for the GPU host's Python (default 3.12):
 #                           datasets, trl, accelerate, dagster-pipes, ijson and their small deps
 #   .gpu/pyarrow-pandas.tar.xz  pyarrow and pandas unpacked, tests and headers dropped, xz-packed
@@ -15,9 +15,10 @@ pip=(.venv/bin/python -m pip download --quiet --no-deps --only-binary=:all: --py
      --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64
      --platform manylinux_2_24_x86_64)
 rm -rf .gpu
-mkdir -p .gpu/data/agentprocessbench .gpu/data/tau2-bench/runs .gpu/wheels
+mkdir -p .gpu/data/agentprocessbench .gpu/data/tau2-bench/runs .gpu/data/hh-rlhf .gpu/wheels
 cp "$data/agentprocessbench/hotpotqa.jsonl" .gpu/data/agentprocessbench/
 cp "$data/tau2-bench/runs/airline_gpt-4o_azure.json" .gpu/data/tau2-bench/runs/
+cp "$data/hh-rlhf/harmless-base-dev.jsonl.gz" .gpu/data/hh-rlhf/
 # The project's pins where it has them (pyproject.toml); the rest as the CPU venv has them.
 "${pip[@]}" -d .gpu/wheels "datasets==4.7.0" "trl==1.16.0" "accelerate==1.15.0" "dagster-pipes==1.13.27" \
   "ijson==3.6.0" "dill==0.4.0" "multiprocess==0.70.18" "xxhash==4.1.0" "python-dateutil==2.9.0.post0" \

@@ -5,7 +5,7 @@
 # Then with the device tool, from the repository root, in two calls of under 10 minutes each:
 #   run(command="benchmarks/gpu_suite.sh memory training", carry=[".gpu"], timeout_s=600)
 #   run(command="benchmarks/gpu_suite.sh scoring job", carry=[".gpu"], timeout_s=600)
-# (all four steps in one call need about 9 minutes; "compile" is a fifth, optional step).
+# (all four steps in one call need about 9 minutes; "compile" and "prompts" are optional steps).
 # Each step writes $OUT/<step>.txt; $OUT/summary.txt collects their `name: value` lines.
 # Built base models and installed packages stay in $GPU_CACHE (default /tmp/stash-gpu) while the
 # machine stays warm, so a second call does not build or install them again.
@@ -66,6 +66,8 @@ for name in "${steps[@]}"; do
     scoring)  step scoring 300 benchmarks/action_scoring.py "${common[@]}" --readout-gain ;;
     job)      step job 420 benchmarks/worker_job.py "${common[@]}" ;;
     compile)  step compile 420 benchmarks/train_throughput.py "${common[@]}" --pairs 200 --repeats 1 --trl off --compile ;;
-    *) echo "unknown step $name (memory, training, scoring, job, compile)" ;;
+    # Shared prompts as tree rows (masked attention) against apart (the causal kernel), hh-rlhf.
+    prompts)  step prompts 300 benchmarks/shared_prompts.py "${common[@]}" --pairs 256 --repeats 3 ;;
+    *) echo "unknown step $name (memory, training, scoring, job, compile, prompts)" ;;
   esac
 done

@@ -12,12 +12,22 @@ for every token, and runs the rest of the layer (attention, MLP) for the read to
 attending to the tokens up to itself. The result equals the model's own forward to float rounding;
 the saving is that layer's work at every other token: about a quarter of the arithmetic on a
 4-layer model, 1/28 on Qwen3-0.6B. Other models run whole.
+
+A row may also be a tree (``batching.pack_rows``): a shared prompt once, then several
+continuations of it. ``tree_attention`` gives such rows their position ids (each continuation's
+restart where the prompt ends) and a 4D boolean mask (each token attends to its own sequence's
+earlier tokens only, never to another continuation). Transformers' ``create_causal_mask`` passes a
+4D mask through unchanged (and so never reads the restarted positions as packed sequences), SDPA
+takes a boolean mask as "may attend", and the last-layer read takes the same mask rows and
+position embeddings at its read tokens: each continuation gets exactly the states it has alone.
+``reads_tree_rows`` says for which models this is checked (tests/worker); plain rows still run
+without a mask, on the causal kernel.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import transformers
@@ -30,6 +40,19 @@ READ_ONLY_LAST_LAYER = frozenset({"llama", "qwen2", "qwen3"})
 # Off: every model runs whole. Benchmarks switch it to measure what the read gains (issue 11 keeps
 # it only if it gains at least 5% on Qwen3-0.6B's shape on a GPU; see docs/worker.md).
 LAST_LAYER_AT_READS_ONLY = True
+# Decoders checked (tests/worker) to give a tree row's continuations the rewards and gradients they
+# have alone: their layers take the mask and positions as given. Off: sequences that share a
+# prompt run apart (benchmarks switch it to measure what packing saves).
+TREE_ROW_MODELS = frozenset({"llama", "qwen2", "qwen3"})
+TREE_ROWS = True
+
+
+class Tree(NamedTuple):
+    """A batch of tree rows' position ids ``[rows, width]`` and attention mask ``[rows, 1, width,
+    width]`` (True: may attend)."""
+
+    position_ids: torch.Tensor
+    allowed: torch.Tensor
 
 
 class _KeysAndValues(Exception):
@@ -70,6 +93,18 @@ def reads_last_layer_partly(model: Any) -> bool:
     return (LAST_LAYER_AT_READS_ONLY and config.model_type in READ_ONLY_LAST_LAYER
             and config._attn_implementation == "sdpa"
             and layer_types[-1] == "full_attention")
+
+
+def reads_tree_rows(model: Any) -> bool:
+    """Whether sequences that share a prompt may run as one tree row (``tree_attention``) for this
+    model: a checked decoder read by its score head, on SDPA (which reads a boolean mask as
+    "may attend"; eager attention adds the mask), every layer full attention (a 4D mask passes
+    through unchanged, so a sliding window would be lost)."""
+    config = model.config
+    layer_types = getattr(config, "layer_types", None) or ["full_attention"]
+    return (TREE_ROWS and pools_last_token(model) and config.model_type in TREE_ROW_MODELS
+            and config._attn_implementation == "sdpa"
+            and all(kind == "full_attention" for kind in layer_types))
 
 
 def pools_last_token(model: Any) -> bool:
@@ -116,22 +151,56 @@ def right_padded(sequences: Sequence[Sequence[int]], pad_id: int, device: torch.
     return to_device(ids, device), to_device(mask, device)
 
 
+def tree_attention(forks: Sequence[Sequence[tuple[int, int]]], lengths: Sequence[int], width: int,
+                   device: torch.device | str) -> Tree:
+    """Position ids and attention mask of right-padded tree rows (``batching.Row.forks``).
+
+    A row's first tokens and each fork's tokens are causal runs; a fork's run also sees every token
+    its parent token sees, and its positions continue the parent's. Pads see themselves only (a
+    softmax over no key at all would be NaN, and NaN times a zero weight spreads in the backward).
+    """
+    positions = torch.zeros((len(lengths), width), dtype=torch.long)
+    allowed = torch.zeros((len(lengths), width, width), dtype=torch.bool)
+    for row, (row_forks, length) in enumerate(zip(forks, lengths)):
+        starts = [0, *(start for start, _ in row_forks), length]
+        parents = [None, *(parent for _, parent in row_forks)]
+        for start, end, parent in zip(starts, starts[1:], parents):
+            if parent is not None and not 0 <= parent < start < end:
+                raise ValueError(f"row {row}: fork at {start} continues token {parent}; forks must "
+                                 "continue an earlier token and run in order")
+            count = end - start
+            first = 0 if parent is None else int(positions[row, parent]) + 1
+            positions[row, start:end] = torch.arange(first, first + count)
+            if parent is not None:
+                allowed[row, start:end] = allowed[row, parent]
+            allowed[row, start:end, start:end] = torch.ones(count, count, dtype=torch.bool).tril()
+        pads = torch.arange(length, width)
+        allowed[row, pads, pads] = True
+    return Tree(to_device(positions, device), to_device(allowed.unsqueeze(1), device))
+
+
 def read_rewards(model: Any, ids: torch.Tensor, mask: torch.Tensor, rows: Sequence[int],
-                 positions: Sequence[int]) -> torch.Tensor:
+                 positions: Sequence[int], tree: Tree | None = None) -> torch.Tensor:
     """The reward at token ``positions[i]`` of row ``rows[i]`` of right-padded ``ids``.
 
     A decoder read by its score head (``pools_last_token``) runs without the padding mask: its
     attention is causal, so a real token never sees a pad, and a plain causal mask takes the fast
-    attention kernel. Any other model runs whole with ``mask``; read it at row ends only.
+    attention kernel. Tree rows (``reads_tree_rows`` models only) run with ``tree``'s positions and
+    mask instead. Any other model runs whole with ``mask``; read it at row ends only.
     """
     device = ids.device
     if not pools_last_token(model):  # callers read such a model at row ends only (read_rows checks)
         return model(input_ids=ids, attention_mask=mask).logits[long_tensor(rows, device), 0]
     base = getattr(model, model.base_model_prefix)
     if reads_last_layer_partly(model):
-        return score_head(model, _last_layer_at_reads(base, ids, list(rows), list(positions)))
-    hidden = base(input_ids=ids, use_cache=False).last_hidden_state
+        return score_head(model, _last_layer_at_reads(base, ids, list(rows), list(positions), tree))
+    hidden = base(input_ids=ids, use_cache=False, **tree_inputs(tree)).last_hidden_state
     return score_head(model, hidden[long_tensor(rows, device), long_tensor(positions, device)])
+
+
+def tree_inputs(tree: Tree | None) -> dict[str, torch.Tensor]:
+    """The base model's keyword arguments for tree rows; none for plain rows."""
+    return {} if tree is None else {"position_ids": tree.position_ids, "attention_mask": tree.allowed}
 
 
 def score_head(model: Any, hidden: torch.Tensor) -> torch.Tensor:
@@ -142,11 +211,11 @@ def score_head(model: Any, hidden: torch.Tensor) -> torch.Tensor:
         return model.score(hidden.to(model.score.weight.dtype))[:, 0]
 
 
-def _last_layer_at_reads(base: Any, ids: torch.Tensor, rows: list[int], positions: list[int]
-                         ) -> torch.Tensor:
+def _last_layer_at_reads(base: Any, ids: torch.Tensor, rows: list[int], positions: list[int],
+                         tree: Tree | None = None) -> torch.Tensor:
     """Final (normed) hidden states at the reads, the last layer run at the read tokens only."""
     device = ids.device
-    hidden, kwargs = _last_layer_inputs(base, ids)
+    hidden, kwargs = _last_layer_inputs(base, ids, tree_inputs(tree))
     layer = base.layers[-1]
     try:
         layer(hidden, **{**kwargs, "cache": _CaptureCache()})
@@ -163,25 +232,31 @@ def _last_layer_at_reads(base: Any, ids: torch.Tensor, rows: list[int], position
     at_slots = slots.unsqueeze(-1)
     read_embeddings = tuple(t.expand(ids.shape[0], -1, -1).gather(1, at_slots.expand(-1, -1, t.shape[-1]))
                             for t in (cos, sin))
-    # A read attends to the keys of its own row up to and including its own token.
-    allowed = torch.arange(ids.shape[1], device=device) <= at_slots
+    if tree is None:
+        # A read attends to the keys of its own row up to and including its own token.
+        allowed = torch.arange(ids.shape[1], device=device) <= at_slots
+        slot_positions = slots
+    else:  # the tree mask's rows and the positions of the read tokens
+        allowed = tree.allowed[:, 0].gather(1, at_slots.expand(-1, -1, ids.shape[1]))
+        slot_positions = tree.position_ids.gather(1, slots)
     out = layer(
         hidden.gather(1, at_slots.expand(-1, -1, hidden.shape[-1])),
-        **{**kwargs, "attention_mask": allowed.unsqueeze(1), "position_ids": slots,
+        **{**kwargs, "attention_mask": allowed.unsqueeze(1), "position_ids": slot_positions,
            "position_embeddings": read_embeddings, "cache": _FixedCache(keys, values)},
     )
     slot_of = long_tensor([per_row[r].index(p) for r, p in zip(rows, positions)], device)
     return base.norm(out[long_tensor(rows, device), slot_of])
 
 
-def _last_layer_inputs(base: Any, ids: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
+def _last_layer_inputs(base: Any, ids: torch.Tensor, inputs: dict[str, torch.Tensor]
+                       ) -> tuple[torch.Tensor, dict[str, Any]]:
     """Run ``base`` up to its last decoder layer: that layer's input states and other arguments."""
     def stop(_module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         raise _LastLayerInputs(args, dict(kwargs))
 
     handle = base.layers[-1].register_forward_pre_hook(stop, with_kwargs=True)
     try:
-        base(input_ids=ids, use_cache=False)
+        base(input_ids=ids, use_cache=False, **inputs)
     except _LastLayerInputs as reached:
         args, kwargs = reached.args, reached.kwargs
     else:

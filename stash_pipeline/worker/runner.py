@@ -32,7 +32,7 @@ from stash_pipeline.compute import job as contract
 from stash_pipeline.worker.checkpoint import (
     ACTION_REWARD_STATS_FILE, archive, open_checkpoint, writing_checkpoint,
 )
-from stash_pipeline.worker.batching import Row, read_rows
+from stash_pipeline.worker.batching import read_rows, rows_for
 from stash_pipeline.worker.job_inputs import (
     attempt_of, encoded_pairs, record_window, traces_to_score,
 )
@@ -44,7 +44,6 @@ from stash_pipeline.worker.modeling import (
     cast_parameters, load_config, load_reward_model, load_tokenizer, pick_device, scoring_precision,
     scoring_precision_note, stored_dtype,
 )
-from stash_pipeline.worker.readout import pools_last_token
 from stash_pipeline.worker.progress import (
     PhaseProgress, Progress, default_progress, logger, under_dagster_pipes,
 )
@@ -137,18 +136,11 @@ def sequence_rewards(model: Any, sequences: Iterable[Sequence[int]], pad_id: int
     """The reward of every distinct token sequence, read at its last token, under the model's
     current weights, added to ``known`` (returned). A sequence in ``known`` is not forwarded again,
     nor is a repeated one; for a decoder read by its score head, a sequence that begins a longer
-    one is read inside it (sorted, the sequences a sequence begins follow it directly).
+    one is read inside it, and sequences that share a prompt run as one tree row
+    (``batching.rows_for``).
     ``on_batch`` as ``read_rows``'s (progress reports)."""
     known = {} if known is None else known
-    todo = sorted({tuple(s) for s in sequences} - known.keys())
-    inner = pools_last_token(model)
-    rows, start = [], 0
-    while start < len(todo):
-        end = start
-        while inner and end + 1 < len(todo) and todo[end + 1][: len(todo[end])] == todo[end]:
-            end += 1
-        rows.append(Row(todo[end], tuple((len(s) - 1, s) for s in todo[start:end + 1])))
-        start = end + 1
+    rows = rows_for(model, {tuple(s) for s in sequences} - known.keys())
     known.update(read_rows(model, rows, pad_id=pad_id, on_batch=on_batch))
     return known
 

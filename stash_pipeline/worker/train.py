@@ -1,9 +1,11 @@
 """Bradley-Terry training of a one-output reward model (the seed's "The model" and settings).
 
 Speed comes from doing less arithmetic, not a leaner loop (see the ML notes):
-- each distinct side of a batch is computed once: identical sides run once, and with a causal
-  decoder a side whose tokens begin another side's (a step-rating pair inside one trace that fits
-  the window) is read inside that longer sequence;
+- each distinct side of a batch is computed once (``batching.pack_rows``): identical sides run
+  once; with a causal decoder a side whose tokens begin another side's (a step-rating pair inside
+  one trace that fits the window) is read inside that longer sequence, and sides that share a
+  prompt and then diverge (a preference pair's two last assistant turns) run as one tree row, the
+  prompt once (``readout.tree_attention``; a third fewer tokens on hh-rlhf);
 - a batch's sequences run grouped by length in forwards of the device's token budget (the
   scorer's ``length_batches``: on CPU one full 1024-token window a forward, which is fastest);
 - the last decoder layer runs at the read tokens only (``readout``: its other tokens only feed it
@@ -27,6 +29,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,10 +37,10 @@ import torch
 import torch.nn.functional as F
 
 from stash_pipeline.core.training_settings import BATCH_SIZE, LEARNING_RATE, MAX_LENGTH, SEED
-from stash_pipeline.worker.batching import default_batch_tokens, length_batches
+from stash_pipeline.worker.batching import forward_rows, pack_rows, rows_for
 from stash_pipeline.worker.modeling import autocast
 from stash_pipeline.worker.progress import LogProgress, Progress
-from stash_pipeline.worker.readout import pools_last_token, read_rewards, right_padded
+from stash_pipeline.worker.readout import pools_last_token, reads_tree_rows
 
 # As Hugging Face's Trainer (and so TRL's RewardTrainer) does by default.
 MAX_GRAD_NORM = 1.0
@@ -59,10 +62,9 @@ class EncodedPair:
 
     @property
     def cost(self) -> int:
-        """Tokens a forward reads for this pair: one sequence when one side extends the other."""
-        if shares_prefix(self.chosen_ids, self.rejected_ids):
-            return max(len(self.chosen_ids), len(self.rejected_ids))
-        return len(self.chosen_ids) + len(self.rejected_ids)
+        """Tokens a forward reads for this pair: one sequence when one side extends the other, the
+        shared prompt once when the sides diverge after it (``pack_rows``, as a decoder runs it)."""
+        return packed_tokens([self.chosen_ids, self.rejected_ids], share_prefixes=True)
 
 
 @dataclass
@@ -93,11 +95,6 @@ def bradley_terry_loss(chosen: torch.Tensor, rejected: torch.Tensor) -> torch.Te
     return -F.logsigmoid(chosen - rejected).mean()
 
 
-def shares_prefix(a: list[int], b: list[int]) -> bool:
-    short, long = (a, b) if len(a) <= len(b) else (b, a)
-    return long[: len(short)] == short
-
-
 def shuffled_batches(count: int, rng: random.Random, batch_size: int = BATCH_SIZE) -> list[list[int]]:
     """Pair indices in batches of ``batch_size``, in a seeded random order, as TRL's trainer draws them.
 
@@ -111,80 +108,49 @@ def shuffled_batches(count: int, rng: random.Random, batch_size: int = BATCH_SIZ
     return [order[i:i + batch_size] for i in range(0, count, batch_size)]
 
 
-def place_sides(sides: list[list[int]], *, share_prefixes: bool
-                ) -> tuple[list[list[int]], list[tuple[int, int]]]:
-    """The sequences to run for these sides, and where each side is read: (sequence, position).
-
-    Identical sides run once (any model). With ``share_prefixes`` (a causal decoder read by its
-    score head), a side whose tokens begin a longer side's is read inside it at its last token.
-    """
-    first: dict[tuple[int, ...], int] = {}
-    for index, side in enumerate(sides):
-        if not side:
-            raise ValueError("a pair side rendered to no tokens")
-        first.setdefault(tuple(side), index)
-    sequences: list[list[int]] = []
-    placed: dict[int, tuple[int, int]] = {}
-    for index in sorted(set(first.values()), key=lambda i: -len(sides[i])):
-        side = sides[index]
-        home = next((j for j, seq in enumerate(sequences)
-                     if share_prefixes and seq[: len(side)] == side), None)
-        if home is None:
-            sequences.append(side)
-            home = len(sequences) - 1
-        placed[index] = (home, len(side) - 1)
-    return sequences, [placed[first[tuple(side)]] for side in sides]
+def packed_tokens(sides: list[list[int]], *, share_prefixes: bool, branches: bool = True) -> int:
+    """Tokens the rows of ``pack_rows`` hold for these sides: what their forward computes."""
+    rows = pack_rows(sides, share_prefixes=share_prefixes, branches=share_prefixes and branches)
+    return sum(len(row.ids) for row in rows)
 
 
 def pair_rewards(model: Any, pairs: list[EncodedPair], device: str, *, pad_id: int,
                  share_prefixes: bool = True, batch_tokens: int | None = None
                  ) -> tuple[torch.Tensor, torch.Tensor]:
-    """r(chosen) and r(rejected) for each pair, computing each distinct side once (``place_sides``).
+    """r(chosen) and r(rejected) for each pair, computing each distinct side once (``rows_for``).
 
-    The sequences run in forwards of at most ``batch_tokens`` padded tokens, grouped by length as
-    the scorer does (default by device: on CPU one full window a forward is fastest).
+    The rows run in forwards of at most ``batch_tokens`` padded tokens, grouped by length as
+    the scorer does (``batching.forward_rows``; default by device: on CPU one full window a
+    forward is fastest).
 
     Scores are the classification head on the base model's hidden state at each side's last token,
     which is what the sequence-classification forward computes (it pools at the last non-pad token).
     """
-    # Inner reads need the score head over a decoder's hidden states; other heads read ends only.
-    share_prefixes = share_prefixes and pools_last_token(model)
     sides = [p.chosen_ids for p in pairs] + [p.rejected_ids for p in pairs]
-    sequences, reads = place_sides(sides, share_prefixes=share_prefixes)
-    wanted: dict[int, list[int]] = {}
-    for seq, pos in reads:
-        if pos not in wanted.setdefault(seq, []):
-            wanted[seq].append(pos)
-
-    reward_at: dict[tuple[int, int], torch.Tensor] = {}
-    budget = batch_tokens or default_batch_tokens(device)
-    for chunk in length_batches([len(sequence) for sequence in sequences], budget):
-        ids, mask = right_padded([sequences[s] for s in chunk], pad_id, device)
-        keys = [(s, p) for s in chunk for p in wanted[s]]
-        rows = [row for row, s in enumerate(chunk) for _ in wanted[s]]
-        values = read_rewards(model, ids, mask, rows, [p for _, p in keys])
-        reward_at.update(zip(keys, values))
-
-    rewards = torch.stack([reward_at[read] for read in reads]).float()
+    rows = rows_for(model, sides, share_prefixes=share_prefixes)
+    reward_of: dict[Hashable, torch.Tensor] = {}
+    for keys, values, _ in forward_rows(model, rows, pad_id=pad_id, device=device,
+                                        batch_tokens=batch_tokens):
+        reward_of.update(zip(keys, values))
+    rewards = torch.stack([reward_of[tuple(side)] for side in sides]).float()
     return rewards[: len(pairs)], rewards[len(pairs):]
 
 
-def backward_groups(pairs: list[EncodedPair], budget: int | None, *, share_prefixes: bool
-                    ) -> list[list[int]]:
+def backward_groups(pairs: list[EncodedPair], budget: int | None, *, share_prefixes: bool,
+                    branches: bool = True) -> list[list[int]]:
     """The batch's pairs in groups that each run forward and backward alone (indices into ``pairs``).
 
-    A group's distinct sequences (``place_sides``) hold at most ``budget`` tokens, or one pair when
-    that pair alone holds more. Pairs join the first group they fit, trying first a group they
-    share a side with, so a shared side is computed once where the budget allows. ``None``: one
-    group, the whole batch.
+    A group's rows (``packed_tokens``: a shared prompt counted once) hold at most ``budget``
+    tokens, or one pair when that pair alone holds more. Pairs join the first group they fit,
+    trying first a group they share a side with, so a shared side is computed once where the
+    budget allows. ``None``: one group, the whole batch.
     """
     if budget is None:
         return [list(range(len(pairs)))]
 
     def cost(indices: list[int]) -> int:
         sides = [pairs[i].chosen_ids for i in indices] + [pairs[i].rejected_ids for i in indices]
-        sequences, _ = place_sides(sides, share_prefixes=share_prefixes)
-        return sum(len(sequence) for sequence in sequences)
+        return packed_tokens(sides, share_prefixes=share_prefixes, branches=branches)
 
     groups: list[list[int]] = []
     for index in range(len(pairs)):
@@ -238,7 +204,8 @@ def train_step(model: Any, optimizer: torch.optim.Optimizer, batch: list[Encoded
     share_prefixes = share_prefixes and pools_last_token(model)
     optimizer.zero_grad(set_to_none=True)
     loss = torch.zeros((), device=device)
-    for group in backward_groups(batch, backward_tokens, share_prefixes=share_prefixes):
+    for group in backward_groups(batch, backward_tokens, share_prefixes=share_prefixes,
+                                 branches=reads_tree_rows(model)):
         with autocast(device, use_autocast):
             chosen, rejected = pair_rewards(model, [batch[i] for i in group], device, pad_id=pad_id,
                                             share_prefixes=share_prefixes, batch_tokens=batch_tokens)

@@ -363,7 +363,7 @@ def test_post_training_work_forwards_each_rendering_once(tmp_path, tiny_base_mod
     real = runner.read_rows
 
     def counting(model, rows, **kwargs):
-        forwarded.append(len(rows))
+        forwarded.append(sum(len(row.reads) for row in rows))  # renderings read, tree rows or not
         return real(model, rows, **kwargs)
 
     monkeypatch.setattr(runner, "read_rows", counting)

@@ -11,9 +11,10 @@ from stash_pipeline.core.pairs import Pair
 from stash_pipeline.worker.metrics import pairwise_accuracy
 from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, tokenize
 from stash_pipeline.worker.render import cut_at_action, render_side
+from stash_pipeline.worker.batching import MIN_SHARED_PREFIX, common_prefix, rows_for
 from stash_pipeline.worker.train import (
-    EncodedPair, backward_groups, bradley_terry_loss, disable_dropout, pair_rewards, place_sides,
-    score_pairs, shares_prefix, shuffled_batches, train,
+    EncodedPair, backward_groups, bradley_terry_loss, disable_dropout, packed_tokens, pair_rewards,
+    score_pairs, shuffled_batches, train,
 )
 
 def encode(tokenizer, pairs: list[Pair]) -> list[EncodedPair]:
@@ -32,17 +33,25 @@ def fresh_model(tiny_base_model, tokenizer):
     return load_reward_model(str(tiny_base_model), device="cpu", tokenizer=tokenizer)
 
 
-def test_step_rating_pairs_share_a_prefix_and_alternatives_do_not(tokenizer, synthetic_pairs):
+def test_step_rating_pairs_nest_and_alternatives_share_their_prompt(tokenizer, synthetic_pairs):
     encoded = encode(tokenizer, synthetic_pairs(0, 2))
-    assert not shares_prefix(encoded[0].chosen_ids, encoded[0].rejected_ids)
-    assert shares_prefix(encoded[1].chosen_ids, encoded[1].rejected_ids)
-    assert encoded[1].cost == max(len(encoded[1].chosen_ids), len(encoded[1].rejected_ids))
+    alternative, step = encoded
+    shared = common_prefix(alternative.chosen_ids, alternative.rejected_ids)
+    # The generated alternative diverges after the user's turn: a prompt counted once.
+    assert MIN_SHARED_PREFIX <= shared < min(len(alternative.chosen_ids), len(alternative.rejected_ids))
+    assert alternative.cost == len(alternative.chosen_ids) + len(alternative.rejected_ids) - shared
+    # The step rating's earlier action is read inside the later one.
+    assert common_prefix(step.chosen_ids, step.rejected_ids) == len(step.chosen_ids)
+    assert step.cost == max(len(step.chosen_ids), len(step.rejected_ids))
 
 
 @pytest.mark.slow
 def test_one_forward_for_a_shared_prefix_reads_the_same_rewards_as_two(tiny_base_model, tokenizer, synthetic_pairs):
     model = fresh_model(tiny_base_model, tokenizer)
     encoded = encode(tokenizer, synthetic_pairs(0, 6))
+    # Half the pairs nest, half share their prompt: three tree rows among the rows run.
+    rows = rows_for(model, [s for p in encoded for s in (p.chosen_ids, p.rejected_ids)])
+    assert sum(bool(row.forks) for row in rows) == 3
     with torch.no_grad():
         shared = pair_rewards(model, encoded, "cpu", pad_id=tokenizer.pad_token_id)
         separate = pair_rewards(model, encoded, "cpu", pad_id=tokenizer.pad_token_id,
@@ -62,18 +71,6 @@ def test_shuffled_batches_cover_every_pair_once_in_a_seeded_order():
     assert [len(batch) for batch in first] == [4] * 9 + [1]
     assert first == shuffled_batches(37, random.Random(0))
     assert first != shuffled_batches(37, random.Random(1))
-
-
-def test_place_sides_runs_each_distinct_side_once_and_reads_prefixes_inside():
-    long, prefix, other = [1, 2, 3, 4], [1, 2], [7, 8]
-    sequences, reads = place_sides([long, other, prefix, long], share_prefixes=True)
-    assert sequences == [long, other]
-    assert reads == [(0, 3), (1, 1), (0, 1), (0, 3)]
-    sequences, reads = place_sides([long, other, prefix, long], share_prefixes=False)
-    assert sorted(map(tuple, sequences)) == [(1, 2), (1, 2, 3, 4), (7, 8)]
-    assert reads[0] == reads[3] and sequences[reads[2][0]] == prefix
-    with pytest.raises(ValueError, match="no tokens"):
-        place_sides([[]], share_prefixes=True)
 
 
 @pytest.mark.slow
@@ -164,7 +161,7 @@ def test_backward_groups_hold_at_most_the_budget_and_every_pair_once(tokenizer, 
         assert sorted(i for g in groups for i in g) == [0, 1, 2, 3]
         for group in groups:
             sides = [s for i in group for s in (pairs[i].chosen_ids, pairs[i].rejected_ids)]
-            held = sum(len(s) for s in place_sides(sides, share_prefixes=True)[0])
+            held = packed_tokens(sides, share_prefixes=True)
             assert len(group) == 1 or budget is None or held <= budget
     assert len(backward_groups(pairs, 1, share_prefixes=True)) == 4
     assert backward_groups(pairs, None, share_prefixes=True) == [[0, 1, 2, 3]]
