@@ -80,8 +80,8 @@ from stash_pipeline.worker.train import (
     MAX_GRAD_NORM,
     WEIGHT_DECAY,
     EncodedPair,
-    score_pairs,
 )
+from stash_pipeline.worker.evaluation import pair_rewards_from
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data"
@@ -206,7 +206,7 @@ def fresh_model(base: Path, tokenizer: Any, device: str) -> Any:
 def held_out_correct(model: Any, tokenizer: Any, encoded: list[EncodedPair], device: str
                      ) -> list[bool]:
     with scoring_precision("auto", device):
-        rewards = score_pairs(model, encoded, device, pad_id=tokenizer.pad_token_id)
+        rewards = pair_rewards_from(model, encoded, tokenizer.pad_token_id)
     return [c > r for c, r in rewards]
 
 

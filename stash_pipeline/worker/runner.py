@@ -15,7 +15,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from stash_pipeline.compute import job as contract
 from stash_pipeline.worker.checkpoint import (
     ACTION_REWARD_STATS_FILE, archive, open_checkpoint, writing_checkpoint,
 )
-from stash_pipeline.worker.batching import read_rows, rows_for
+from stash_pipeline.worker.evaluation import pair_rewards_from
 from stash_pipeline.worker.job_inputs import (
     attempt_of, encoded_pairs, record_window, traces_to_score,
 )
@@ -50,7 +50,7 @@ from stash_pipeline.worker.progress import (
 from stash_pipeline.worker.render import Audience, template_kind, template_of
 from stash_pipeline.worker.scoring import score_traces_and_actions
 from stash_pipeline.worker.stop_signals import stop_signals_raise
-from stash_pipeline.worker.train import EncodedPair, score_pairs, train
+from stash_pipeline.worker.train import train
 
 
 class Phases:
@@ -113,65 +113,9 @@ def write_scores(job_dir: Path, settings: contract.JobSettings, model: Any, toke
     if "pair_rewards" in settings.outputs:
         pairs, encoded = encoded_pairs(job_dir, contract.BENCHMARK_PAIRS, tokenizer, audience)
         counts["scored_pairs"] = write_pair_rewards(
-            job_dir, pairs, benchmark_pair_rewards(model, tokenizer, encoded, known))
+            job_dir, pairs, pair_rewards_from(model, encoded, tokenizer.pad_token_id, known))
         progress.info(f"scored {len(pairs)} benchmark pairs")
     return counts
-
-
-def benchmark_pair_rewards(model: Any, tokenizer: Any, encoded: Sequence[EncodedPair],
-                           known: dict[tuple[int, ...], float] | None = None
-                           ) -> list[tuple[float, float]]:
-    """r(chosen) and r(rejected) of every benchmark pair, each side rendered and truncated
-    exactly as a training pair's (the held-out accuracy's own scorer)."""
-    if known is not None:
-        return pair_rewards_from(model, encoded, tokenizer.pad_token_id, known)
-    device = str(next(model.parameters()).device)
-    return score_pairs(model, encoded, device, pad_id=tokenizer.pad_token_id)
-
-
-def sequence_rewards(model: Any, sequences: Iterable[Sequence[int]], pad_id: int,
-                     known: dict[tuple[int, ...], float] | None = None,
-                     on_batch: Callable[[Sequence[Any], int], None] | None = None,
-                     ) -> dict[tuple[int, ...], float]:
-    """The reward of every distinct token sequence, read at its last token, under the model's
-    current weights, added to ``known`` (returned). A sequence in ``known`` is not forwarded again,
-    nor is a repeated one; for a decoder read by its score head, a sequence that begins a longer
-    one is read inside it, and sequences that share a prompt run as one tree row
-    (``batching.rows_for``).
-    ``on_batch`` as ``read_rows``'s (progress reports)."""
-    known = {} if known is None else known
-    rows = rows_for(model, {tuple(s) for s in sequences} - known.keys())
-    known.update(read_rows(model, rows, pad_id=pad_id, on_batch=on_batch))
-    return known
-
-
-def pair_rewards_from(model: Any, pairs: Sequence[EncodedPair], pad_id: int,
-                      known: dict[tuple[int, ...], float],
-                      progress: PhaseProgress | None = None) -> list[tuple[float, float]]:
-    """(r(chosen), r(rejected)) per pair through ``sequence_rewards``: each distinct side once.
-    ``progress`` counts the pairs whose sides are all read, as forwards finish."""
-    on_batch = None
-    if progress is not None:
-        waiting = {}
-        for pair in pairs:
-            for side in {tuple(pair.chosen_ids), tuple(pair.rejected_ids)} - known.keys():
-                waiting.setdefault(side, []).append(pair)
-        unread = {id(pair): len({tuple(pair.chosen_ids), tuple(pair.rejected_ids)} - known.keys())
-                  for pair in pairs}
-        progress.add(pairs=sum(1 for pair in pairs if not unread[id(pair)]))
-
-        def on_batch(keys: Sequence[Any], tokens: int) -> None:
-            done = 0
-            for key in keys:
-                for pair in waiting.pop(key, ()):
-                    unread[id(pair)] -= 1
-                    done += unread[id(pair)] == 0
-            progress.add(tokens, pairs=done)
-
-    sequence_rewards(model, (s for p in pairs for s in (p.chosen_ids, p.rejected_ids)), pad_id,
-                     known, on_batch)
-    return [(known[tuple(p.chosen_ids)], known[tuple(p.rejected_ids)]) for p in pairs]
-
 
 
 def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress, phase: Phases

@@ -276,22 +276,3 @@ def train(model: Any, pairs: list[EncodedPair], *, epochs: int, device: str, pad
     model.zero_grad(set_to_none=True)  # the gradients would hold another copy of the weights
     model.eval()
     return result
-
-
-@torch.no_grad()
-def score_pairs(model: Any, pairs: list[EncodedPair], device: str, *, pad_id: int,
-                batch_size: int = 16, on_batch: Any = None) -> list[tuple[float, float]]:
-    """(r(chosen), r(rejected)) for each pair in fp32: for held-out accuracy and reward stats.
-
-    ``on_batch(tokens, pairs=n)`` follows each forward (progress reports)."""
-    model.eval()
-    out: list[tuple[float, float]] = [(0.0, 0.0)] * len(pairs)
-    # Sorted by length, so a batch's short sides share forwards; order does not change a score.
-    order = sorted(range(len(pairs)), key=lambda i: pairs[i].cost)
-    for batch in (order[i:i + batch_size] for i in range(0, len(order), batch_size)):
-        chosen, rejected = pair_rewards(model, [pairs[i] for i in batch], device, pad_id=pad_id)
-        for i, c, r in zip(batch, chosen.tolist(), rejected.tolist()):
-            out[i] = (c, r)
-        if on_batch is not None:
-            on_batch(sum(pairs[i].cost for i in batch), pairs=len(batch))
-    return out

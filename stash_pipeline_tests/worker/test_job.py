@@ -353,20 +353,20 @@ def test_post_training_work_forwards_each_rendering_once(tmp_path, tiny_base_mod
                                                          monkeypatch):
     """Whole-trace pair sides are rendered exactly as the traces they score: scoring reuses their
     rewards, and a side shared by several pairs (one success against many failures) runs once."""
-    from stash_pipeline.worker import runner, scoring
+    from stash_pipeline.worker import evaluation, scoring
 
     traces = [p.chosen.trace for p in synthetic_pairs(500, 6)]
     pairs = [replace(p, kind="trace", chosen=PairSide(traces[0]), rejected=PairSide(t),
                      source_trace_ids=(traces[0].id, t.id)) for p, t in
              zip(synthetic_pairs(500, 5), traces[1:])]
     forwarded: list[int] = []
-    real = runner.read_rows
+    real = evaluation.read_rows
 
     def counting(model, rows, **kwargs):
         forwarded.append(sum(len(row.reads) for row in rows))  # renderings read, tree rows or not
         return real(model, rows, **kwargs)
 
-    monkeypatch.setattr(runner, "read_rows", counting)
+    monkeypatch.setattr(evaluation, "read_rows", counting)
     monkeypatch.setattr(scoring, "read_rows", counting)
     write_job(tmp_path, JobSettings(evaluator="m", base_model=str(tiny_base_model),
                                     outputs=("checkpoint", "scores")),

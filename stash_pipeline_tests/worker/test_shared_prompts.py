@@ -14,7 +14,7 @@ from stash_pipeline.worker.batching import (
     MAX_TREE_TOKENS, MIN_SHARED_PREFIX, Row, common_prefix, pack_rows, read_rows, rows_for,
 )
 from stash_pipeline.worker.readout import TREE_ROW_MODELS, reads_tree_rows, tree_attention
-from stash_pipeline.worker.runner import sequence_rewards
+from stash_pipeline.worker.evaluation import sequence_rewards
 from stash_pipeline.worker.train import (
     EncodedPair, backward_groups, make_optimizer, pair_rewards, train_step,
 )

@@ -14,8 +14,9 @@ from stash_pipeline.worker.render import cut_at_action, render_side
 from stash_pipeline.worker.batching import MIN_SHARED_PREFIX, common_prefix, rows_for
 from stash_pipeline.worker.train import (
     EncodedPair, backward_groups, bradley_terry_loss, disable_dropout, packed_tokens, pair_rewards,
-    score_pairs, shuffled_batches, train,
+    shuffled_batches, train,
 )
+from stash_pipeline.worker.evaluation import pair_rewards_from
 
 def encode(tokenizer, pairs: list[Pair]) -> list[EncodedPair]:
     chosen = tokenize(tokenizer, [render_side(tokenizer, p.chosen, "personal") for p in pairs])
@@ -118,9 +119,9 @@ def test_bradley_terry_loss_equals_trl_reward_trainer_loss(tiny_base_model, toke
 def test_training_learns_a_synthetic_preference_that_holds_out(tiny_base_model, tokenizer, synthetic_pairs):
     model = fresh_model(tiny_base_model, tokenizer)
     train_pairs, eval_pairs = encode(tokenizer, synthetic_pairs(0, 96)), encode(tokenizer, synthetic_pairs(500, 24))
-    before = pairwise_accuracy(score_pairs(model, eval_pairs, "cpu", pad_id=tokenizer.pad_token_id))
+    before = pairwise_accuracy(pair_rewards_from(model, eval_pairs, tokenizer.pad_token_id))
     result = train(model, train_pairs, epochs=3, device="cpu", pad_id=tokenizer.pad_token_id)
-    after = pairwise_accuracy(score_pairs(model, eval_pairs, "cpu", pad_id=tokenizer.pad_token_id))
+    after = pairwise_accuracy(pair_rewards_from(model, eval_pairs, tokenizer.pad_token_id))
     assert before < 0.9  # the untrained head does not already agree (seeded: 0.625)
     assert after > 0.9, (before, after, result.final_loss)
     assert result.epochs == 3 and len(result.step_losses) == 3 * 24
