@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_pipeline.compute.job import JobSettings, write_job
+from stash_pipeline.compute.upload import discard_results
 from stash_pipeline.core.split import PairSplit
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.extraction.config import ExtractionConfig
@@ -90,7 +91,10 @@ def checkpoint_key(model_id: str, attempt: int) -> str:
 
 
 def discard_checkpoint(store: Store, objects: Any, model_id: str) -> None:
-    """A failed attempt's uploaded archive goes: a failed model has no visible checkpoint."""
+    """A failed attempt's uploaded archive and handed-over results go: a failed model has no
+    visible checkpoint."""
     model = store.get_reward_model(model_id)
     if model.status != "succeeded":
-        objects.delete(objects.uri_for(checkpoint_key(model_id, model.attempt)))
+        key = checkpoint_key(model_id, model.attempt)
+        objects.delete(objects.uri_for(key))
+        discard_results(objects, key)

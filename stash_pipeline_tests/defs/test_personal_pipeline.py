@@ -84,6 +84,53 @@ def test_a_queued_model_trains_scores_every_owned_trace_and_succeeds(store, inst
     assert run_sensor_requests(instance, defs, "queued_reward_models") == []
 
 
+TRAINING_STEPS = [dg.AssetKey(name) for name in
+                  ("personal_pairs", "personal_split", "personal_checkpoint")]
+
+
+@pytest.mark.slow
+def test_personal_scores_alone_in_a_fresh_scratch_succeeds_the_model(store, instance,
+                                                                     tiny_base_model, home,
+                                                                     monkeypatch):
+    """``personal_scores`` run on its own, as a re-execution from failure or a step launcher
+    runs it: another run, in a new scratch directory (RM_ARTIFACT_DIR), after
+    ``personal_checkpoint`` succeeded. What it stores comes through the object store."""
+    records = agentprocessbench_records(6)
+    store.import_traces(records)
+    model_id = request(store, [r.trace.id for r in records], str(tiny_base_model))
+    instance.add_dynamic_partitions("personal_reward_model", [model_id])
+    job = definitions().resolve_job_def("personal_reward_model_training")
+    trained = job.execute_in_process(instance=instance, partition_key=model_id,
+                                     asset_selection=TRAINING_STEPS)
+    assert trained.success
+    assert store.get_reward_model(model_id).status == "running"
+    first_scratch = personal_training.job_directory(home / "jobs", model_id, 1)
+    assert [p.name for p in first_scratch.iterdir()] == [LOG]  # nothing left to read there
+
+    fresh = home / "fresh-scratch"
+    monkeypatch.setenv("RM_ARTIFACT_DIR", str(fresh))
+    scored = job.execute_in_process(instance=instance, partition_key=model_id,
+                                    asset_selection=[dg.AssetKey("personal_scores")])
+    assert scored.success
+    model = store.get_reward_model(model_id)
+    assert model.status == "succeeded", model.error
+    checkpoint = instance.fetch_materializations(dg.AssetKey("personal_checkpoint"), limit=1)
+    shown = checkpoint.records[0].asset_materialization.metadata  # the training step's metrics
+    assert model.metrics["train_pairs"] == shown["train_pairs"].value > 0
+    assert model.metrics["seconds"] == shown["seconds"].value  # the upload's seconds included
+    assert model.metrics["action_scoring_version"] == 1
+    assert model.checkpoint_uri.endswith(f"{model_id}/attempt-1/reward-model.tar.gz")
+    assert Path(model.checkpoint_uri.removeprefix("file://")).is_file()
+    for record in records:
+        [score] = [s for s in store.scores_for(record.trace.id) if s.evaluator == model_id]
+        assert math.isfinite(score.raw) and 0 < score.calibrated < 1
+    assert [a for r in records for a in store.action_scores_for(r.trace.id, model_id)]
+    assert not list(fresh.rglob("*.*"))  # it wrote no job of its own
+    # The hand-over goes once its rows are stored: only the archive stays in the object store.
+    objects = [p.name for p in (home / "stash" / "objects").rglob("*") if p.is_file()]
+    assert objects == ["reward-model.tar.gz"]
+
+
 def test_too_few_pairs_fail_before_the_base_model_is_loaded(store, instance):
     records = agentprocessbench_records(1)
     store.import_traces(records)
