@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 
+from stash_pipeline.core.training_settings import ARCHIVE_NAME
 from stash_pipeline.objects.errors import ObjectLocationError
 
-ARCHIVE_NAME = "reward-model.tar.gz"
 MAX_KEY_LENGTH = 1024  # S3's limit, in UTF-8 bytes; our keys are ASCII
 _SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 

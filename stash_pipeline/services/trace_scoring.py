@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stash_pipeline.compute.job import CHECKPOINT_INPUT, JobSettings, remove_job, write_job
+from stash_pipeline.compute.job import (
+    CHECKPOINT_INPUT, JobSettings, job_directory, remove_job, write_job,
+)
 from stash_pipeline.compute.run import run_job
 from stash_pipeline.core.errors import InputError, NotFoundError
 from stash_pipeline.core.validation import check_id, check_trace_id
@@ -129,10 +131,6 @@ def request_view(scoring: ScoringRequest) -> dict[str, Any]:
             "created_at": scoring.created_at.isoformat()}
 
 
-def job_directory(artifact_dir: str | Path, evaluator: str, name: str) -> Path:
-    return Path(artifact_dir) / SCORING_DIR / evaluator / name
-
-
 def score(store: Store, evaluator: str, traces: Mapping[str, int], *, actions: bool,
           run: RunWorker, artifact_dir: str | Path, name: str) -> JobResults:
     """A fresh run of the evaluator's saved checkpoint over these traces: whole-trace scores
@@ -144,7 +142,7 @@ def score(store: Store, evaluator: str, traces: Mapping[str, int], *, actions: b
         raise InputError(NEEDS_ACTION_TRAINING, field="actions")
     scored = list(traces_in_chunks(store, list(traces)))
     outputs = ("scores", "action_scores") if actions else ("scores",)
-    job_dir = job_directory(artifact_dir, evaluator, name)
+    job_dir = job_directory(artifact_dir, SCORING_DIR, evaluator, name)
     try:
         results = run_job(
             job_dir,

@@ -11,10 +11,12 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from stash_pipeline.compute.job import LOG, PHASES
+from stash_pipeline.compute.job import LOG, PHASES, job_directory
 from stash_pipeline.defs.personal.sensors import queued_reward_models
 from stash_pipeline.instance import definitions, run_sensor_requests
+from stash_pipeline.objects.keys import reward_model_checkpoint_key
 from stash_pipeline.services import personal_training, reward_models
+from stash_pipeline.services.personal_training import attempt_name
 from stash_pipeline.store import Store
 from pipeline_helpers import agentprocessbench_records
 
@@ -104,7 +106,7 @@ def test_personal_scores_alone_in_a_fresh_scratch_succeeds_the_model(store, inst
                                      asset_selection=TRAINING_STEPS)
     assert trained.success
     assert store.get_reward_model(model_id).status == "running"
-    first_scratch = personal_training.job_directory(home / "jobs", model_id, 1)
+    first_scratch = job_directory(home / "jobs", model_id, attempt_name(1))
     assert [p.name for p in first_scratch.iterdir()] == [LOG]  # nothing left to read there
 
     fresh = home / "fresh-scratch"
@@ -154,7 +156,7 @@ def test_a_worker_failure_keeps_the_log_tail_and_no_checkpoint(store, instance, 
     runs = run_sensor_requests(instance, definitions(), "queued_reward_models")
     assert runs[0].status == dg.DagsterRunStatus.FAILURE
     model = store.get_reward_model(model_id)
-    job_dir = personal_training.job_directory(home / "jobs", model_id, 1)
+    job_dir = job_directory(home / "jobs", model_id, attempt_name(1))
     log = (job_dir / LOG).read_text()
     assert model.status == "failed" and model.error == log.rstrip()[-2000:]
     assert "no-such-model" in model.error and model.checkpoint_uri is None
@@ -242,7 +244,7 @@ def test_a_worker_killed_mid_training_fails_the_model_with_the_log_and_the_signa
     records = agentprocessbench_records(6)
     store.import_traces(records)
     model_id = request(store, [r.trace.id for r in records], str(tiny_base_model), epochs=50)
-    job_dir = personal_training.job_directory(home / "jobs", model_id, 1)
+    job_dir = job_directory(home / "jobs", model_id, attempt_name(1))
     stop, killed = threading.Event(), []
     watcher = threading.Thread(target=lambda: killed.extend(_kill_worker_when_training(job_dir, stop)))
     watcher.start()
@@ -290,7 +292,7 @@ def test_worker_log_has_every_phase_with_its_duration(store, instance, tiny_base
     model_id = request(store, [r.trace.id for r in records], str(tiny_base_model))
     run_sensor_requests(instance, definitions(), "queued_reward_models")
     assert store.get_reward_model(model_id).status == "succeeded"
-    job_dir = personal_training.job_directory(home / "jobs", model_id, 1)
+    job_dir = job_directory(home / "jobs", model_id, attempt_name(1))
     assert [p.name for p in job_dir.iterdir()] == [LOG]  # no weights left for anyone to read
     log = (job_dir / LOG).read_text()
     assert set(phase_seconds(log)) >= {"inputs", "load", "training", "evaluation", "save",
@@ -325,7 +327,7 @@ def test_score_again_uses_the_audience_the_checkpoint_was_trained_for(store, ins
     assert main(str(job_dir)) == 0, failure_reason(job_dir)
     trained = read_results(job_dir, model.id)
     objects = object_store_from_env()
-    uri = objects.put_file(personal_training.checkpoint_key(model.id, 1), job_dir / ARCHIVE_NAME)
+    uri = objects.put_file(reward_model_checkpoint_key(model.id, attempt_name(1)), job_dir / ARCHIVE_NAME)
     store.mark_running(model.id, "run-0")
     personal_training.succeed(store, model.id, trained, uri)
 

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from stash_pipeline.compute.job import LOG, LOSSES, append_log, keep_only_logs, phase_done_line
+from stash_pipeline.compute.job import (
+    LOG, LOSSES, append_log, job_directory, keep_only_logs, phase_done_line,
+)
 from stash_pipeline.compute.run import run_job, run_worker_job, uploaded_checkpoint
 from stash_pipeline.compute.upload import discard_results, hand_over_results
 from stash_pipeline.defs import metadata
@@ -24,6 +26,7 @@ from stash_pipeline.defs.resources import (
 )
 from stash_pipeline.defs.traces.assets import traces
 from stash_pipeline.defs.worker_runs import REWARD_POOL, failure_description, failure_text
+from stash_pipeline.objects.keys import reward_model_checkpoint_key
 from stash_pipeline.services import personal_training as steps
 from stash_pipeline.services.worker_jobs import handed_over_results, read_losses, read_results
 from stash_pipeline.store import Store
@@ -47,7 +50,7 @@ def model_fails_with(store: Store, model_id: str, objects: ObjectStoreResource |
         if scratch is not None:
             with suppress(Exception):  # best effort: never hide the failure itself
                 attempt = store.get_reward_model(model_id).attempt
-                keep_only_logs(steps.job_directory(scratch, model_id, attempt))
+                keep_only_logs(job_directory(scratch, model_id, steps.attempt_name(attempt)))
         raise dg.Failure(description=failure_description(error)) from error
 
 
@@ -97,8 +100,8 @@ def personal_checkpoint(context: dg.AssetExecutionContext, database: StoreResour
     store, model_id = database.store, context.partition_key
     with model_fails_with(store, model_id, objects, compute.scratch):
         model = store.get_reward_model(model_id)
-        job_dir = steps.job_directory(compute.scratch, model_id, model.attempt)
-        key = steps.checkpoint_key(model_id, model.attempt)
+        job_dir = job_directory(compute.scratch, model_id, steps.attempt_name(model.attempt))
+        key = reward_model_checkpoint_key(model_id, steps.attempt_name(model.attempt))
         uri, results = run_job(
             job_dir, lambda job_dir: steps.write_training_job(store, model, job_dir),
             lambda job_dir: run_worker_job(context, compute.target(), job_dir, objects.objects,
@@ -137,7 +140,7 @@ def personal_scores(context: dg.AssetExecutionContext, database: StoreResource,
     store, model_id = database.store, context.partition_key
     with model_fails_with(store, model_id, objects):
         model = store.get_reward_model(model_id)
-        key = steps.checkpoint_key(model_id, model.attempt)
+        key = reward_model_checkpoint_key(model_id, steps.attempt_name(model.attempt))
         results = handed_over_results(objects.objects, key, model_id)
         steps.succeed(store, model_id, results, objects.objects.uri_for(key))
     discard_results(objects.objects, key)  # their rows are in the store now

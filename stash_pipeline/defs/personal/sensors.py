@@ -3,7 +3,7 @@ outside the worker still leaves its model failed with a reason."""
 
 import dagster as dg
 
-from stash_pipeline.compute.job import LOG, failure_reason
+from stash_pipeline.compute.job import LOG, failure_reason, job_directory
 from stash_pipeline.defs.abandoned_runs import fail_abandoned_runs
 from stash_pipeline.defs.personal.jobs import personal_training_job
 from stash_pipeline.defs.personal.partitions import SCORE_AGAIN_TAG, personal_reward_model
@@ -80,7 +80,7 @@ def record_dead_run(run: dg.DagsterRun, message: str, database: StoreResource,
                else model.status == "queued" and run.tags.get(ATTEMPT_TAG) == str(model.attempt))
     if not current:
         return None
-    job_dir = steps.job_directory(compute.scratch, model_id, model.attempt)
+    job_dir = job_directory(compute.scratch, model_id, steps.attempt_name(model.attempt))
     reason = f"run {run.run_id} failed: {message}"
     if (job_dir / LOG).is_file():
         reason = f"{failure_reason(job_dir)}\n{reason}"

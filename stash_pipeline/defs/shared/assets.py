@@ -9,7 +9,7 @@ that fails it never reaches ``shared_evaluator_release``.
 
 import dagster as dg
 
-from stash_pipeline.compute.job import LOSSES, keep_only_logs
+from stash_pipeline.compute.job import LOSSES, job_directory, keep_only_logs
 from stash_pipeline.compute.run import run_job, run_worker_job, uploaded_checkpoint
 from stash_pipeline.compute.upload import hand_over_results
 from stash_pipeline.core.training_settings import DEFAULT_MAX_PAIRS
@@ -22,6 +22,7 @@ from stash_pipeline.defs.shared.candidate import CANDIDATE, current_candidate, n
 from stash_pipeline.defs.shared.report import gate_metadata
 from stash_pipeline.defs.traces.assets import traces
 from stash_pipeline.defs.worker_runs import REWARD_POOL, failure_description
+from stash_pipeline.objects.keys import shared_evaluator_checkpoint_key
 from stash_pipeline.services import shared_evaluator as steps
 from stash_pipeline.services.worker_jobs import handed_over_results, read_losses, read_results
 
@@ -97,8 +98,8 @@ def shared_candidate(context: dg.AssetExecutionContext, config: SharedCandidateC
     instructions and metadata.evaluation_context); the archive goes to the object store, and
     beside it the job's metrics for ``benchmark_results``. The job directory keeps its logs only."""
     candidate = current_candidate(context)
-    job_dir = steps.job_directory(compute.scratch, candidate, TRAIN_JOB)
-    key = steps.checkpoint_key(candidate)
+    job_dir = job_directory(compute.scratch, steps.SHARED_DIR, candidate, TRAIN_JOB)
+    key = shared_evaluator_checkpoint_key(candidate)
     try:
         uri, metrics = run_job(
             job_dir, lambda job_dir: steps.write_training_job(
@@ -127,7 +128,7 @@ def benchmark_results(context: dg.AssetExecutionContext, database: StoreResource
     checkpoint and training metrics come from the object store, so this runs in a task of its
     own (a re-execution, a step launcher) as well."""
     store, candidate = database.store, current_candidate(context)
-    key = steps.checkpoint_key(candidate)
+    key = shared_evaluator_checkpoint_key(candidate)
     incumbent = store.latest_release()
 
     def rewards(evaluator: str, uri: str) -> dict:
@@ -160,7 +161,7 @@ def shared_evaluator_release(context: dg.AssetExecutionContext, database: StoreR
     store, candidate = database.store, current_candidate(context)
     try:
         release = steps.release(store, candidate,
-                                objects.objects.uri_for(steps.checkpoint_key(candidate)))
+                                objects.objects.uri_for(shared_evaluator_checkpoint_key(candidate)))
     except Exception as error:
         raise step_failure(error) from error
     overall = release.benchmark_report["overall"]
