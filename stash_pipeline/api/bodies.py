@@ -19,7 +19,7 @@ from stash_pipeline.core.training_settings import (
 )
 from stash_pipeline.services.feedback import MAX_AUTHOR_LENGTH, MAX_COMMENT_LENGTH
 from stash_pipeline.services.sql import MAX_SQL_CHARS
-from stash_pipeline.services.trace_scoring import MAX_TRACES_PER_REQUEST as MAX_SCORE_AGAIN_TRACES
+from stash_pipeline.services.scoring_requests import MAX_TRACES_PER_REQUEST as MAX_SCORE_AGAIN_TRACES
 
 REWARD_MODEL_REQUEST: dict[str, Any] = {
     "type": "object",

@@ -15,7 +15,7 @@ from api_helpers import SETTINGS, Api, import_traces, loopback_socket, serve, su
 from stash_pipeline.api import create_app
 from stash_pipeline.objects import LocalObjectStore, UrlSigner
 from stash_pipeline.compute.job import job_directory, keep_only_logs
-from stash_pipeline.services.personal_training import attempt_name
+from stash_pipeline.pipelines.personal_training import attempt_name
 from stash_pipeline.services.reward_models import hide_server_paths
 from stash_pipeline.store import Store
 

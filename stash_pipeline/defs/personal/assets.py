@@ -1,6 +1,6 @@
 """A personal reward model's run: pairs -> split -> checkpoint -> scores, one partition per model.
 
-Each asset is a step of ``services.personal_training`` over the SQL store (MaterializeResult, no IO
+Each asset is a step of ``pipelines.personal_training`` over the SQL store (MaterializeResult, no IO
 manager). Any failure marks the model failed with its reason (for the worker: the last 2000
 characters of worker.log) before the step fails, and no checkpoint of a failed attempt stays visible.
 What a step hands the next travels through the store or the object store, found by the model id
@@ -27,8 +27,8 @@ from stash_pipeline.defs.resources import (
 from stash_pipeline.defs.traces.assets import traces
 from stash_pipeline.defs.worker_runs import REWARD_POOL, failure_description, failure_text
 from stash_pipeline.objects.keys import reward_model_checkpoint_key
-from stash_pipeline.services import personal_training as steps
-from stash_pipeline.services.worker_jobs import handed_over_results, read_losses, read_results
+from stash_pipeline.pipelines import personal_training as steps
+from stash_pipeline.pipelines.worker_jobs import handed_over_results, read_losses, read_results
 from stash_pipeline.store import Store
 
 GROUP = "personal_reward_models"

@@ -1,10 +1,10 @@
 """The shared evaluator's chain: pairs -> split -> candidate -> benchmark -> release.
 
-Each asset is a step of ``services.shared_evaluator`` over the SQL store (MaterializeResult, no IO
+Each asset is a step of ``pipelines.shared_evaluator`` over the SQL store (MaterializeResult, no IO
 manager). What a step hands the next travels through the store or the object store (the
 candidate's checkpoint and training metrics, under keys computed from the candidate): no step
-reads another's job directory. The release gate is the blocking check on ``benchmark_results`` (checks.py): a candidate
-that fails it never reaches ``shared_evaluator_release``.
+reads another's job directory. The release gate is the blocking check on ``benchmark_results``
+(checks.py): a candidate that fails it never reaches ``shared_evaluator_release``.
 """
 
 import dagster as dg
@@ -23,8 +23,8 @@ from stash_pipeline.defs.shared.report import gate_metadata
 from stash_pipeline.defs.traces.assets import traces
 from stash_pipeline.defs.worker_runs import REWARD_POOL, failure_description
 from stash_pipeline.objects.keys import shared_evaluator_checkpoint_key
-from stash_pipeline.services import shared_evaluator as steps
-from stash_pipeline.services.worker_jobs import handed_over_results, read_losses, read_results
+from stash_pipeline.pipelines import shared_evaluator as steps
+from stash_pipeline.pipelines.worker_jobs import handed_over_results, read_losses, read_results
 
 GROUP = "shared_evaluator"
 TRAIN_JOB = "train"

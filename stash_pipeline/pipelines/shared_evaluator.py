@@ -30,8 +30,8 @@ from stash_pipeline.core.split import NotEnoughPairsError, PairSplit
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.core.training_settings import DEFAULT_BASE_MODEL, DEFAULT_EPOCHS
 from stash_pipeline.extraction.config import ExtractionConfig
-from stash_pipeline.extraction.training_pairs import TrainingPairs, training_pairs
-from stash_pipeline.services.worker_jobs import (
+from stash_pipeline.pipelines.training_pairs import TrainingPairs, training_pairs
+from stash_pipeline.pipelines.worker_jobs import (
     JobResults, read_results, split_stored_pairs, traces_in_chunks,
 )
 from stash_pipeline.store import BenchmarkComparison, Release, Store
