@@ -13,8 +13,8 @@ from pathlib import Path
 
 import modal
 
-APP_NAME = "stash-reward-worker"  # defs/resources.py looks the function up by these names
-FUNCTION_NAME = "run_reward_job"
+from stash_pipeline.compute.remote import MODAL_APP, MODAL_FUNCTION
+
 GPU = "A10G"
 TIMEOUT_S = 20 * 60  # the seed: a 20-minute limit per training invocation
 SECRETS = ("stash-storage", "stash-model-provider")
@@ -26,10 +26,10 @@ image = (
     .env({"RM_ARTIFACT_DIR": "/tmp/stash-rm", "RM_WORKER_PYTHON": "/usr/local/bin/python"})
     .add_local_python_source("stash_pipeline")
 )
-app = modal.App(APP_NAME, image=image)
+app = modal.App(MODAL_APP, image=image)
 
 
-@app.function(name=FUNCTION_NAME, gpu=GPU, timeout=TIMEOUT_S,
+@app.function(name=MODAL_FUNCTION, gpu=GPU, timeout=TIMEOUT_S,
               secrets=[modal.Secret.from_name(name) for name in SECRETS])
 def run_reward_job(inputs: dict[str, str], upload_key: str | None = None,
                    checkpoint_uri: str | None = None,

@@ -229,11 +229,9 @@ def fail_abandoned_runs(instance: dg.DagsterInstance,
 
 def dead_run_recorder(defs: dg.Definitions) -> Callable[[dg.DagsterRun, str], Any]:
     """What the run-failure sensor does in a deployment, for a run that failed here."""
-    from stash_pipeline.defs.personal.sensors import record_dead_run
+    from stash_pipeline.defs import runs
 
-    resources = defs.resources
-    return lambda run, message: record_dead_run(run, message, resources["database"],
-                                                resources["compute"])
+    return runs.dead_run_recorder(defs.resources)
 
 
 def _record_failed_run(instance: dg.DagsterInstance, defs: dg.Definitions, result: Any) -> None:

@@ -52,12 +52,26 @@ def test_workspace_loads_the_project_definitions() -> None:
     assert location["python_module"]["module_name"] == "stash_pipeline.definitions"
 
 
-def test_modal_app_matches_the_names_the_pipeline_calls() -> None:
+def test_modal_app_takes_the_names_the_pipeline_calls_from_their_one_owner() -> None:
+    """deploy/modal_app.py names its app and function with compute.remote's constants, which
+    defs/resources.py looks the function up by."""
+    from stash_pipeline.compute import remote
+
     tree = ast.parse((ROOT / "deploy" / "modal_app.py").read_text())
+    imported = {alias.name for node in tree.body if isinstance(node, ast.ImportFrom)
+                and node.module == "stash_pipeline.compute.remote" for alias in node.names}
+    assert {"MODAL_APP", "MODAL_FUNCTION"} <= imported
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)
+             and isinstance(node.func, ast.Attribute)]
+    [app] = [c for c in calls if c.func.attr == "App"]
+    [function] = [c for c in calls if c.func.attr == "function"]
+    assert isinstance(app.args[0], ast.Name) and app.args[0].id == "MODAL_APP"
+    name = next(k.value for k in function.keywords if k.arg == "name")
+    assert isinstance(name, ast.Name) and name.id == "MODAL_FUNCTION"
+    assert (resources.MODAL_APP, resources.MODAL_FUNCTION) == \
+        (remote.MODAL_APP, remote.MODAL_FUNCTION) == ("stash-reward-worker", "run_reward_job")
     constants = {node.targets[0].id: ast.literal_eval(node.value) for node in tree.body
                  if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
                  and isinstance(node.value, ast.Constant)}
-    assert (constants["APP_NAME"], constants["FUNCTION_NAME"]) == \
-        (resources.MODAL_APP, resources.MODAL_FUNCTION)
     assert constants["GPU"] == "A10G"
     assert importlib.util.find_spec("modal") is not None

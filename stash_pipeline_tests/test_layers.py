@@ -66,6 +66,32 @@ def test_the_worker_imports_only_core_and_the_job_contract():
     assert offenders == []
 
 
+def test_the_pipelines_steps_are_dagster_free():
+    """``pipelines/`` holds the steps the defs/ assets call (and the pair assembler): defs/ may
+    import it, it imports no Dagster, no defs/ and none of what the CLI and the API do
+    (``services/``, ``api/``, ``cli/``, ``instance``), directly or through what it imports."""
+    above = ("stash_pipeline.defs", "stash_pipeline.services", "stash_pipeline.api",
+             "stash_pipeline.cli", "stash_pipeline.instance", "stash_pipeline.definitions")
+    offenders = [
+        f"{path.relative_to(PACKAGE)}: {name}"
+        for path in (PACKAGE / "pipelines").rglob("*.py")
+        for name in imports_of(path)
+        if name.split(".")[0] in ("dagster", "dagster_pipes") or name.startswith("dagster_")
+        or name.startswith(above)
+    ]
+    assert offenders == []
+    modules = sorted(f"stash_pipeline.pipelines.{path.stem}"
+                     for path in (PACKAGE / "pipelines").glob("*.py") if path.stem != "__init__")
+    code = (
+        "import sys\n"
+        + "".join(f"import {module}\n" for module in modules)
+        + "loaded = [m for m in sys.modules if m.split('.')[0] == 'dagster'"
+        f" or m.startswith({above!r})]\n"
+        "assert not loaded, loaded\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def module_imports() -> dict[str, set[str]]:
     """{module: the package's modules it imports, lazily or not}; a module's own enclosing
     packages are left out (a package's ``__init__`` re-exporting its modules is no circle)."""
@@ -89,7 +115,7 @@ def module_imports() -> dict[str, set[str]]:
 
 
 def test_no_import_circle():
-    """No module reaches itself through the modules it imports (once: compute.run <-> modal)."""
+    """No module reaches itself through the modules it imports."""
     graph = module_imports()
     circles = []
     for start in graph:

@@ -1,7 +1,8 @@
 """Request bodies of the API, as documented in its OpenAPI schema.
 
-The reward-model request is validated by ``core.requests`` (one validation for the CLI and the API);
-its schema here only documents it. The small bodies are pydantic models that refuse unknown fields.
+The reward-model request is validated by ``core.requests`` (one validation for the CLI and the API),
+whose field table also writes the JSON Schema documented here. The small bodies are pydantic
+models that refuse unknown fields.
 """
 
 from __future__ import annotations
@@ -10,39 +11,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from stash_pipeline.core.requests import (
-    MAX_BASE_MODEL_LENGTH, MAX_EPOCHS, MAX_MAX_PAIRS, MAX_NAME_LENGTH, MAX_TRACE_ID_LENGTH,
-    MAX_TRACE_IDS,
-)
-from stash_pipeline.core.training_settings import (
-    DEFAULT_BASE_MODEL, DEFAULT_EPOCHS, DEFAULT_MAX_PAIRS,
-)
+from stash_pipeline.core.requests import request_json_schema
 from stash_pipeline.services.feedback import MAX_AUTHOR_LENGTH, MAX_COMMENT_LENGTH
 from stash_pipeline.services.sql import MAX_SQL_CHARS
-from stash_pipeline.services.trace_scoring import MAX_TRACES_PER_REQUEST as MAX_SCORE_AGAIN_TRACES
+from stash_pipeline.services.scoring_requests import (
+    MAX_TRACES_PER_REQUEST as MAX_SCORE_AGAIN_TRACES,
+)
 
-REWARD_MODEL_REQUEST: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["name", "trace_ids"],
-    "properties": {
-        "name": {"type": "string", "minLength": 1, "maxLength": MAX_NAME_LENGTH,
-                 "description": "Display name."},
-        "trace_ids": {"type": "array", "minItems": 1, "maxItems": MAX_TRACE_IDS,
-                      "items": {"type": "string", "minLength": 1,
-                                "maxLength": MAX_TRACE_ID_LENGTH},
-                      "description": "At least one trace UUID owned by you. Only these traces "
-                                     "supply training pairs."},
-        "base_model": {"type": "string", "minLength": 1, "maxLength": MAX_BASE_MODEL_LENGTH,
-                       "default": DEFAULT_BASE_MODEL,
-                       "description": "Hugging Face model id to fine-tune."},
-        "epochs": {"type": "integer", "minimum": 1, "maximum": MAX_EPOCHS,
-                   "default": DEFAULT_EPOCHS, "description": "Passes over the training pairs."},
-        "max_pairs": {"type": "integer", "minimum": 1, "maximum": MAX_MAX_PAIRS,
-                      "default": DEFAULT_MAX_PAIRS,
-                      "description": "Cap on combined API-rating and feedback-derived pairs."},
-    },
-}
+# Written from the parser's own field table: the documented body is the accepted one.
+REWARD_MODEL_REQUEST: dict[str, Any] = request_json_schema()
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
 ACTION_ID = Field(None, min_length=1, max_length=160,

@@ -75,18 +75,15 @@ def run_train(args: argparse.Namespace) -> int:
 
 def training_outcome(store: Any, instance: Any, run: Any) -> dict[str, Any]:
     """What a training run decided: released or not, why, and the benchmark report."""
-    import dagster as dg
-
+    from stash_pipeline.defs.runs import step_failures
     from stash_pipeline.defs.shared.candidate import candidate_of_run
-    from stash_pipeline.services.shared_evaluator import is_released
+    from stash_pipeline.pipelines.shared_evaluator import is_released
 
     candidate = candidate_of_run(instance, run.run_id)
     comparisons = store.list_benchmark_comparisons(candidate) if candidate else []
     report = comparisons[-1].report if comparisons else None
     released = bool(candidate) and is_released(store, candidate)
-    failures = [_failure_reason(event.dagster_event) for event in instance.all_logs(run.run_id)
-                if event.dagster_event and event.dagster_event.event_type
-                == dg.DagsterEventType.STEP_FAILURE]
+    failures = step_failures(instance, run.run_id)
     return {
         "released": released, "version": candidate if released else None,
         "candidate": candidate, "run_id": run.run_id, "status": run.status.value,
@@ -96,14 +93,6 @@ def training_outcome(store: Any, instance: Any, run: Any) -> dict[str, Any]:
         else None,
         "error": None if released or report else "\n".join(failures) or "the run failed",
     }
-
-
-def _failure_reason(event: Any) -> str:
-    """A failed step's own words: a Failure's description, else the error's message."""
-    data = event.step_failure_data
-    if data.user_failure_data is not None and data.user_failure_data.description:
-        return f"{event.step_key}: {data.user_failure_data.description}"
-    return f"{event.step_key}: {data.error.message.strip() if data.error else event.message}"
 
 
 def print_outcome(outcome: dict[str, Any]) -> None:

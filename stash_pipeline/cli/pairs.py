@@ -28,12 +28,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run_preview(args: argparse.Namespace) -> int:
-    from stash_pipeline.extraction.training_pairs import training_pairs
+    from stash_pipeline.pipelines.training_pairs import training_pairs
     store = open_store()
     trace_ids = store.trace_ids() if args.all_traces else list(dict.fromkeys(args.trace_ids))
     traces = store.get_traces(trace_ids)
     if args.shared:  # what a candidate would train on: the benchmark's traces are set apart
-        from stash_pipeline.services.shared_evaluator import assemble
+        from stash_pipeline.pipelines.shared_evaluator import assemble
 
         report = assemble(store, traces, max_pairs=args.max_pairs, extract=False).report
     else:

@@ -216,10 +216,11 @@ def run_contribute(args: argparse.Namespace) -> int:
 
 
 def run_score(args: argparse.Namespace) -> int:
-    from stash_pipeline.services import trace_scoring
+    from stash_pipeline.pipelines.trace_scoring import request_run_key
+    from stash_pipeline.services import scoring_requests
 
     store = open_store()
-    request = trace_scoring.request(store, args.owner, args.trace_ids, model_id=args.model_id,
+    request = scoring_requests.request(store, args.owner, args.trace_ids, model_id=args.model_id,
                                     actions=args.actions)
     if not args.json:
         print(f"Score again requested (request {request.id}): {len(request.traces)} trace(s) "
@@ -227,10 +228,10 @@ def run_score(args: argparse.Namespace) -> int:
     ok = True
     if args.wait:
         ok = run_now("score_again_for_traces",
-                     run_keys=[trace_scoring.request_run_key(request.id)])
+                     run_keys=[request_run_key(request.id)])
         if not ok:
             print(f"the scoring run of request {request.id} failed (see the Dagster run log)",
                   file=sys.stderr)
     if args.json:
-        print_json(trace_scoring.request_view(request))
+        print_json(scoring_requests.request_view(request))
     return 0 if ok else 1

@@ -37,7 +37,9 @@ from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.serialize import trace_to_dict
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.core.pair_builders import AUDIENCES, Audience
-from stash_pipeline.core.training_settings import ERROR_TAIL_CHARS, MAX_LENGTH
+from stash_pipeline.core.training_settings import (
+    ARCHIVE_NAME, CHECKPOINT_DIR, ERROR_TAIL_CHARS, MAX_LENGTH,
+)
 
 SETTINGS = "settings.json"
 TRAIN_PAIRS, EVAL_PAIRS, SCORE_TRACES = "train_pairs", "eval_pairs", "score_traces"
@@ -48,13 +50,13 @@ INPUT_DATASETS = (TRAIN_PAIRS, EVAL_PAIRS, SCORE_TRACES, BENCHMARK_PAIRS)
 PAIR_COLUMN, TRACE_COLUMN = "pair", "trace"
 METRICS, SCORES, ACTION_SCORES, LOG = "metrics.json", "scores.jsonl", "action_scores.jsonl", "worker.log"
 LOSSES = "losses.json"  # the Bradley-Terry loss of every training step, for the loss curve
-CHECKPOINT_DIR, ARCHIVE_NAME = "reward-model", "reward-model.tar.gz"  # outputs of a training job
 # A scoring-only job's checkpoint, when the caller downloads it into the job directory.
 CHECKPOINT_INPUT = "checkpoint.tar.gz"
 UPLOAD = "upload.json"  # {"uri": ..., "seconds": ...} once the checkpoint is in the object store
 INPUT_FILES = (SETTINGS, *(f"{name}.jsonl" for name in INPUT_DATASETS))
 ATTEMPT_LOGS = "attempt-logs"  # worker.log of every earlier attempt in this directory
-# Everything an attempt writes; each attempt starts without them. "*.partial" names are the
+# Everything an attempt writes; each attempt starts without them (CHECKPOINT_DIR and ARCHIVE_NAME,
+# a training job's, are the seed's names: core.training_settings). "*.partial" names are the
 # temporaries that atomic writes rename into place.
 OUTPUTS = (METRICS, SCORES, ACTION_SCORES, PAIR_REWARDS, LOSSES, CHECKPOINT_DIR, ARCHIVE_NAME,
            UPLOAD)
@@ -137,6 +139,17 @@ class JobSettings:
         if "checkpoint" in outputs and data.get("base_model") is None:
             raise fail("outputs", "a scoring-only job writes no checkpoint")
         return cls(**{**data, "outputs": tuple(outputs)})
+
+
+def job_directory(scratch: str | Path, *names: str) -> Path:
+    """The one layout of the scratch (``RM_ARTIFACT_DIR``): ``<scratch>/<name>/...``, e.g. a
+    personal model's attempt ``<model id>/attempt-<n>``, a candidate's ``shared-evaluator/
+    <candidate>/train``, a scoring run's ``scoring/<evaluator>/<run>``. Each name is one path
+    segment, so no id reaches outside the scratch."""
+    for name in names:
+        if not name or name in (".", "..") or "/" in name or "\\" in name:
+            raise ValueError(f"job directory name {name!r}: expected one path segment")
+    return Path(scratch).joinpath(*names)
 
 
 def new_attempt_id() -> str:

@@ -32,6 +32,10 @@ WORKER_ENVIRONMENT = (
     "RM_WORKER_PYTHON", "RM_ARTIFACT_DIR",
 )
 DEFAULT_ARTIFACT_DIR = "/tmp/stash-rm"  # the seed's RM_ARTIFACT_DIR on Modal
+# The deployed Modal app and its function: deploy/modal_app.py defines them under these names,
+# defs/resources.py looks the function up by them.
+MODAL_APP = "stash-reward-worker"
+MODAL_FUNCTION = "run_reward_job"
 
 
 def worker_environment(environ: Mapping[str, str]) -> dict[str, str]:

@@ -3,6 +3,10 @@
 The seed's fields (``name``, ``trace_ids``, ``base_model``, ``epochs``, ``max_pairs``) with its
 defaults; anything else, ``compute`` included (the deployment picks it), is refused naming the field,
 which the API answers with 422. Ownership of the traces needs the store: ``services`` checks it.
+
+``REQUEST_FIELDS`` is the one table of the fields: the parser reads each field by its kind and
+limit from it, and ``request_json_schema()`` writes the API's JSON Schema from it, so the
+documented body and the accepted one cannot drift apart.
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ from stash_pipeline.core.training_settings import (
     DEFAULT_BASE_MODEL, DEFAULT_EPOCHS, DEFAULT_MAX_PAIRS,
 )
 
-REQUEST_FIELDS = ("name", "trace_ids", "base_model", "epochs", "max_pairs")
 MAX_NAME_LENGTH = MAX_NAME_CHARS  # reward_models.name
 MAX_BASE_MODEL_LENGTH = 512  # reward_models.base_model
 MAX_TRACE_ID_LENGTH = MAX_ID_CHARS  # traces.id
@@ -32,6 +35,44 @@ MAX_TRACE_IDS = 100_000
 # (no ``..`` or ``--``; at most 96 characters each), as the hub allows.
 HF_MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?")
 BASE_MODEL_DIRS_ENV = "STASH_BASE_MODEL_DIRS"
+
+
+@dataclass(frozen=True)
+class RequestField:
+    """One field of the request: how it is read and documented.
+
+    ``kind``: ``text`` (a string with something besides whitespace, at most ``limit`` characters),
+    ``integer`` (a JSON integer from 1 to ``limit``; 2.0 and booleans are refused) or ``trace_ids``
+    (1 to ``limit`` trace ids of 1 to ``MAX_TRACE_ID_LENGTH`` characters each). No ``default``:
+    required.
+    """
+
+    name: str
+    kind: str
+    limit: int
+    description: str
+    default: Any = None
+
+    @property
+    def required(self) -> bool:
+        return self.default is None
+
+
+REQUEST_FIELDS: tuple[RequestField, ...] = (
+    RequestField("name", "text", MAX_NAME_LENGTH, "Display name."),
+    RequestField("trace_ids", "trace_ids", MAX_TRACE_IDS,
+                 "At least one trace UUID owned by you. Only these traces supply training "
+                 "pairs. A repeated id selects its trace once."),
+    RequestField("base_model", "text", MAX_BASE_MODEL_LENGTH,
+                 "Hugging Face model id to fine-tune (a local path only inside the directories "
+                 f"{BASE_MODEL_DIRS_ENV} lists).", DEFAULT_BASE_MODEL),
+    RequestField("epochs", "integer", MAX_EPOCHS, "Passes over the training pairs.",
+                 DEFAULT_EPOCHS),
+    RequestField("max_pairs", "integer", MAX_MAX_PAIRS,
+                 "Cap on combined API-rating and feedback-derived pairs.", DEFAULT_MAX_PAIRS),
+)
+FIELD_NAMES = tuple(f.name for f in REQUEST_FIELDS)
+_FIELDS = {f.name: f for f in REQUEST_FIELDS}
 
 
 @dataclass(frozen=True)
@@ -52,8 +93,14 @@ def _fail(field: str, message: str) -> InputError:
     return InputError(message, record="request", field=field)
 
 
-def _text(data: Mapping[str, Any], field: str, limit: int, default: str | None = None) -> str:
-    value = data.get(field, default)
+def _read(data: Mapping[str, Any], spec: RequestField) -> Any:
+    """The field's value, read by its kind from the table."""
+    return {"text": _text, "integer": _integer, "trace_ids": _trace_ids}[spec.kind](data, spec)
+
+
+def _text(data: Mapping[str, Any], spec: RequestField) -> str:
+    field, limit = spec.name, spec.limit
+    value = data.get(field, spec.default)
     if value is None:
         raise _fail(field, "is required")
     if not isinstance(value, str) or not value.strip():
@@ -72,8 +119,9 @@ def _storable(value: str, field: str) -> None:
         raise error.located(record="request") from None
 
 
-def _integer(data: Mapping[str, Any], field: str, default: int, largest: int) -> int:
-    value = data.get(field, default)
+def _integer(data: Mapping[str, Any], spec: RequestField) -> int:
+    field, largest = spec.name, spec.limit
+    value = data.get(field, spec.default)
     # JSON true/false are not integers, and 2.0 is not one either: refuse rather than guess.
     if isinstance(value, bool) or not isinstance(value, int):
         raise _fail(field, f"expected an integer, got {value!r}")
@@ -82,16 +130,16 @@ def _integer(data: Mapping[str, Any], field: str, default: int, largest: int) ->
     return value
 
 
-def _trace_ids(data: Mapping[str, Any]) -> tuple[str, ...]:
-    value = data.get("trace_ids")
+def _trace_ids(data: Mapping[str, Any], spec: RequestField) -> tuple[str, ...]:
+    value = data.get(spec.name)
     if value is None:
         raise _fail("trace_ids", "is required: at least one trace id you own")
     if not isinstance(value, (list, tuple)):
         raise _fail("trace_ids", f"expected a list of trace ids, got {type(value).__name__}")
     if not value:
         raise _fail("trace_ids", "needs at least one trace id you own")
-    if len(value) > MAX_TRACE_IDS:
-        raise _fail("trace_ids", f"lists {len(value)} traces; at most {MAX_TRACE_IDS} are allowed")
+    if len(value) > spec.limit:
+        raise _fail("trace_ids", f"lists {len(value)} traces; at most {spec.limit} are allowed")
     for index, item in enumerate(value):
         if not isinstance(item, str) or not item or len(item) > MAX_TRACE_ID_LENGTH:
             raise _fail(f"trace_ids[{index}]",
@@ -139,16 +187,39 @@ def parse_reward_model_request(data: Any, *, local_dirs: Sequence[str] | None = 
     for field in data:
         if field == "compute":
             raise _fail("compute", "is chosen by the deployment (RM_COMPUTE), not by a request")
-        if field not in REQUEST_FIELDS:
-            raise _fail(str(field), f"unknown field; a request has {', '.join(REQUEST_FIELDS)}")
-    return RewardModelRequest(
-        name=_text(data, "name", MAX_NAME_LENGTH),
-        trace_ids=_trace_ids(data),
-        base_model=check_base_model(
-            _text(data, "base_model", MAX_BASE_MODEL_LENGTH, DEFAULT_BASE_MODEL), local_dirs),
-        epochs=_integer(data, "epochs", DEFAULT_EPOCHS, MAX_EPOCHS),
-        max_pairs=_integer(data, "max_pairs", DEFAULT_MAX_PAIRS, MAX_MAX_PAIRS),
-    )
+        if field not in _FIELDS:
+            raise _fail(str(field), f"unknown field; a request has {', '.join(FIELD_NAMES)}")
+    values = {}
+    for spec in REQUEST_FIELDS:  # in the table's order: the first wrong field is named
+        values[spec.name] = _read(data, spec)
+        if spec.name == "base_model":
+            values[spec.name] = check_base_model(values[spec.name], local_dirs)
+    return RewardModelRequest(**values)
+
+
+def request_json_schema() -> dict[str, Any]:
+    """The request's JSON Schema (the API documents its body with it), written from
+    ``REQUEST_FIELDS``. It states what JSON Schema can; the parser alone also refuses a float
+    with no fraction for an integer (JSON Schema counts 2.0 as one), NUL and lone surrogates in
+    text, and a ``base_model`` that is neither a Hugging Face id nor an allowed local path."""
+    def schema(spec: RequestField) -> dict[str, Any]:
+        if spec.kind == "text":
+            # \S: something besides whitespace, as the parser asks.
+            out: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": spec.limit,
+                                   "pattern": r"\S"}
+        elif spec.kind == "integer":
+            out = {"type": "integer", "minimum": 1, "maximum": spec.limit}
+        else:
+            out = {"type": "array", "minItems": 1, "maxItems": spec.limit,
+                   "items": {"type": "string", "minLength": 1,
+                             "maxLength": MAX_TRACE_ID_LENGTH}}
+        if not spec.required:
+            out["default"] = spec.default
+        return {**out, "description": spec.description}
+
+    return {"type": "object", "additionalProperties": False,
+            "required": [spec.name for spec in REQUEST_FIELDS if spec.required],
+            "properties": {spec.name: schema(spec) for spec in REQUEST_FIELDS}}
 
 
 @dataclass(frozen=True)
@@ -166,6 +237,5 @@ def parse_shared_training_request(data: Mapping[str, Any]) -> SharedTrainingOpti
         raise _fail(unknown[0], "unknown field")
     return SharedTrainingOptions(
         base_model=None if data.get("base_model") is None
-        else _text(data, "base_model", MAX_BASE_MODEL_LENGTH),
-        epochs=None if data.get("epochs") is None
-        else _integer(data, "epochs", DEFAULT_EPOCHS, MAX_EPOCHS))
+        else _text(data, _FIELDS["base_model"]),
+        epochs=None if data.get("epochs") is None else _integer(data, _FIELDS["epochs"]))

@@ -24,6 +24,11 @@ DEFAULT_MAX_PAIRS = 4000
 # A failed model's error: the last 2000 characters of worker.log (seed, "Status").
 ERROR_TAIL_CHARS = 2000
 
+# The checkpoint (seed, "Checkpoints"): the folder the worker writes and its archive, the one file
+# the object store keeps and the owner downloads.
+CHECKPOINT_DIR = "reward-model"
+ARCHIVE_NAME = "reward-model.tar.gz"
+
 # How long a checkpoint's download URL stays valid (seed, "Downloading the weights": five minutes).
 DOWNLOAD_URL_EXPIRES_S = 300
 

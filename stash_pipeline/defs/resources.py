@@ -14,6 +14,7 @@ from pathlib import Path
 import dagster as dg
 
 from stash_pipeline.compute.local import LocalCompute
+from stash_pipeline.compute.remote import MODAL_APP, MODAL_FUNCTION
 from stash_pipeline.compute.run import ComputeTarget
 from stash_pipeline.extraction.config import ExtractionConfig
 from stash_pipeline.store import Store
@@ -25,8 +26,6 @@ from stash_pipeline.core.validation import positive_setting
 COMPUTE_KINDS = ("local", "modal")
 # Traces a scoring run covers: large enough to amortise starting the worker and loading the release.
 DEFAULT_SCORING_BATCH = 200
-MODAL_APP = "stash-reward-worker"
-MODAL_FUNCTION = "run_reward_job"
 
 
 class StoreResource(dg.ConfigurableResource):

@@ -11,14 +11,14 @@ from stash_pipeline.objects.errors import (
     ObjectNotFoundError, ObjectStoreConfigError, ObjectStoreError,
 )
 from stash_pipeline.objects.keys import (
-    ARCHIVE_NAME, reward_model_checkpoint_key, shared_evaluator_checkpoint_key, validate_key,
+    reward_model_checkpoint_key, shared_evaluator_checkpoint_key, validate_key,
 )
 from stash_pipeline.objects.local import LocalObjectStore
 from stash_pipeline.objects.s3 import S3ObjectStore, S3Settings
 from stash_pipeline.objects.signing import UrlSigner
 
 __all__ = [
-    "ARCHIVE_NAME", "DownloadExpiredError", "DownloadRefusedError", "DownloadSignatureError",
+    "DownloadExpiredError", "DownloadRefusedError", "DownloadSignatureError",
     "LocalObjectStore", "ObjectLocationError", "ObjectNotFoundError", "ObjectStore",
     "ObjectStoreConfigError", "ObjectStoreError", "S3ObjectStore", "S3Settings", "UrlSigner",
     "object_store_from_env", "reward_model_checkpoint_key", "s3_settings_from_env",

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 
+from stash_pipeline.core.training_settings import ARCHIVE_NAME
 from stash_pipeline.objects.errors import ObjectLocationError
 
-ARCHIVE_NAME = "reward-model.tar.gz"
 MAX_KEY_LENGTH = 1024  # S3's limit, in UTF-8 bytes; our keys are ASCII
 _SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
@@ -59,3 +59,11 @@ def reward_model_checkpoint_key(model_id: str, attempt: str | int) -> str:
 def shared_evaluator_checkpoint_key(version: str) -> str:
     """``shared-evaluator/<release version>/reward-model.tar.gz``."""
     return f"shared-evaluator/{_segment(version, 'release version')}/{ARCHIVE_NAME}"
+
+
+def result_key(checkpoint_key: str, name: str) -> str:
+    """``<the checkpoint's folder>/results/<name>``: a result file of the job that trained the
+    checkpoint at ``checkpoint_key`` (metrics.json, scores.jsonl, ...), kept beside it so that a
+    later step finds it by the key it computes from its partition or candidate, in any task."""
+    folder = validate_key(checkpoint_key).rpartition("/")[0]
+    return validate_key(f"{folder}/results/{_segment(name, 'result file name')}")

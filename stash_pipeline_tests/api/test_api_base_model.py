@@ -14,8 +14,8 @@ from api_helpers import SETTINGS, Api, import_traces, loopback_socket, serve, su
 
 from stash_pipeline.api import create_app
 from stash_pipeline.objects import LocalObjectStore, UrlSigner
-from stash_pipeline.compute.job import keep_only_logs
-from stash_pipeline.services.personal_training import job_directory
+from stash_pipeline.compute.job import job_directory, keep_only_logs
+from stash_pipeline.pipelines.personal_training import attempt_name
 from stash_pipeline.services.reward_models import hide_server_paths
 from stash_pipeline.store import Store
 
@@ -50,7 +50,7 @@ def test_paths_outside_the_allowed_directories_are_422(allowing: Api, allowed: P
     victim, victim_client = served.account("victim")
     import_traces(victim_client, "v1")
     victim_model = request_model(victim_client, "Qwen/Qwen3-0.6B", "v1").json()["id"]
-    victim_dir = job_directory(tmp_path / "jobs", victim_model, 1) / "reward-model"
+    victim_dir = job_directory(tmp_path / "jobs", victim_model, attempt_name(1)) / "reward-model"
     victim_dir.mkdir(parents=True)
     (allowed / "escape").symlink_to(tmp_path / "jobs")
     _, client = served.account("mallory")

@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from stash_pipeline.core.errors import InputError
-from stash_pipeline.core.requests import RewardModelRequest, parse_reward_model_request
+from stash_pipeline.core.requests import (
+    MAX_BASE_MODEL_LENGTH, MAX_NAME_LENGTH, MAX_TRACE_ID_LENGTH, RewardModelRequest,
+    parse_reward_model_request,
+)
 
 
 def test_defaults_are_the_seeds():
@@ -73,3 +76,73 @@ def test_a_shared_training_request_keeps_defaults_and_the_same_limits():
         with pytest.raises(InputError) as refused:
             parse_shared_training_request(body)
         assert refused.value.field == field
+
+
+GOOD = {"name": "n", "trace_ids": ["t"]}
+# Bodies both the parser and the API's JSON Schema take or both refuse (the API's parser: a
+# Hugging Face id only, STASH_BASE_MODEL_DIRS unset).
+AGREED = [
+    (GOOD, True),
+    ({**GOOD, "base_model": "Qwen/Qwen3-0.6B", "epochs": 100, "max_pairs": 1_000_000}, True),
+    ({**GOOD, "trace_ids": ["a", "b", "a", "x" * MAX_TRACE_ID_LENGTH],
+      "name": "n" * MAX_NAME_LENGTH}, True),
+    ({"trace_ids": ["t"]}, False),
+    ({"name": "n"}, False),
+    ({**GOOD, "name": ""}, False),
+    ({**GOOD, "name": "  "}, False),
+    ({**GOOD, "name": "n" * (MAX_NAME_LENGTH + 1)}, False),
+    ({**GOOD, "name": 7}, False),
+    ({**GOOD, "trace_ids": []}, False),
+    ({**GOOD, "trace_ids": "t1"}, False),
+    ({**GOOD, "trace_ids": ["t", 7]}, False),
+    ({**GOOD, "trace_ids": [""]}, False),
+    ({**GOOD, "trace_ids": ["x" * (MAX_TRACE_ID_LENGTH + 1)]}, False),
+    ({**GOOD, "epochs": 0}, False),
+    ({**GOOD, "epochs": 101}, False),
+    ({**GOOD, "epochs": True}, False),
+    ({**GOOD, "epochs": 1.5}, False),
+    ({**GOOD, "epochs": "2"}, False),
+    ({**GOOD, "max_pairs": None}, False),
+    ({**GOOD, "max_pairs": 1_000_001}, False),
+    ({**GOOD, "base_model": ""}, False),
+    ({**GOOD, "base_model": None}, False),
+    ({**GOOD, "base_model": "m" * (MAX_BASE_MODEL_LENGTH + 1)}, False),
+    ({**GOOD, "compute": "modal"}, False),
+    ({**GOOD, "learning_rate": 0.1}, False),
+]
+# What only the parser refuses (request_json_schema's docstring): the schema takes them.
+PARSER_ONLY = [
+    {**GOOD, "epochs": 2.0},  # JSON Schema counts a float with no fraction as an integer
+    {**GOOD, "name": "a\x00"},
+    {**GOOD, "trace_ids": ["t\ud800"]},
+    {**GOOD, "base_model": "/models/tiny"},  # a local path outside STASH_BASE_MODEL_DIRS
+]
+
+
+def parser_takes(body) -> bool:
+    try:
+        parse_reward_model_request(body, local_dirs=())
+    except InputError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(("body", "taken"), AGREED)
+def test_the_json_schema_takes_what_the_parser_takes(body, taken):
+    from jsonschema import Draft202012Validator
+
+    from stash_pipeline.core.requests import request_json_schema
+
+    schema = Draft202012Validator(request_json_schema())
+    assert (parser_takes(body), schema.is_valid(body)) == (taken, taken)
+
+
+@pytest.mark.parametrize("body", PARSER_ONLY)
+def test_the_json_schema_is_never_stricter_than_the_parser(body):
+    from jsonschema import Draft202012Validator
+
+    from stash_pipeline.core.requests import request_json_schema
+
+    assert Draft202012Validator(request_json_schema()).is_valid(body)
+    assert not parser_takes(body)
+

@@ -12,7 +12,7 @@ from stash_pipeline.core.shared_data import (
     OverlapError, assign_roles, benchmark_pairs, check_disjoint, crossing_comparisons, group_key,
     in_benchmark_share, not_trainable_advice,
 )
-from stash_pipeline.extraction.training_pairs import training_pairs
+from stash_pipeline.pipelines.training_pairs import training_pairs
 from pair_fixtures import tool_trace
 
 

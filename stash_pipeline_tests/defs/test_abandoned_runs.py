@@ -11,7 +11,7 @@ import dagster as dg
 
 from stash_pipeline.defs.abandoned_runs import PROCESS_TAG, process_gone, this_process
 from stash_pipeline.instance import definitions
-from stash_pipeline.services import personal_training as steps
+from stash_pipeline.pipelines import personal_training as steps
 from test_wait_beside_a_daemon import queued_model
 
 POOL = "reward_worker"

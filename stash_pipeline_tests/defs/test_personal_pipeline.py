@@ -11,10 +11,13 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from stash_pipeline.compute.job import LOG, PHASES
+from stash_pipeline.compute.job import LOG, PHASES, job_directory
 from stash_pipeline.defs.personal.sensors import queued_reward_models
 from stash_pipeline.instance import definitions, run_sensor_requests
-from stash_pipeline.services import personal_training, reward_models
+from stash_pipeline.objects.keys import reward_model_checkpoint_key
+from stash_pipeline.pipelines import personal_training
+from stash_pipeline.services import reward_models
+from stash_pipeline.pipelines.personal_training import attempt_name
 from stash_pipeline.store import Store
 from pipeline_helpers import agentprocessbench_records
 
@@ -84,6 +87,53 @@ def test_a_queued_model_trains_scores_every_owned_trace_and_succeeds(store, inst
     assert run_sensor_requests(instance, defs, "queued_reward_models") == []
 
 
+TRAINING_STEPS = [dg.AssetKey(name) for name in
+                  ("personal_pairs", "personal_split", "personal_checkpoint")]
+
+
+@pytest.mark.slow
+def test_personal_scores_alone_in_a_fresh_scratch_succeeds_the_model(store, instance,
+                                                                     tiny_base_model, home,
+                                                                     monkeypatch):
+    """``personal_scores`` run on its own, as a re-execution from failure or a step launcher
+    runs it: another run, in a new scratch directory (RM_ARTIFACT_DIR), after
+    ``personal_checkpoint`` succeeded. What it stores comes through the object store."""
+    records = agentprocessbench_records(6)
+    store.import_traces(records)
+    model_id = request(store, [r.trace.id for r in records], str(tiny_base_model))
+    instance.add_dynamic_partitions("personal_reward_model", [model_id])
+    job = definitions().resolve_job_def("personal_reward_model_training")
+    trained = job.execute_in_process(instance=instance, partition_key=model_id,
+                                     asset_selection=TRAINING_STEPS)
+    assert trained.success
+    assert store.get_reward_model(model_id).status == "running"
+    first_scratch = job_directory(home / "jobs", model_id, attempt_name(1))
+    assert [p.name for p in first_scratch.iterdir()] == [LOG]  # nothing left to read there
+
+    fresh = home / "fresh-scratch"
+    monkeypatch.setenv("RM_ARTIFACT_DIR", str(fresh))
+    scored = job.execute_in_process(instance=instance, partition_key=model_id,
+                                    asset_selection=[dg.AssetKey("personal_scores")])
+    assert scored.success
+    model = store.get_reward_model(model_id)
+    assert model.status == "succeeded", model.error
+    checkpoint = instance.fetch_materializations(dg.AssetKey("personal_checkpoint"), limit=1)
+    shown = checkpoint.records[0].asset_materialization.metadata  # the training step's metrics
+    assert model.metrics["train_pairs"] == shown["train_pairs"].value > 0
+    assert model.metrics["seconds"] == shown["seconds"].value  # the upload's seconds included
+    assert model.metrics["action_scoring_version"] == 1
+    assert model.checkpoint_uri.endswith(f"{model_id}/attempt-1/reward-model.tar.gz")
+    assert Path(model.checkpoint_uri.removeprefix("file://")).is_file()
+    for record in records:
+        [score] = [s for s in store.scores_for(record.trace.id) if s.evaluator == model_id]
+        assert math.isfinite(score.raw) and 0 < score.calibrated < 1
+    assert [a for r in records for a in store.action_scores_for(r.trace.id, model_id)]
+    assert not list(fresh.rglob("*.*"))  # it wrote no job of its own
+    # The hand-over goes once its rows are stored: only the archive stays in the object store.
+    objects = [p.name for p in (home / "stash" / "objects").rglob("*") if p.is_file()]
+    assert objects == ["reward-model.tar.gz"]
+
+
 def test_too_few_pairs_fail_before_the_base_model_is_loaded(store, instance):
     records = agentprocessbench_records(1)
     store.import_traces(records)
@@ -107,7 +157,7 @@ def test_a_worker_failure_keeps_the_log_tail_and_no_checkpoint(store, instance, 
     runs = run_sensor_requests(instance, definitions(), "queued_reward_models")
     assert runs[0].status == dg.DagsterRunStatus.FAILURE
     model = store.get_reward_model(model_id)
-    job_dir = personal_training.job_directory(home / "jobs", model_id, 1)
+    job_dir = job_directory(home / "jobs", model_id, attempt_name(1))
     log = (job_dir / LOG).read_text()
     assert model.status == "failed" and model.error == log.rstrip()[-2000:]
     assert "no-such-model" in model.error and model.checkpoint_uri is None
@@ -199,7 +249,7 @@ def test_a_worker_killed_mid_training_fails_the_model_with_the_log_and_the_signa
     records = agentprocessbench_records(6)
     store.import_traces(records)
     model_id = request(store, [r.trace.id for r in records], str(tiny_base_model), epochs=50)
-    job_dir = personal_training.job_directory(home / "jobs", model_id, 1)
+    job_dir = job_directory(home / "jobs", model_id, attempt_name(1))
     stop, killed = threading.Event(), []
     watcher = threading.Thread(target=lambda: killed.extend(_kill_worker_when_training(job_dir, stop)))
     watcher.start()
@@ -247,7 +297,7 @@ def test_worker_log_has_every_phase_with_its_duration(store, instance, tiny_base
     model_id = request(store, [r.trace.id for r in records], str(tiny_base_model))
     run_sensor_requests(instance, definitions(), "queued_reward_models")
     assert store.get_reward_model(model_id).status == "succeeded"
-    job_dir = personal_training.job_directory(home / "jobs", model_id, 1)
+    job_dir = job_directory(home / "jobs", model_id, attempt_name(1))
     assert [p.name for p in job_dir.iterdir()] == [LOG]  # no weights left for anyone to read
     log = (job_dir / LOG).read_text()
     assert set(phase_seconds(log)) >= {"inputs", "load", "training", "evaluation", "save",
@@ -261,7 +311,7 @@ def test_score_again_uses_the_audience_the_checkpoint_was_trained_for(store, ins
     bug was a scoring-only job defaulting to the personal rendering)."""
     from stash_pipeline.compute.job import ARCHIVE_NAME, JobSettings, failure_reason, write_job
     from stash_pipeline.objects import object_store_from_env
-    from stash_pipeline.services.worker_jobs import read_results
+    from stash_pipeline.pipelines.worker_jobs import read_results
     from stash_pipeline.worker.runner import main
     from stash_pipeline.worker.scoring import RewardModel
     from stash_pipeline.importers import read_path
@@ -282,7 +332,7 @@ def test_score_again_uses_the_audience_the_checkpoint_was_trained_for(store, ins
     assert main(str(job_dir)) == 0, failure_reason(job_dir)
     trained = read_results(job_dir, model.id)
     objects = object_store_from_env()
-    uri = objects.put_file(personal_training.checkpoint_key(model.id, 1), job_dir / ARCHIVE_NAME)
+    uri = objects.put_file(reward_model_checkpoint_key(model.id, attempt_name(1)), job_dir / ARCHIVE_NAME)
     store.mark_running(model.id, "run-0")
     personal_training.succeed(store, model.id, trained, uri)
 

@@ -16,7 +16,8 @@ from stash_pipeline.defs.worker_runs import REWARD_POOL
 from stash_pipeline.instance import definitions, run_sensor_requests
 from stash_pipeline.objects import object_store_from_env
 from stash_pipeline.objects.keys import shared_evaluator_checkpoint_key
-from stash_pipeline.services import reward_models, trace_scoring
+from stash_pipeline.pipelines import trace_scoring
+from stash_pipeline.services import reward_models, scoring_requests
 from stash_pipeline.store import Release, Store, schema
 from pipeline_helpers import agentprocessbench_records
 
@@ -101,7 +102,7 @@ def test_score_again_for_chosen_traces_with_the_release_or_a_model(db, instance,
     store.import_traces(agentprocessbench_records(4, owner="bo")[3:])
     t1, t2, t3 = (r.trace.id for r in records)
     with pytest.raises(NotFoundError, match="no shared evaluator release"):
-        trace_scoring.request(store, "ana", [t1])
+        scoring_requests.request(store, "ana", [t1])
     release = _release(store, shared_checkpoint)
 
     def run_requests(*requests) -> None:
@@ -110,20 +111,20 @@ def test_score_again_for_chosen_traces_with_the_release_or_a_model(db, instance,
             trace_scoring.request_run_key(r.id) for r in requests])
         assert [r.status for r in runs] == [dg.DagsterRunStatus.SUCCESS] * len(requests)
 
-    run_requests(trace_scoring.request(store, "ana", [t1, t2]))  # the release, whole traces
+    run_requests(scoring_requests.request(store, "ana", [t1, t2]))  # the release, whole traces
     expected = RewardModel(shared_checkpoint).score_traces(store.get_traces([t1, t2]))
     for trace_id, raw in zip((t1, t2), expected):
         [score] = store.scores_for(trace_id)
         assert (score.evaluator, score.raw) == ("r1", pytest.approx(raw, abs=1e-5))
         assert store.action_scores_for(trace_id) == []
     assert store.scores_for(t3) == []
-    run_requests(trace_scoring.request(store, "ana", [t1], actions=True))
+    run_requests(scoring_requests.request(store, "ana", [t1], actions=True))
     assert len(store.action_scores_for(t1, "r1")) == len(records[0].trace.actions())
     assert store.scored_version(t1, "r1") == 1
 
     model = _succeeded(store, [t1], release.checkpoint_uri, {"action_scoring_version": 1})
-    run_requests(trace_scoring.request(store, "ana", [t2], model_id=model, actions=True),
-                 trace_scoring.request(store, "ana", [t3], model_id=model))
+    run_requests(scoring_requests.request(store, "ana", [t2], model_id=model, actions=True),
+                 scoring_requests.request(store, "ana", [t3], model_id=model))
     assert [s.evaluator for s in store.scores_for(t2)] == [model, "r1"]
     assert len(store.action_scores_for(t2, model)) == len(records[1].trace.actions())
     assert [s.evaluator for s in store.scores_for(t3)] == [model]
@@ -132,11 +133,11 @@ def test_score_again_for_chosen_traces_with_the_release_or_a_model(db, instance,
 
     older = _succeeded(store, [t1], release.checkpoint_uri, {"action_scoring_version": None})
     with pytest.raises(InputError, match="new training with action comparisons"):
-        trace_scoring.request(store, "ana", [t1], model_id=older, actions=True)
+        scoring_requests.request(store, "ana", [t1], model_id=older, actions=True)
     with pytest.raises(NotFoundError):
-        trace_scoring.request(store, "ana", [agentprocessbench_records(1)[0].trace.id + "x"])
+        scoring_requests.request(store, "ana", [agentprocessbench_records(1)[0].trace.id + "x"])
     with pytest.raises(NotFoundError):
-        trace_scoring.request(store, "bo", [t1])
+        scoring_requests.request(store, "bo", [t1])
 
 
 def test_the_storing_step_does_not_wait_behind_another_models_training(store, tiny_base_model):

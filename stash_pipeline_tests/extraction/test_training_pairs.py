@@ -10,7 +10,7 @@ from stash_pipeline.core.feedback import Comment, Rating
 from stash_pipeline.core.split import NotEnoughPairsError
 from stash_pipeline.core.traces import Message, Trace
 from stash_pipeline.extraction import ExtractionConfig, MissingApiKeyError
-from stash_pipeline.extraction.training_pairs import training_pairs
+from stash_pipeline.pipelines.training_pairs import training_pairs
 
 
 def trace(trace_id: str) -> Trace:

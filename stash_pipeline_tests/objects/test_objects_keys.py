@@ -5,6 +5,7 @@ import pytest
 from stash_pipeline.objects import (
     ObjectLocationError, reward_model_checkpoint_key, shared_evaluator_checkpoint_key, validate_key,
 )
+from stash_pipeline.objects.keys import result_key
 
 
 def test_checkpoint_key_layout() -> None:
@@ -15,6 +16,15 @@ def test_checkpoint_key_layout() -> None:
         f"reward-models/{model_id}/run-7c1d/reward-model.tar.gz"
     assert shared_evaluator_checkpoint_key("2026.11.30-1") == \
         "shared-evaluator/2026.11.30-1/reward-model.tar.gz"
+
+
+def test_a_jobs_results_lie_beside_its_checkpoint() -> None:
+    checkpoint = reward_model_checkpoint_key("m1", "attempt-2")
+    assert result_key(checkpoint, "metrics.json") == "reward-models/m1/attempt-2/results/metrics.json"
+    assert result_key(shared_evaluator_checkpoint_key("v1"), "scores.jsonl") == \
+        "shared-evaluator/v1/results/scores.jsonl"
+    with pytest.raises(ObjectLocationError, match="result file name"):
+        result_key(checkpoint, "../metrics.json")
 
 
 @pytest.mark.parametrize("bad", ["..", "a/b", "", ".hidden", "x y", "/abs"])

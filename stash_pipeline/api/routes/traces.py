@@ -15,7 +15,7 @@ from stash_pipeline.api.ids import readable_ids
 from stash_pipeline.api.bodies import CommentBody, ContributionChange, RatingBody, ScoreAgainBody
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.importers import DEFAULT_OUTCOME_FIELD, FORMATS
-from stash_pipeline.services import feedback, trace_scoring, traces
+from stash_pipeline.services import feedback, scoring_requests, traces
 from stash_pipeline.services.imports import ImportReport
 from stash_pipeline.store import Account
 from stash_pipeline.store.trace_pages import SORTS, STATES
@@ -101,9 +101,9 @@ def score_again(body: ScoreAgainBody, request: Request,
                 account: Account = Depends(current_account)) -> dict[str, Any]:
     """Score again: a fresh run of the saved checkpoint over these traces, without labelling
     calls or retraining; the released shared evaluator by default, or one of your models."""
-    queued = trace_scoring.request(request.app.state.store, account.id, body.trace_ids,
+    queued = scoring_requests.request(request.app.state.store, account.id, body.trace_ids,
                                    model_id=body.model_id, actions=body.actions)
-    return trace_scoring.request_view(queued)
+    return scoring_requests.request_view(queued)
 
 
 @router.get("/{trace_id}", responses=NOT_FOUND)

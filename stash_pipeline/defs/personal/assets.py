@@ -1,8 +1,10 @@
 """A personal reward model's run: pairs -> split -> checkpoint -> scores, one partition per model.
 
-Each asset is a step of ``services.personal_training`` over the SQL store (MaterializeResult, no IO
+Each asset is a step of ``pipelines.personal_training`` over the SQL store (MaterializeResult, no IO
 manager). Any failure marks the model failed with its reason (for the worker: the last 2000
 characters of worker.log) before the step fails, and no checkpoint of a failed attempt stays visible.
+What a step hands the next travels through the store or the object store, found by the model id
+and attempt: no step reads another's job directory, so each may run in a task of its own.
 """
 
 import time
@@ -12,8 +14,11 @@ from pathlib import Path
 
 import dagster as dg
 
-from stash_pipeline.compute.job import LOG, LOSSES, append_log, keep_only_logs, phase_done_line
+from stash_pipeline.compute.job import (
+    LOG, LOSSES, append_log, job_directory, keep_only_logs, phase_done_line,
+)
 from stash_pipeline.compute.run import run_job, run_worker_job, uploaded_checkpoint
+from stash_pipeline.compute.upload import discard_results, hand_over_results
 from stash_pipeline.defs import metadata
 from stash_pipeline.defs.personal.partitions import model_id_of, personal_reward_model
 from stash_pipeline.defs.resources import (
@@ -21,8 +26,9 @@ from stash_pipeline.defs.resources import (
 )
 from stash_pipeline.defs.traces.assets import traces
 from stash_pipeline.defs.worker_runs import REWARD_POOL, failure_description, failure_text
-from stash_pipeline.services import personal_training as steps
-from stash_pipeline.services.worker_jobs import read_losses, read_results
+from stash_pipeline.objects.keys import reward_model_checkpoint_key
+from stash_pipeline.pipelines import personal_training as steps
+from stash_pipeline.pipelines.worker_jobs import handed_over_results, read_losses, read_results
 from stash_pipeline.store import Store
 
 GROUP = "personal_reward_models"
@@ -44,7 +50,7 @@ def model_fails_with(store: Store, model_id: str, objects: ObjectStoreResource |
         if scratch is not None:
             with suppress(Exception):  # best effort: never hide the failure itself
                 attempt = store.get_reward_model(model_id).attempt
-                keep_only_logs(steps.job_directory(scratch, model_id, attempt))
+                keep_only_logs(job_directory(scratch, model_id, steps.attempt_name(attempt)))
         raise dg.Failure(description=failure_description(error)) from error
 
 
@@ -89,20 +95,23 @@ def personal_checkpoint(context: dg.AssetExecutionContext, database: StoreResour
                         objects: ObjectStoreResource,
                         compute: ComputeResource) -> dg.MaterializeResult:
     """Bradley-Terry training by the worker (RM_COMPUTE), which also scores the owner's traces;
-    the archive goes to the object store."""
+    the archive goes to the object store, and beside it the job's metrics and scores for
+    ``personal_scores``. The job directory keeps its logs only."""
     store, model_id = database.store, model_id_of(context.partition_key)
     with model_fails_with(store, model_id, objects, compute.scratch):
         model = store.get_reward_model(model_id)
-        job_dir = steps.job_directory(compute.scratch, model_id, model.attempt)
-        key = steps.checkpoint_key(model_id, model.attempt)
+        job_dir = job_directory(compute.scratch, model_id, steps.attempt_name(model.attempt))
+        key = reward_model_checkpoint_key(model_id, steps.attempt_name(model.attempt))
         uri, results = run_job(
             job_dir, lambda job_dir: steps.write_training_job(store, model, job_dir),
             lambda job_dir: run_worker_job(context, compute.target(), job_dir, objects.objects,
                                            upload_key=key),
             lambda job_dir: (uploaded_checkpoint(job_dir), read_results(job_dir, model_id)))
+        hand_over_results(objects.objects, job_dir, key)
+        losses = read_losses(job_dir / LOSSES)
         _log_extraction(context, job_dir)
-    return dg.MaterializeResult(
-        metadata=metadata.training(uri, results.metrics, read_losses(job_dir / LOSSES)))
+    keep_only_logs(job_dir)  # the weights and results are in the object store now
+    return dg.MaterializeResult(metadata=metadata.training(uri, results.metrics, losses))
 
 
 def _log_extraction(context: dg.AssetExecutionContext, job_dir: Path) -> None:
@@ -121,18 +130,20 @@ def _log_extraction(context: dg.AssetExecutionContext, job_dir: Path) -> None:
 @dg.asset(partitions_def=personal_reward_model, deps=[personal_checkpoint], group_name=GROUP,
           kinds={"sql"})
 def personal_scores(context: dg.AssetExecutionContext, database: StoreResource,
-                    objects: ObjectStoreResource,
-                    compute: ComputeResource) -> dg.MaterializeResult:
+                    objects: ObjectStoreResource) -> dg.MaterializeResult:
     """Every trace of the owner scored (raw and calibrated; action scores with credit when trained
     on action comparisons), stored with metrics and checkpoint as the model succeeds. Score again
-    and traces imported later are scored by the ``trace_scores`` runs (defs/scoring)."""
+    and traces imported later are scored by the ``trace_scores`` runs (defs/scoring).
+
+    It reads what ``personal_checkpoint`` handed over beside the attempt's checkpoint in the object
+    store, so it runs in a task of its own (a re-execution, a step launcher) as well."""
     store, model_id = database.store, model_id_of(context.partition_key)
-    with model_fails_with(store, model_id, objects, compute.scratch):
+    with model_fails_with(store, model_id, objects):
         model = store.get_reward_model(model_id)
-        job_dir = steps.job_directory(compute.scratch, model_id, model.attempt)
-        results = read_results(job_dir, model_id)
-        steps.succeed(store, model_id, results, uploaded_checkpoint(job_dir))
-    keep_only_logs(job_dir)  # the weights are in the object store now
+        key = reward_model_checkpoint_key(model_id, steps.attempt_name(model.attempt))
+        results = handed_over_results(objects.objects, key, model_id)
+        steps.succeed(store, model_id, results, objects.objects.uri_for(key))
+    discard_results(objects.objects, key)  # their rows are in the store now
     raw = [score.raw for score in results.scores]
     ranked = sorted(results.scores, key=lambda s: s.raw)
     top = [{"trace": s.trace_id, "raw": s.raw, "calibrated": s.calibrated}

@@ -41,3 +41,8 @@ def model_id_of(partition_key: str) -> str:
     id itself."""
     _, separator, model_id = partition_key.partition(KEY_SEPARATOR)
     return model_id if separator else partition_key
+
+# A training run names its model and attempt (its partition key also names the model: model_id_of).
+MODEL_TAG = "stash/reward_model"
+MODEL_NAME_TAG = "stash/reward_model_name"  # the whole name (a partition key has its slug)
+ATTEMPT_TAG = "stash/attempt"

@@ -3,20 +3,17 @@ outside the worker still leaves its model failed with a reason."""
 
 import dagster as dg
 
-from stash_pipeline.compute.job import LOG, failure_reason
 from stash_pipeline.defs.abandoned_runs import fail_abandoned_runs
 from stash_pipeline.defs.personal.jobs import personal_training_job
 from stash_pipeline.defs.personal.partitions import (
-    SCORE_AGAIN_TAG, model_id_of, model_partition_key, personal_reward_model,
+    ATTEMPT_TAG, MODEL_NAME_TAG, MODEL_TAG, SCORE_AGAIN_TAG, model_id_of, model_partition_key,
+    personal_reward_model,
 )
 from stash_pipeline.defs.resources import ComputeResource, StoreResource
+from stash_pipeline.defs.runs import record_dead_run
 from stash_pipeline.defs.scoring.jobs import trace_scoring_job
-from stash_pipeline.services import personal_training as steps
 from stash_pipeline.services import reward_models
 
-MODEL_TAG = "stash/reward_model"
-MODEL_NAME_TAG = "stash/reward_model_name"  # the whole name (a partition key has its slug)
-ATTEMPT_TAG = "stash/attempt"
 INTERVAL_S = 10
 ABANDONED_INTERVAL_S = 30
 
@@ -69,28 +66,6 @@ def _partitions_to_add(context: dg.SensorEvaluationContext,
     known = set(context.instance.get_dynamic_partitions(personal_reward_model.name))
     new = [key for key in keys if key not in known]
     return [personal_reward_model.build_add_request(new)] if new else []
-
-
-def record_dead_run(run: dg.DagsterRun, message: str, database: StoreResource,
-                    compute: ComputeResource) -> str | None:
-    """The model of a training run that failed or was cancelled outside the worker: failed, with
-    the worker log's tail when the worker had started. None when there was nothing to record."""
-    key = run.tags.get("dagster/partition")
-    if not key or run.tags.get(SCORE_AGAIN_TAG) is not None:
-        return None
-    model_id = model_id_of(key)
-    store = database.store
-    model = store.get_reward_model(model_id)
-    # Only the run of the model's current attempt speaks for it (a stale or duplicate run does not).
-    current = (model.run_id == run.run_id if model.status == "running"
-               else model.status == "queued" and run.tags.get(ATTEMPT_TAG) == str(model.attempt))
-    if not current:
-        return None
-    job_dir = steps.job_directory(compute.scratch, model_id, model.attempt)
-    reason = f"run {run.run_id} failed: {message}"
-    if (job_dir / LOG).is_file():
-        reason = f"{failure_reason(job_dir)}\n{reason}"
-    return reason if steps.fail(store, model_id, reason) else None
 
 
 @dg.run_failure_sensor(monitored_jobs=[personal_training_job],

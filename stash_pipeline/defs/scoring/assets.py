@@ -9,7 +9,7 @@ from stash_pipeline.defs import metadata
 from stash_pipeline.defs.resources import ComputeResource, ObjectStoreResource, StoreResource
 from stash_pipeline.defs.traces.assets import traces
 from stash_pipeline.defs.worker_runs import REWARD_POOL, failure_text
-from stash_pipeline.services import trace_scoring as steps
+from stash_pipeline.pipelines import trace_scoring as steps
 
 GROUP = "scoring"
 

@@ -13,7 +13,7 @@ import dagster as dg
 from stash_pipeline.defs.resources import SharedEvaluatorResource, StoreResource
 from stash_pipeline.defs.scoring.jobs import trace_scoring_job
 from stash_pipeline.defs.shared.sensors import IN_FLIGHT, MAX_SCORING_RUNS
-from stash_pipeline.services import trace_scoring
+from stash_pipeline.pipelines import trace_scoring
 
 REQUEST_TAG = "stash/scoring_request"
 AUTO_TAG = "stash/auto_scoring"  # the personal model an auto-scoring run scores with

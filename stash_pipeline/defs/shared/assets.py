@@ -1,14 +1,17 @@
 """The shared evaluator's chain: pairs -> split -> candidate -> benchmark -> release.
 
-Each asset is a step of ``services.shared_evaluator`` over the SQL store (MaterializeResult, no IO
-manager). The release gate is the blocking check on ``benchmark_results`` (checks.py): a candidate
-that fails it never reaches ``shared_evaluator_release``.
+Each asset is a step of ``pipelines.shared_evaluator`` over the SQL store (MaterializeResult, no IO
+manager). What a step hands the next travels through the store or the object store (the
+candidate's checkpoint and training metrics, under keys computed from the candidate): no step
+reads another's job directory. The release gate is the blocking check on ``benchmark_results``
+(checks.py): a candidate that fails it never reaches ``shared_evaluator_release``.
 """
 
 import dagster as dg
 
-from stash_pipeline.compute.job import LOSSES
+from stash_pipeline.compute.job import LOSSES, job_directory, keep_only_logs
 from stash_pipeline.compute.run import run_job, run_worker_job, uploaded_checkpoint
+from stash_pipeline.compute.upload import hand_over_results
 from stash_pipeline.core.training_settings import DEFAULT_MAX_PAIRS
 from stash_pipeline.defs import metadata
 from stash_pipeline.defs.resources import (
@@ -19,8 +22,9 @@ from stash_pipeline.defs.shared.candidate import CANDIDATE, current_candidate, n
 from stash_pipeline.defs.shared.report import gate_metadata
 from stash_pipeline.defs.traces.assets import traces
 from stash_pipeline.defs.worker_runs import REWARD_POOL, failure_description
-from stash_pipeline.services import shared_evaluator as steps
-from stash_pipeline.services.worker_jobs import read_losses, read_results
+from stash_pipeline.objects.keys import shared_evaluator_checkpoint_key
+from stash_pipeline.pipelines import shared_evaluator as steps
+from stash_pipeline.pipelines.worker_jobs import handed_over_results, read_losses, read_results
 
 GROUP = "shared_evaluator"
 TRAIN_JOB = "train"
@@ -91,9 +95,11 @@ def shared_candidate(context: dg.AssetExecutionContext, config: SharedCandidateC
                      compute: ComputeResource,
                      shared_evaluator: SharedEvaluatorResource) -> dg.MaterializeResult:
     """Bradley-Terry training by the worker (RM_COMPUTE) on the shared rendering (system
-    instructions and metadata.evaluation_context); the archive goes to the object store."""
+    instructions and metadata.evaluation_context); the archive goes to the object store, and
+    beside it the job's metrics for ``benchmark_results``. The job directory keeps its logs only."""
     candidate = current_candidate(context)
-    job_dir = steps.job_directory(compute.scratch, candidate, TRAIN_JOB)
+    job_dir = job_directory(compute.scratch, steps.SHARED_DIR, candidate, TRAIN_JOB)
+    key = shared_evaluator_checkpoint_key(candidate)
     try:
         uri, metrics = run_job(
             job_dir, lambda job_dir: steps.write_training_job(
@@ -101,14 +107,16 @@ def shared_candidate(context: dg.AssetExecutionContext, config: SharedCandidateC
                 base_model=config.base_model or shared_evaluator.default_base_model(),
                 epochs=config.epochs),
             lambda job_dir: run_worker_job(context, compute.target(), job_dir, objects.objects,
-                                           upload_key=steps.checkpoint_key(candidate)),
+                                           upload_key=key),
             lambda job_dir: (uploaded_checkpoint(job_dir),
                              read_results(job_dir, candidate).metrics))
+        hand_over_results(objects.objects, job_dir, key)
+        losses = read_losses(job_dir / LOSSES)
     except Exception as error:
         raise step_failure(error) from error
-    return dg.MaterializeResult(metadata={
-        CANDIDATE: candidate,
-        **metadata.training(uri, metrics, read_losses(job_dir / LOSSES))})
+    keep_only_logs(job_dir)  # the weights and metrics are in the object store now
+    return dg.MaterializeResult(metadata={CANDIDATE: candidate,
+                                          **metadata.training(uri, metrics, losses)})
 
 
 @dg.asset(deps=[shared_candidate], group_name=GROUP, kinds={"pytorch"}, pool=REWARD_POOL)
@@ -116,8 +124,11 @@ def benchmark_results(context: dg.AssetExecutionContext, database: StoreResource
                       objects: ObjectStoreResource,
                       compute: ComputeResource) -> dg.MaterializeResult:
     """The candidate and the incumbent score the separate benchmark; the release gate's report,
-    overall and per tool, domain and agent slice (checks.py decides on it)."""
+    overall and per tool, domain and agent slice (checks.py decides on it). The candidate's
+    checkpoint and training metrics come from the object store, so this runs in a task of its
+    own (a re-execution, a step launcher) as well."""
     store, candidate = database.store, current_candidate(context)
+    key = shared_evaluator_checkpoint_key(candidate)
     incumbent = store.latest_release()
 
     def rewards(evaluator: str, uri: str) -> dict:
@@ -128,10 +139,9 @@ def benchmark_results(context: dg.AssetExecutionContext, database: StoreResource
             compute.scratch)
 
     try:
-        ours = rewards(candidate, objects.objects.uri_for(steps.checkpoint_key(candidate)))
+        ours = rewards(candidate, objects.objects.uri_for(key))
         theirs = rewards(incumbent.version, incumbent.checkpoint_uri) if incumbent else {}
-        metrics = read_results(steps.job_directory(compute.scratch, candidate, TRAIN_JOB),
-                               candidate).metrics
+        metrics = handed_over_results(objects.objects, key, candidate).metrics
         comparison = steps.decide(store, candidate, incumbent=incumbent, candidate_rewards=ours,
                                   incumbent_rewards=theirs, metrics=metrics)
     except Exception as error:
@@ -151,7 +161,7 @@ def shared_evaluator_release(context: dg.AssetExecutionContext, database: StoreR
     store, candidate = database.store, current_candidate(context)
     try:
         release = steps.release(store, candidate,
-                                objects.objects.uri_for(steps.checkpoint_key(candidate)))
+                                objects.objects.uri_for(shared_evaluator_checkpoint_key(candidate)))
     except Exception as error:
         raise step_failure(error) from error
     overall = release.benchmark_report["overall"]

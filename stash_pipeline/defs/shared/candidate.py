@@ -12,7 +12,7 @@ from typing import Any
 
 import dagster as dg
 
-from stash_pipeline.services import shared_evaluator as steps
+from stash_pipeline.pipelines import shared_evaluator as steps
 
 PAIRS_KEY = dg.AssetKey("shared_training_pairs")
 CANDIDATE = "candidate"  # the metadata entry that names it

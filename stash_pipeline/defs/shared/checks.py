@@ -6,7 +6,7 @@ from stash_pipeline.defs.resources import StoreResource
 from stash_pipeline.defs.shared.assets import benchmark_results
 from stash_pipeline.defs.shared.candidate import current_candidate
 from stash_pipeline.defs.shared.report import gate_metadata
-from stash_pipeline.services import shared_evaluator as steps
+from stash_pipeline.pipelines import shared_evaluator as steps
 
 
 @dg.asset_check(asset=benchmark_results, blocking=True,

@@ -12,7 +12,7 @@ from stash_pipeline.defs.resources import ComputeResource, ObjectStoreResource, 
 from stash_pipeline.defs.shared.assets import GROUP, shared_evaluator_release
 from stash_pipeline.defs.traces.assets import traces
 from stash_pipeline.defs.worker_runs import REWARD_POOL, failure_description
-from stash_pipeline.services import shared_evaluator as steps
+from stash_pipeline.pipelines import shared_evaluator as steps
 
 
 class ScoringBatchConfig(dg.Config):

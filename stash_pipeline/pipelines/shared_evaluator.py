@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_pipeline.compute.job import (
-    CHECKPOINT_INPUT, PAIR_REWARDS, JobSettings, read_jsonl, remove_job, write_job,
+    CHECKPOINT_INPUT, PAIR_REWARDS, JobSettings, job_directory, read_jsonl, remove_job, write_job,
 )
 from stash_pipeline.compute.run import run_job
 from stash_pipeline.core.errors import NotFoundError, StashError
@@ -30,14 +30,13 @@ from stash_pipeline.core.split import NotEnoughPairsError, PairSplit
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.core.training_settings import DEFAULT_BASE_MODEL, DEFAULT_EPOCHS
 from stash_pipeline.extraction.config import ExtractionConfig
-from stash_pipeline.extraction.training_pairs import TrainingPairs, training_pairs
-from stash_pipeline.objects.keys import shared_evaluator_checkpoint_key
-from stash_pipeline.services.worker_jobs import (
+from stash_pipeline.pipelines.training_pairs import TrainingPairs, training_pairs
+from stash_pipeline.pipelines.worker_jobs import (
     JobResults, read_results, split_stored_pairs, traces_in_chunks,
 )
 from stash_pipeline.store import BenchmarkComparison, Release, Store
 
-SHARED_DIR = "shared-evaluator"  # under RM_ARTIFACT_DIR
+SHARED_DIR = "shared-evaluator"  # under RM_ARTIFACT_DIR: <candidate>/train, benchmark-<evaluator>
 AUDIENCE = "shared"
 # Runs the worker on (job directory, checkpoint URI): ``compute.run_worker_job``, bound to a step.
 RunWorker = Callable[[Path, str], Any]
@@ -50,15 +49,6 @@ class GateError(StashError):
 def candidate_version(run_id: str, created: datetime) -> str:
     """A candidate's id, and its release version if it passes: when its run began, and the run."""
     return f"{created:%Y%m%d-%H%M%S}-{run_id[:8]}"
-
-
-def job_directory(artifact_dir: str | Path, candidate: str, name: str) -> Path:
-    """``RM_ARTIFACT_DIR/shared-evaluator/<candidate>/<name>``: train, benchmark-<evaluator>."""
-    return Path(artifact_dir) / SHARED_DIR / candidate / name
-
-
-def checkpoint_key(candidate: str) -> str:
-    return shared_evaluator_checkpoint_key(candidate)
 
 
 # The candidate's data -------------------------------------------------------------------------
@@ -142,7 +132,7 @@ def benchmark_rewards(store: Store, candidate: str, evaluator: str, checkpoint_u
         return {}
     settings = JobSettings(evaluator=evaluator, audience=AUDIENCE, checkpoint=CHECKPOINT_INPUT,
                            outputs=("pair_rewards",))
-    rows = run_job(job_directory(artifact_dir, candidate, f"benchmark-{evaluator}"),
+    rows = run_job(job_directory(artifact_dir, SHARED_DIR, candidate, f"benchmark-{evaluator}"),
                    lambda job_dir: write_job(job_dir, settings, benchmark_pairs=pairs),
                    lambda job_dir: run(job_dir, checkpoint_uri),
                    lambda job_dir: read_jsonl(job_dir / PAIR_REWARDS))
@@ -247,7 +237,7 @@ def score_batch(store: Store, batch: ScoringBatch, run: RunWorker, artifact_dir:
     """
     release_ = store.get_release(batch.release)
     traces = list(traces_in_chunks(store, list(batch.traces)))
-    job_dir = job_directory(artifact_dir, batch.release, f"score-{name}")
+    job_dir = job_directory(artifact_dir, SHARED_DIR, batch.release, f"score-{name}")
     settings = JobSettings(evaluator=release_.version, audience=AUDIENCE,
                            checkpoint=CHECKPOINT_INPUT, outputs=("action_scores",))
     results = run_job(job_dir, lambda job_dir: write_job(job_dir, settings, score_traces=traces),

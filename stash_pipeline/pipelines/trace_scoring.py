@@ -1,6 +1,7 @@
-"""Scoring chosen traces with a saved checkpoint, without Dagster: Score again for selected traces
-(the released shared evaluator by default, or a personal model; Score actions optional) and the
-auto-scoring that keeps each succeeded personal model's owner's traces scored.
+"""Scoring chosen traces with a saved checkpoint, without Dagster: the ``trace_scores`` runs of
+Score again for selected traces (the released shared evaluator by default, or a personal model;
+Score actions optional; ``services.score_again`` queues them) and the auto-scoring that keeps each
+succeeded personal model's owner's traces scored.
 
 The seed: "Score again requests a fresh run of the saved checkpoint without labeling calls or
 retraining. Advanced options let you select a personal model and choose Score actions. Older
@@ -10,24 +11,21 @@ personal models need new training with action comparisons."
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stash_pipeline.compute.job import CHECKPOINT_INPUT, JobSettings, remove_job, write_job
+from stash_pipeline.compute.job import (
+    CHECKPOINT_INPUT, JobSettings, job_directory, remove_job, write_job,
+)
 from stash_pipeline.compute.run import run_job
 from stash_pipeline.core.errors import InputError, NotFoundError
-from stash_pipeline.core.validation import check_id, check_trace_id
 from stash_pipeline.core.validation import positive_setting
-from stash_pipeline.services import reward_models
-from stash_pipeline.services.worker_jobs import JobResults, read_results, traces_in_chunks
-from stash_pipeline.store import Store
-from stash_pipeline.store.scoring_requests import ScoringRequest
+from stash_pipeline.pipelines.worker_jobs import JobResults, read_results, traces_in_chunks
+from stash_pipeline.store import Release, RewardModelRecord, Store
 
 SCORING_DIR = "scoring"  # under RM_ARTIFACT_DIR
-# Traces one Score again request may name (a whole account is `rm score`'s job).
-MAX_TRACES_PER_REQUEST = 10_000
 # The most recent succeeded personal models of each owner that auto-scoring keeps current.
 DEFAULT_MODELS_KEPT_CURRENT = 3
 MODELS_KEPT_CURRENT_ENV = "STASH_PERSONAL_SCORING_MODELS"
@@ -55,18 +53,15 @@ def models_kept_current(environ: Mapping[str, str] | None = None) -> int:
                             or str(DEFAULT_MODELS_KEPT_CURRENT))
 
 
-def scorer(store: Store, owner: str, model_id: str | None) -> Scorer:
-    """The release (``model_id`` None) or the owner's succeeded model; NotFoundError otherwise
-    (no release yet, or no such model of the owner's with a checkpoint)."""
-    if model_id is None:
-        release = store.latest_release()
-        if release is None:
-            raise NotFoundError("no shared evaluator release yet: traces wait for the first "
-                                "release; choose a personal model with --model")
-        return Scorer(release.version, release.checkpoint_uri, True, True)
-    model = reward_models.get(store, owner, model_id)
+def release_scorer(release: Release) -> Scorer:
+    """A release as a scorer: it always scores actions."""
+    return Scorer(release.version, release.checkpoint_uri, True, True)
+
+
+def model_scorer(model: RewardModelRecord) -> Scorer:
+    """A personal model as a scorer; NotFoundError unless it succeeded with a checkpoint."""
     if model.status != "succeeded" or not model.checkpoint_uri:
-        raise NotFoundError(f"reward model {model_id} has no checkpoint to score with: it is "
+        raise NotFoundError(f"reward model {model.id} has no checkpoint to score with: it is "
                             f"{model.status}")
     return Scorer(model.id, model.checkpoint_uri, False,
                   bool((model.metrics or {}).get("action_scoring_version")))
@@ -75,40 +70,8 @@ def scorer(store: Store, owner: str, model_id: str | None) -> Scorer:
 def scorer_of(store: Store, evaluator: str) -> Scorer:
     """The scorer an evaluator tag names (a release version or a personal model id)."""
     if any(r.version == evaluator for r in store.list_releases()):
-        release = store.get_release(evaluator)
-        return Scorer(release.version, release.checkpoint_uri, True, True)
-    model = store.get_reward_model(evaluator)
-    return scorer(store, model.owner, model.id)
-
-
-def request(store: Store, owner: str, trace_ids: Sequence[Any], *, model_id: str | None = None,
-            actions: bool = False) -> ScoringRequest:
-    """Queue Score again for these traces of the owner's; the scoring sensor runs it.
-
-    InputError (the API's 422) for a bad list or for actions asked of a model trained without
-    action comparisons (the seed's message); NotFoundError for a trace or model not the owner's.
-    """
-    if not isinstance(trace_ids, (list, tuple)) or not trace_ids:
-        raise InputError("give at least one trace id", field="trace_ids")
-    if len(trace_ids) > MAX_TRACES_PER_REQUEST:
-        raise InputError(f"at most {MAX_TRACES_PER_REQUEST} traces a request, got "
-                         f"{len(trace_ids)}", field="trace_ids")
-    for index, trace_id in enumerate(trace_ids):
-        check_trace_id(trace_id, field=f"trace_ids[{index}]")
-    if model_id is not None:
-        check_id(model_id, "model_id", what="a reward model id")
-    if not isinstance(actions, bool):
-        raise InputError(f"actions is true or false, got {actions!r}", field="actions")
-    chosen = scorer(store, owner, model_id)
-    if actions and not chosen.scores_actions:
-        raise InputError(NEEDS_ACTION_TRAINING, field="actions")
-    wanted = list(dict.fromkeys(trace_ids))
-    mine = store.owned_versions(wanted, owner)
-    missing = [t for t in wanted if t not in mine]
-    if missing:  # another account's trace reads as missing: ids leak nothing
-        raise NotFoundError(f"no trace {', '.join(missing[:5])} of yours")
-    return store.request_scoring(owner=owner, evaluator=chosen.evaluator,
-                                 traces={t: mine[t] for t in wanted}, actions=actions)
+        return release_scorer(store.get_release(evaluator))
+    return model_scorer(store.get_reward_model(evaluator))
 
 
 def owner_traces(store: Store, model_id: str) -> dict[str, int]:
@@ -122,17 +85,6 @@ def request_run_key(request_id: int) -> str:
     return f"scoring-request:{request_id}"
 
 
-def request_view(scoring: ScoringRequest) -> dict[str, Any]:
-    """The JSON form the API returns and `traces score --json` prints."""
-    return {"request_id": scoring.id, "evaluator": scoring.evaluator,
-            "trace_ids": list(scoring.traces), "actions": scoring.actions,
-            "created_at": scoring.created_at.isoformat()}
-
-
-def job_directory(artifact_dir: str | Path, evaluator: str, name: str) -> Path:
-    return Path(artifact_dir) / SCORING_DIR / evaluator / name
-
-
 def score(store: Store, evaluator: str, traces: Mapping[str, int], *, actions: bool,
           run: RunWorker, artifact_dir: str | Path, name: str) -> JobResults:
     """A fresh run of the evaluator's saved checkpoint over these traces: whole-trace scores
@@ -144,7 +96,7 @@ def score(store: Store, evaluator: str, traces: Mapping[str, int], *, actions: b
         raise InputError(NEEDS_ACTION_TRAINING, field="actions")
     scored = list(traces_in_chunks(store, list(traces)))
     outputs = ("scores", "action_scores") if actions else ("scores",)
-    job_dir = job_directory(artifact_dir, evaluator, name)
+    job_dir = job_directory(artifact_dir, SCORING_DIR, evaluator, name)
     try:
         results = run_job(
             job_dir,

@@ -4,12 +4,14 @@ and a finished job's results as store rows (personal models and the shared evalu
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from stash_pipeline.compute.job import ACTION_SCORES, SCORES, read_jsonl, read_metrics
+from stash_pipeline.compute.upload import fetch_results
 from stash_pipeline.core.split import PairSplit, split_pairs
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.store import ActionScore, Store, TraceScore
@@ -68,6 +70,14 @@ def read_results(job_dir: Path, evaluator: str,
     else:
         marked = {s.trace_id: s.trace_version for s in scores}
     return JobResults(metrics, scores, actions, marked)
+
+
+def handed_over_results(objects: Any, checkpoint_key: str, evaluator: str) -> JobResults:
+    """``read_results`` of the job that trained ``checkpoint_key``, from what its step handed over
+    to the object store (``compute.upload.hand_over_results``): a later step runs in any task,
+    with or without the scratch of the step that ran the worker."""
+    with tempfile.TemporaryDirectory(prefix="handed-over-") as folder:
+        return read_results(fetch_results(objects, checkpoint_key, Path(folder)), evaluator)
 
 
 def read_losses(path: Path) -> list[float]:

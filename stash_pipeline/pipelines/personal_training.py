@@ -12,18 +12,21 @@ from pathlib import Path
 from typing import Any
 
 from stash_pipeline.compute.job import JobSettings, write_job
+from stash_pipeline.compute.upload import discard_results
 from stash_pipeline.core.split import PairSplit
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.extraction.config import ExtractionConfig
-from stash_pipeline.extraction.training_pairs import training_pairs
+from stash_pipeline.pipelines.training_pairs import training_pairs
 from stash_pipeline.objects.keys import reward_model_checkpoint_key
-from stash_pipeline.services.worker_jobs import JobResults, split_stored_pairs, traces_in_chunks
+from stash_pipeline.pipelines.worker_jobs import JobResults, split_stored_pairs, traces_in_chunks
 from stash_pipeline.store import RewardModelRecord, StatusError, Store
 
 
-def job_directory(artifact_dir: str | Path, model_id: str, attempt: int) -> Path:
-    """A fresh directory per attempt, so an old attempt's outputs are never read as new ones."""
-    return Path(artifact_dir) / model_id / f"attempt-{attempt}"
+def attempt_name(attempt: int) -> str:
+    """An attempt's folder, in the scratch (``job_directory(scratch, model id, ...)``) and in the
+    object store (``reward_model_checkpoint_key(model id, ...)``): one of each per attempt, so an
+    old attempt's outputs are never read as new ones."""
+    return f"attempt-{attempt}"
 
 
 def start(store: Store, model_id: str, run_id: str, *, retry: bool = False) -> RewardModelRecord:
@@ -84,13 +87,11 @@ def fail(store: Store, model_id: str, reason: str) -> bool:
     return True
 
 
-def checkpoint_key(model_id: str, attempt: int) -> str:
-    """Where an attempt's archive lives in the object store: one key per attempt."""
-    return reward_model_checkpoint_key(model_id, f"attempt-{attempt}")
-
-
 def discard_checkpoint(store: Store, objects: Any, model_id: str) -> None:
-    """A failed attempt's uploaded archive goes: a failed model has no visible checkpoint."""
+    """A failed attempt's uploaded archive and handed-over results go: a failed model has no
+    visible checkpoint."""
     model = store.get_reward_model(model_id)
     if model.status != "succeeded":
-        objects.delete(objects.uri_for(checkpoint_key(model_id, model.attempt)))
+        key = reward_model_checkpoint_key(model_id, attempt_name(model.attempt))
+        objects.delete(objects.uri_for(key))
+        discard_results(objects, key)

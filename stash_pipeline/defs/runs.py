@@ -1,0 +1,59 @@
+"""What the command line asks of Dagster about a run, in one home: a dead run's model recorded
+(what the run-failure sensors do in a deployment, and ``instance`` for a run executed here), and a
+failed run's steps in their own words (``evaluator train --wait``). The CLI asks these instead of
+reading Dagster's event log or a pipeline's sensors itself."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import dagster as dg
+
+from stash_pipeline.compute.job import LOG, failure_reason, job_directory
+from stash_pipeline.defs.personal.partitions import ATTEMPT_TAG, SCORE_AGAIN_TAG, model_id_of
+from stash_pipeline.defs.resources import ComputeResource, StoreResource
+from stash_pipeline.pipelines import personal_training as steps
+
+
+def record_dead_run(run: dg.DagsterRun, message: str, database: StoreResource,
+                    compute: ComputeResource) -> str | None:
+    """The model of a training run that failed or was cancelled outside the worker: failed, with
+    the worker log's tail when the worker had started. None when there was nothing to record."""
+    key = run.tags.get("dagster/partition")
+    if not key or run.tags.get(SCORE_AGAIN_TAG) is not None:
+        return None
+    model_id = model_id_of(key)
+    store = database.store
+    model = store.get_reward_model(model_id)
+    # Only the run of the model's current attempt speaks for it (a stale or duplicate run does not).
+    current = (model.run_id == run.run_id if model.status == "running"
+               else model.status == "queued" and run.tags.get(ATTEMPT_TAG) == str(model.attempt))
+    if not current:
+        return None
+    job_dir = job_directory(compute.scratch, model_id, steps.attempt_name(model.attempt))
+    reason = f"run {run.run_id} failed: {message}"
+    if (job_dir / LOG).is_file():
+        reason = f"{failure_reason(job_dir)}\n{reason}"
+    return reason if steps.fail(store, model_id, reason) else None
+
+
+def dead_run_recorder(resources: Mapping[str, Any]) -> Callable[[dg.DagsterRun, str], Any]:
+    """``record_dead_run`` with the definitions' own resources."""
+    return lambda run, message: record_dead_run(run, message, resources["database"],
+                                                resources["compute"])
+
+
+def step_failures(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    """Every failed step of a run, in its own words: ``<step>: `` a Failure's description, else
+    the error's message."""
+    return [_failure_reason(event.dagster_event) for event in instance.all_logs(run_id)
+            if event.dagster_event
+            and event.dagster_event.event_type == dg.DagsterEventType.STEP_FAILURE]
+
+
+def _failure_reason(event: Any) -> str:
+    data = event.step_failure_data
+    if data.user_failure_data is not None and data.user_failure_data.description:
+        return f"{event.step_key}: {data.user_failure_data.description}"
+    return f"{event.step_key}: {data.error.message.strip() if data.error else event.message}"
