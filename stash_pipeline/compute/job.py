@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_pipeline.core.errors import InputError
+from stash_pipeline.core.failures import hide_server_paths
 from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.serialize import trace_to_dict
 from stash_pipeline.core.traces import Trace
@@ -335,7 +336,10 @@ def killed_by_signal(exit_code: int | None) -> int | None:
 
 
 def failure_reason(job_dir: Path, exit_code: int | None = None) -> str:
-    """What a failed model's ``error`` holds: the last 2000 characters of worker.log.
+    """What a failed model's ``error`` holds: the last 2000 characters of worker.log with every
+    absolute server path cut to its last part (``hide_server_paths``: the log on disk keeps them
+    for the operator). The paths are cut before the tail is taken, so the reason keeps 2000
+    characters of the log's words, and never begins inside a path.
 
     A worker killed by a signal it cannot catch (``kill -9``, the kernel's OOM killer) cannot log
     why: for a negative ``exit_code`` the reason ends with the phase it was in and
@@ -356,7 +360,7 @@ def failure_reason(job_dir: Path, exit_code: int | None = None) -> str:
             text = path.read_text(errors="replace")
         else:
             text = text.rstrip() + "\n" + "\n".join(lines)
-    return text.rstrip()[-ERROR_TAIL_CHARS:]
+    return hide_server_paths(text.rstrip())[-ERROR_TAIL_CHARS:]
 
 
 # How often the worker in the Modal function uploads its Pipes messages to S3.
