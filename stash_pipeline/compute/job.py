@@ -226,13 +226,16 @@ def remove_job(job_dir: Path) -> None:
     _remove(job_dir)
 
 
-def keep_only_logs(job_dir: Path) -> None:
+def keep_only_logs(job_dir: Path, *, also: Iterable[str] = ()) -> None:
     """A finished attempt's directory keeps ``worker.log`` and ``attempt-logs/`` (docs/worker.md)
-    and nothing else: no weights, pairs or scores stay on disk for anything to read later."""
+    and nothing else: no weights, pairs or scores stay on disk for anything to read later.
+    ``also`` names small records a later step still reads (a shared candidate's metrics.json and
+    settings.json, until its benchmark has run)."""
     if not job_dir.is_dir():
         return
+    kept = {LOG, ATTEMPT_LOGS, *also}
     for entry in job_dir.iterdir():
-        if entry.name in (LOG, ATTEMPT_LOGS):
+        if entry.name in kept:
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)

@@ -5,9 +5,11 @@ manager). The release gate is the blocking check on ``benchmark_results`` (check
 that fails it never reaches ``shared_evaluator_release``.
 """
 
+from functools import partial
+
 import dagster as dg
 
-from stash_pipeline.compute.job import LOSSES
+from stash_pipeline.compute.job import LOSSES, METRICS, SETTINGS, keep_only_logs
 from stash_pipeline.compute.run import run_job, run_worker_job, uploaded_checkpoint
 from stash_pipeline.core.training_settings import DEFAULT_MAX_PAIRS
 from stash_pipeline.defs import metadata
@@ -95,7 +97,7 @@ def shared_candidate(context: dg.AssetExecutionContext, config: SharedCandidateC
     candidate = current_candidate(context)
     job_dir = steps.job_directory(compute.scratch, candidate, TRAIN_JOB)
     try:
-        uri, metrics = run_job(
+        uri, metrics, losses = run_job(
             job_dir, lambda job_dir: steps.write_training_job(
                 database.store, candidate, job_dir,
                 base_model=config.base_model or shared_evaluator.default_base_model(),
@@ -103,12 +105,16 @@ def shared_candidate(context: dg.AssetExecutionContext, config: SharedCandidateC
             lambda job_dir: run_worker_job(context, compute.target(), job_dir, objects.objects,
                                            upload_key=steps.checkpoint_key(candidate)),
             lambda job_dir: (uploaded_checkpoint(job_dir),
-                             read_results(job_dir, candidate).metrics))
+                             read_results(job_dir, candidate).metrics,
+                             read_losses(job_dir / LOSSES)),
+            # The archive is in the object store: the weights and pairs go, the logs stay, and
+            # metrics.json (with settings.json, which names its attempt) until
+            # benchmark_results has read it.
+            finished=partial(keep_only_logs, also=(SETTINGS, METRICS)))
     except Exception as error:
         raise step_failure(error) from error
     return dg.MaterializeResult(metadata={
-        CANDIDATE: candidate,
-        **metadata.training(uri, metrics, read_losses(job_dir / LOSSES))})
+        CANDIDATE: candidate, **metadata.training(uri, metrics, losses)})
 
 
 @dg.asset(deps=[shared_candidate], group_name=GROUP, kinds={"pytorch"}, pool=REWARD_POOL)
@@ -127,15 +133,16 @@ def benchmark_results(context: dg.AssetExecutionContext, database: StoreResource
                                                        objects.objects, checkpoint_uri=checkpoint),
             compute.scratch)
 
+    train_dir = steps.job_directory(compute.scratch, candidate, TRAIN_JOB)
     try:
         ours = rewards(candidate, objects.objects.uri_for(steps.checkpoint_key(candidate)))
         theirs = rewards(incumbent.version, incumbent.checkpoint_uri) if incumbent else {}
-        metrics = read_results(steps.job_directory(compute.scratch, candidate, TRAIN_JOB),
-                               candidate).metrics
+        metrics = read_results(train_dir, candidate).metrics
         comparison = steps.decide(store, candidate, incumbent=incumbent, candidate_rewards=ours,
                                   incumbent_rewards=theirs, metrics=metrics)
     except Exception as error:
-        raise step_failure(error) from error
+        raise step_failure(error) from error  # metrics.json stays: this step can run again
+    keep_only_logs(train_dir)  # the comparison recorded the metrics: the candidate's logs remain
     reasons = comparison.report.get("reasons") or []
     context.log.info(f"candidate {candidate}: {'passes' if comparison.passed else 'blocked'}"
                      + "".join(f"\n- {reason}" for reason in reasons))
