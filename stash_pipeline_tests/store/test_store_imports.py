@@ -187,3 +187,36 @@ def test_set_contribute_checks_the_owner(store: Store) -> None:
         store.set_contribute("t", False, owner="bo")
     store.set_contribute("t", False, owner="ana")
     assert store.trace_ids(contribute=True) == []
+
+
+def test_an_imported_file_is_validated_once_and_a_record_changed_since_again(
+        store: Store, tmp_path, monkeypatch) -> None:
+    """The importer validates each record under its limits; the store checks only what it did not
+    clear: a record built elsewhere, or changed with ``replace`` after the importer's check."""
+    import json
+
+    from stash_pipeline.core import validation
+    from stash_pipeline.importers import common, read_path
+    from stash_pipeline.store import imports
+
+    checked: list[str] = []
+
+    def counting(trace: Trace, **limits) -> None:
+        checked.append(trace.id)
+        validation.validate_trace(trace, **limits)
+
+    monkeypatch.setattr(common, "validate_trace", counting)
+    monkeypatch.setattr(imports, "validate_trace", counting)
+    file = tmp_path / "traces.jsonl"
+    file.write_text("".join(json.dumps({"id": f"v{i}", "messages": [
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": f"hello {i}"}]}) + "\n"
+        for i in range(3)))
+    assert store.import_traces(read_path(file)).imported == 3
+    assert checked == ["v0", "v1", "v2"]  # once each, by the importer
+
+    [record] = list(read_path(file))[:1]
+    emptied = replace(record, trace=replace(record.trace, messages=()))
+    with pytest.raises(InputError, match="at least one message") as refused:
+        store.import_traces([emptied])
+    assert refused.value.field == "messages"
+    assert checked[-1] == "v0"  # the store checked the changed record itself
