@@ -64,19 +64,17 @@ def _sqlite_insert(connection: sa.Connection, table: sa.Table,
         if not (column.default.is_callable or column.default.is_scalar):
             raise ValueError(f"{table.name}.{column.name}: a default this insert cannot give")
     columns = [table.c[name] for name in rows[0]] + defaults
-    binds = [c.type.dialect_impl(dialect).bind_processor(dialect) for c in columns]
-    given = len(rows[0])
-
-    def value(row: dict[str, Any], index: int) -> Any:
-        column = columns[index]
-        if index < given:
-            raw = row[column.name]
+    values = []  # column by column: map() binds a whole column at C speed
+    for column in columns:
+        if column.name in rows[0]:
+            raw = [row[column.name] for row in rows]
+        elif column.default.is_callable:
+            raw = [column.default.arg(None) for _ in rows]
         else:
-            raw = column.default.arg(None) if column.default.is_callable else column.default.arg
-        return raw if binds[index] is None else binds[index](raw)
-
+            raw = [column.default.arg] * len(rows)
+        bind = column.type.dialect_impl(dialect).bind_processor(dialect)
+        values.append(raw if bind is None else list(map(bind, raw)))
     quote = dialect.identifier_preparer.quote
     statement = (f"INSERT INTO {quote(table.name)} ({', '.join(quote(c.name) for c in columns)}) "
                  f"VALUES ({', '.join('?' * len(columns))})")
-    connection.exec_driver_sql(statement, [tuple(value(row, i) for i in range(len(columns)))
-                                           for row in rows])
+    connection.exec_driver_sql(statement, list(zip(*values)))

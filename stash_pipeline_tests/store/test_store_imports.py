@@ -220,3 +220,36 @@ def test_an_imported_file_is_validated_once_and_a_record_changed_since_again(
         store.import_traces([emptied])
     assert refused.value.field == "messages"
     assert checked[-1] == "v0"  # the store checked the changed record itself
+
+
+def test_sqlite_bulk_inserts_store_what_sqlalchemy_would(tmp_path) -> None:
+    """insert_rows on SQLite binds through the driver itself: every value (JSON, null JSON,
+    booleans, Python-side timestamps) reads back as SQLAlchemy's own insert stores it."""
+    import sqlalchemy as sa
+
+    from stash_pipeline.store import schema
+    from stash_pipeline.store.batching import insert_rows
+    from stash_pipeline.store.imports import trace_row
+
+    traces = [make_trace("a", text="ünï"), replace(make_trace("b", turns=0), metadata={},
+                                                    agent=None, tools=())]
+    rows = [trace_row(t, t.actions(), version=1, contribute=i == 0) for i, t in enumerate(traces)]
+    read = []
+    for name, insert in (("ours", lambda c: insert_rows(c, schema.traces, rows)),
+                         ("sqlalchemy", lambda c: c.execute(schema.traces.insert(), rows))):
+        store = Store(f"sqlite:///{tmp_path / name}.db")
+        store.migrate()
+        with store.transaction() as connection:
+            connection.execute(schema.accounts.insert(), [{"id": "local"}])
+            insert(connection)
+        with store.reading() as connection:
+            read.append([row._asdict() for row in connection.execute(
+                sa.select(schema.traces).order_by(schema.traces.c.id))])
+        store.dispose()
+    ours, theirs = read
+    stamps = ("created_at", "updated_at")
+    assert [{k: v for k, v in r.items() if k not in stamps} for r in ours] == \
+        [{k: v for k, v in r.items() if k not in stamps} for r in theirs]
+    for row in ours:
+        assert all(type(row[k]) is type(theirs[0][k]) for k in stamps)
+    assert ours[0]["created_at"] <= ours[1]["created_at"]  # one timestamp a row, in order
