@@ -24,6 +24,8 @@ from pathlib import Path
 import httpx
 import sqlalchemy as sa
 
+# api_helpers, and the waiting bounds it uses.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "stash_pipeline_tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "stash_pipeline_tests" / "api"))
 from api_helpers import Api, loopback_socket, serve, trace_object
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_pipeline.core.errors import InputError
+from stash_pipeline.core.failures import hide_server_paths
 from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.serialize import trace_to_dict
 from stash_pipeline.core.traces import Trace
@@ -241,11 +242,13 @@ def remove_job(job_dir: Path) -> None:
 
 def keep_only_logs(job_dir: Path) -> None:
     """A finished attempt's directory keeps ``worker.log`` and ``attempt-logs/`` (docs/worker.md)
-    and nothing else: no weights, pairs or scores stay on disk for anything to read later."""
+    and nothing else: no weights, pairs or scores stay on disk for anything to read later (what a
+    later step needs was handed over to the object store, ``compute.upload.hand_over_results``)."""
     if not job_dir.is_dir():
         return
+    kept = {LOG, ATTEMPT_LOGS}
     for entry in job_dir.iterdir():
-        if entry.name in (LOG, ATTEMPT_LOGS):
+        if entry.name in kept:
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)
@@ -397,7 +400,10 @@ def killed_by_signal(exit_code: int | None) -> int | None:
 
 
 def failure_reason(job_dir: Path, exit_code: int | None = None) -> str:
-    """What a failed model's ``error`` holds: the last 2000 characters of worker.log.
+    """What a failed model's ``error`` holds: the last 2000 characters of worker.log with every
+    absolute server path cut to its last part (``hide_server_paths``: the log on disk keeps them
+    for the operator). The paths are cut before the tail is taken, so the reason keeps 2000
+    characters of the log's words, and never begins inside a path.
 
     A worker killed by a signal it cannot catch (``kill -9``, the kernel's OOM killer) cannot log
     why: for a negative ``exit_code`` the reason ends with the phase it was in and
@@ -418,7 +424,7 @@ def failure_reason(job_dir: Path, exit_code: int | None = None) -> str:
             text = path.read_text(errors="replace")
         else:
             text = text.rstrip() + "\n" + "\n".join(lines)
-    return text.rstrip()[-ERROR_TAIL_CHARS:]
+    return hide_server_paths(text.rstrip())[-ERROR_TAIL_CHARS:]
 
 
 # How often the worker in the Modal function uploads its Pipes messages to S3.

@@ -87,6 +87,10 @@ def check_number(value: Any, field: str) -> None:
         raise InputError(f"expected a finite number, got {value}", field=field)
 
 
+# json.dumps(value, ensure_ascii=False, allow_nan=False) without an encoder built on every call.
+_CHECK_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+
+
 def check_json(value: Any, field: str, *, max_depth: int = MAX_JSON_DEPTH,
                max_chars: int = MAX_TEXT_CHARS) -> None:
     """A JSON value (metadata, tool schemas, tool arguments) that stores the same everywhere.
@@ -98,7 +102,7 @@ def check_json(value: Any, field: str, *, max_depth: int = MAX_JSON_DEPTH,
     if not value and isinstance(value, (dict, list)):
         return
     try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        text = _CHECK_ENCODER.encode(value)
     except (TypeError, ValueError, RecursionError):
         text = None
     if text is not None and len(text) <= max_chars \

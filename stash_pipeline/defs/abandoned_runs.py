@@ -1,6 +1,7 @@
 """Runs whose launching process died: a `--wait` command killed mid-run leaves its run in
-progress and its pool slots taken. Each in-process run carries the process that executes it
-(``PROCESS_TAG``); a run whose process is gone is failed and its slots freed."""
+progress, its pool slots taken and its job directories full. Each in-process run carries the
+process that executes it (``PROCESS_TAG``); a run whose process is gone is failed, its slots freed
+and its job directories pruned to their logs."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+
+from stash_pipeline.compute.job import keep_only_logs
+from stash_pipeline.compute.run import job_dirs_of
 
 # The process that executes a run here (`host:pid:start`): a run whose process is gone, such as a
 # `--wait` command killed with SIGKILL, is failed by fail_abandoned_runs and its pool slots freed.
@@ -51,8 +55,8 @@ def process_gone(tag: str) -> bool:
 def fail_abandoned_runs(instance: dg.DagsterInstance, runs: Sequence[dg.DagsterRun] | None,
                         record: Callable[[dg.DagsterRun, str], Any]) -> list[dg.DagsterRun]:
     """Runs in progress whose process here has died: failed with the reason, their pool slots
-    freed, and a personal model's attempt failed (its run-failure sensor does the same in a
-    deployment). Returns the runs it failed."""
+    freed, their job directories pruned (``prune_job_dirs``), and a personal model's attempt
+    failed (its run-failure sensor does the same in a deployment). Returns the runs it failed."""
     if runs is None:
         runs = instance.get_runs(filters=dg.RunsFilter(statuses=IN_PROGRESS))
     failed = []
@@ -68,4 +72,13 @@ def fail_abandoned_runs(instance: dg.DagsterInstance, runs: Sequence[dg.DagsterR
             instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
         failed.append(run)
         record(run, message)
+        prune_job_dirs(instance.get_run_by_id(run.run_id) or run)
     return failed
+
+
+def prune_job_dirs(run: dg.DagsterRun) -> None:
+    """A run that ended without its steps cleaning up (its process died, run monitoring failed it,
+    it was cancelled): every job directory it used (``compute.run.JOB_DIRS_TAG``) keeps only its
+    logs, as a finished attempt's does."""
+    for job_dir in job_dirs_of(run.tags):
+        keep_only_logs(job_dir)

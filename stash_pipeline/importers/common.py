@@ -73,8 +73,10 @@ def finish(trace: Trace, feedback: tuple[Feedback | Review, ...], *, file: str, 
             except InputError as error:
                 raise InputError(error.reason, field=f"feedback[{index}].{error.field}") from None
     reviews = tuple(item for item in feedback if isinstance(item, Review))
-    return ImportedTrace(trace, tuple(item for item in feedback if not isinstance(item, Review)),
-                         source=f"{file}:{number}", reviews=reviews)
+    others = tuple(item for item in feedback if not isinstance(item, Review))
+    # Validated here, under the import's limits: the store does not check it again.
+    return ImportedTrace(trace, others, source=f"{file}:{number}", reviews=reviews,
+                         cleared=(trace, others, reviews))
 
 
 def metadata_outcome(trace: Trace, path: str) -> tuple[VerifiedOutcome, ...]:

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from stash_pipeline.compute.job import (
-    CHECKPOINT_INPUT, PAIR_REWARDS, JobSettings, job_directory, read_jsonl, remove_job, write_job,
+    CHECKPOINT_INPUT, PAIR_REWARDS, JobSettings, job_directory, keep_only_logs, read_jsonl,
+    remove_job, write_job,
 )
 from stash_pipeline.compute.run import run_job
 from stash_pipeline.core.errors import NotFoundError, StashError
@@ -135,7 +136,8 @@ def benchmark_rewards(store: Store, candidate: str, evaluator: str, checkpoint_u
     rows = run_job(job_directory(artifact_dir, SHARED_DIR, candidate, f"benchmark-{evaluator}"),
                    lambda job_dir: write_job(job_dir, settings, benchmark_pairs=pairs),
                    lambda job_dir: run(job_dir, checkpoint_uri),
-                   lambda job_dir: read_jsonl(job_dir / PAIR_REWARDS))
+                   lambda job_dir: read_jsonl(job_dir / PAIR_REWARDS),
+                   finished=keep_only_logs)  # the downloaded checkpoint goes; the log stays
     return {row["pair_id"]: (row["chosen"], row["rejected"]) for row in rows}
 
 
@@ -243,7 +245,7 @@ def score_batch(store: Store, batch: ScoringBatch, run: RunWorker, artifact_dir:
     results = run_job(job_dir, lambda job_dir: write_job(job_dir, settings, score_traces=traces),
                       lambda job_dir: run(job_dir, release_.checkpoint_uri),
                       lambda job_dir: read_results(job_dir, release_.version,
-                                                   scored={t.id: t.version for t in traces}))
+                                                   scored={t.id: t.version for t in traces}),
+                      finished=remove_job)  # scoring runs all the time: keep no scratch
     store.save_action_scores(release_.version, results.scored, results.action_scores)
-    remove_job(job_dir)  # scoring runs all the time: keep no scratch
     return results

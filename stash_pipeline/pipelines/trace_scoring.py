@@ -97,16 +97,14 @@ def score(store: Store, evaluator: str, traces: Mapping[str, int], *, actions: b
     scored = list(traces_in_chunks(store, list(traces)))
     outputs = ("scores", "action_scores") if actions else ("scores",)
     job_dir = job_directory(artifact_dir, SCORING_DIR, evaluator, name)
-    try:
-        results = run_job(
-            job_dir,
-            lambda d: write_job(d, JobSettings(evaluator=evaluator, checkpoint=CHECKPOINT_INPUT,
-                                               outputs=outputs), score_traces=scored),
-            lambda d: run(d, chosen.checkpoint_uri),
-            lambda d: read_results(d, evaluator,
-                                   scored={t.id: t.version for t in scored} if actions else None))
-    finally:
-        remove_job(job_dir)  # scoring runs all the time: keep no scratch
+    results = run_job(
+        job_dir,
+        lambda d: write_job(d, JobSettings(evaluator=evaluator, checkpoint=CHECKPOINT_INPUT,
+                                           outputs=outputs), score_traces=scored),
+        lambda d: run(d, chosen.checkpoint_uri),
+        lambda d: read_results(d, evaluator,
+                               scored={t.id: t.version for t in scored} if actions else None),
+        finished=remove_job)  # scoring runs all the time: keep no scratch
     if chosen.shared:
         store.save_scores(results.scores)
         if actions:

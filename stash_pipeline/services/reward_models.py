@@ -6,7 +6,6 @@ account that existed before the rollout, is "not found" (the API's 404), so ids 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -79,7 +78,8 @@ def retry(store: Store, owner: str, model_id: str) -> RewardModelRecord:
 
 
 def view(model: RewardModelRecord) -> dict[str, Any]:
-    """The JSON form the API returns and `rm ... --json` prints (no storage locations)."""
+    """The JSON form the API returns and `rm ... --json` prints (no storage locations; the
+    ``error`` names no server path: ``mark_failed`` stores it without them)."""
     return {
         "id": model.id, "name": model.name, "status": model.status, "error": model.error,
         "metrics": model.metrics, "trace_ids": list(model.trace_ids),
@@ -89,21 +89,3 @@ def view(model: RewardModelRecord) -> dict[str, Any]:
             ("created_at", model.created_at), ("started_at", model.started_at),
             ("finished_at", model.finished_at))},
     }
-
-
-# An absolute path, or a file:// URI, not part of a longer word, URL or Hugging Face id.
-_PART = r"(?:/[^\s/'\"(),:;\[\]{}<>]+)+/?"
-_SERVER_PATH = re.compile(rf"file://{_PART}|(?<![\w.:/~-]){_PART}")
-
-
-def hide_server_paths(text: str | None) -> str | None:
-    """``text`` with each absolute server path cut to its last part (``.../worker.log``): what a
-    caller of the API may see of a failure's reason, which is the worker log's tail."""
-    if text is None:
-        return None
-    return _SERVER_PATH.sub(lambda m: ".../" + m.group(0).rstrip("/").rsplit("/", 1)[-1], text)
-
-
-def api_view(model: RewardModelRecord) -> dict[str, Any]:
-    """``view`` for the HTTP API: the failure reason without the server's paths."""
-    return {**view(model), "error": hide_server_paths(model.error)}

@@ -106,16 +106,20 @@ def _location(source: str) -> dict[str, str | None]:
 
 def _check_record(record: ImportedTrace) -> None:
     """The checks both databases rely on (core.validation), before anything of the chunk is
-    written: whatever one database would refuse, both refuse here with the same InputError."""
+    written: whatever one database would refuse, both refuse here with the same InputError. A
+    record an importer validated already (``is_cleared``) is not validated again."""
+    cleared = record.is_cleared
     try:
-        validate_trace(record.trace)
+        if not cleared:
+            validate_trace(record.trace)
         for index, item in enumerate(record.feedback):
             try:
-                validate_feedback(item)
+                if not cleared:
+                    validate_feedback(item)
                 references(item)
             except InputError as error:
                 raise InputError(error.reason, field=f"feedback[{index}].{error.field}") from None
-        for review in record.reviews:
+        for review in () if cleared else record.reviews:
             validate_review(review)
     except InputError as error:
         raise error.located(**_location(record.source)) from None
@@ -141,17 +145,20 @@ def _write_chunk(connection: sa.Connection, batch: Sequence[ImportedTrace],
                 trace_id=record.trace.id)
     ensure_accounts(connection, {record.trace.owner for record in batch})
 
-    # Each trace's actions are derived once: they feed the trace row, action rows and counts.
+    # Each trace's actions and stored messages are derived once: they feed the trace row, its
+    # digest, the action rows and the counts.
     actions = {record.trace.id: record.trace.actions() for record in batch}
-    digests = {record.trace.id: trace_digest(record.trace) for record in batch}
+    messages = {r.trace.id: [message_to_dict(m) for m in r.trace.messages] for r in batch}
+    digests = {r.trace.id: trace_digest(r.trace, messages[r.trace.id]) for r in batch}
     # Identical content: no version bump, scores and scoring marks kept, nothing queued again.
     same = {r.trace.id for r in batch if r.trace.id in stored
             and stored[r.trace.id].content_digest == digests[r.trace.id]}
     new = [trace_row(r.trace, actions[r.trace.id], version=1, contribute=r.trace.contribute,
-                     digest=digests[r.trace.id])
+                     digest=digests[r.trace.id], messages=messages[r.trace.id])
            for r in batch if r.trace.id not in stored]
     updated = [trace_row(r.trace, actions[r.trace.id], version=None,
-                          contribute=r.trace.contribute, digest=digests[r.trace.id])
+                          contribute=r.trace.contribute, digest=digests[r.trace.id],
+                          messages=messages[r.trace.id])
                for r in batch if r.trace.id in stored and r.trace.id not in same]
     insert_rows(connection, t, new)
     if updated:
@@ -160,7 +167,8 @@ def _write_chunk(connection: sa.Connection, batch: Sequence[ImportedTrace],
                          and not stored[r.trace.id].contribute])
     insert_rows(connection, schema.actions,
                 [action_row(r.trace, a, d) for r in batch if r.trace.id not in same
-                 for a, d in zip(actions[r.trace.id], action_digests(r.trace).values())])
+                 for a, d in zip(actions[r.trace.id],
+                                 action_digests(r.trace, actions[r.trace.id]).values())])
     # An unchanged trace's feedback is rewritten only where it differs (a new reviewer): rows
     # stored as they are keep their times.
     changed = _changed_feedback(connection, [r for r in batch if r.trace.id in same])
@@ -200,14 +208,17 @@ def _changed_feedback(connection: sa.Connection, records: Sequence[ImportedTrace
 
 
 def trace_row(trace: Trace, actions: list[Action], *, version: int | None,
-              contribute: bool, digest: str | None = None) -> dict:
-    """The traces row of a trace (messages in core.serialize's form); without a version for an
-    update, which increments the stored one."""
+              contribute: bool, digest: str | None = None,
+              messages: list[dict] | None = None) -> dict:
+    """The traces row of a trace (messages in core.serialize's form, ``messages`` when the caller
+    has them already); without a version for an update, which increments the stored one."""
+    if messages is None:
+        messages = [message_to_dict(m) for m in trace.messages]
     row = {
-        "content_digest": digest if digest is not None else trace_digest(trace),
+        "content_digest": digest if digest is not None else trace_digest(trace, messages),
         "id": trace.id, "owner": trace.owner, "agent": trace.agent, "domain": trace.domain,
         "task_id": trace.task_id, "metadata": trace.metadata, "tools": list(trace.tools),
-        "messages": [message_to_dict(m) for m in trace.messages],
+        "messages": messages,
         "message_count": len(trace.messages), "action_count": len(actions),
         "contribute": contribute,
     }

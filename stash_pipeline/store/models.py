@@ -11,6 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from stash_pipeline.core.errors import InputError, NotFoundError, StashError
+from stash_pipeline.core.failures import hide_server_paths
 from stash_pipeline.core.requests import RewardModelRequest
 from stash_pipeline.core.training_settings import ERROR_TAIL_CHARS
 from stash_pipeline.store import schema
@@ -176,5 +177,7 @@ def mark_succeeded(connection: sa.Connection, model_id: str, *, metrics: dict[st
 
 
 def mark_failed(connection: sa.Connection, model_id: str, error: str) -> None:
-    _move(connection, model_id, "failed", error=error[-ERROR_TAIL_CHARS:],
+    """The one place a failed model's ``error`` is written: without absolute server paths, so the
+    API, `rm show`, the viewer and the SQL endpoint's ``reward_models`` read none."""
+    _move(connection, model_id, "failed", error=hide_server_paths(error)[-ERROR_TAIL_CHARS:],
           finished_at=schema.utcnow())

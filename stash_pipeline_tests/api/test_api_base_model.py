@@ -15,8 +15,8 @@ from api_helpers import SETTINGS, Api, import_traces, loopback_socket, serve, su
 from stash_pipeline.api import create_app
 from stash_pipeline.objects import LocalObjectStore, UrlSigner
 from stash_pipeline.compute.job import job_directory, keep_only_logs
+from stash_pipeline.core.failures import hide_server_paths
 from stash_pipeline.pipelines.personal_training import attempt_name
-from stash_pipeline.services.reward_models import hide_server_paths
 from stash_pipeline.store import Store
 
 RM = "/api/v1/rm/reward-models"
@@ -92,8 +92,9 @@ def test_a_finished_attempt_keeps_only_its_logs(tmp_path: Path) -> None:
 def test_failure_reasons_and_404s_show_no_server_path(api: Api, tmp_path: Path) -> None:
     reason = (f'File "{tmp_path}/stash_pipeline/worker/train.py", line 3\nModelLoadError: '
               f"model {tmp_path}/jobs/x: no config.json; see file://{tmp_path}/o/r.tar.gz "
-              "and https://huggingface.co/Qwen/Qwen3-0.6B")
+              f"and https://huggingface.co/Qwen/Qwen3-0.6B; PATH={tmp_path}/bin:{tmp_path}/sbin")
     shown = hide_server_paths(reason)
+    assert hide_server_paths(shown) == shown and ".../bin:.../sbin" in shown
     assert str(tmp_path) not in shown and ".../train.py" in shown and ".../r.tar.gz" in shown
     assert "https://huggingface.co/Qwen/Qwen3-0.6B" in shown
 

@@ -1,5 +1,6 @@
 """A `rm create --wait` killed with SIGKILL mid-training holds nothing (issue 22): the model reads
-failed with the reason, the worker stops, the reward_worker slot is free and `rm retry` works."""
+failed with the reason, the worker stops, the reward_worker slot is free, the attempt's job
+directory keeps only its log and `rm retry` works."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ import dagster as dg
 import pytest
 
 from stash_pipeline.cli import main
+from stash_pipeline.compute.run import job_dirs_of
+from stash_pipeline.compute.job import job_directory
+from stash_pipeline.pipelines.personal_training import attempt_name
 from test_cli_rm import home, last_json  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.slow
@@ -92,6 +96,10 @@ def test_a_killed_wait_fails_its_model_frees_the_pool_and_retry_succeeds(
         assert info.active_slot_count == 0 and info.pending_step_count == 0
         [run] = instance.get_runs()
         assert run.status == dg.DagsterRunStatus.FAILURE
+    # The killed attempt's job directory, which the run recorded, keeps only its log.
+    job_dir = job_directory(home / "jobs", model["id"], attempt_name(1))
+    assert job_dirs_of(run.tags) == [job_dir]
+    assert [p.name for p in job_dir.iterdir()] == ["worker.log"]
 
     assert main(["rm", "retry", model["id"], "--wait", "--json"]) == 0
     retried = last_json(capsys)

@@ -1,14 +1,18 @@
 """Runs whose `--wait` process died: the daemon's abandoned_runs sensor fails them, frees their
-pool slots and fails their model (issue 22); a live or another host's process is left alone."""
+pool slots, prunes their job directories to their logs and fails their model (issue 22); a live
+or another host's process is left alone."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
+from pathlib import Path
 
 import dagster as dg
 
+from stash_pipeline.compute.run import JOB_DIRS_TAG
 from stash_pipeline.defs.abandoned_runs import PROCESS_TAG, process_gone, this_process
 from stash_pipeline.instance import definitions
 from stash_pipeline.pipelines import personal_training as steps
@@ -32,15 +36,27 @@ def test_process_gone_tells_ended_reused_and_foreign_processes() -> None:
     assert not process_gone(f"another-host:{os.getpid() + 10**6}:1")  # cannot tell: left alone
 
 
-def test_the_sensor_fails_a_run_whose_process_died_and_frees_its_slot(store, instance) -> None:
+def job_dir_with_outputs(folder: Path) -> Path:
+    """A job directory as a killed run leaves it: inputs, weights and a log."""
+    for name in ("worker.log", "attempt-logs/001-a.log", "train_pairs.jsonl", "settings.json",
+                 "reward-model/model.safetensors", "checkpoint.tar.gz"):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text("x")
+    return folder
+
+
+def test_the_sensor_fails_a_run_whose_process_died_and_frees_its_slot(store, instance,
+                                                                      tmp_path) -> None:
     model_id = queued_model(store)
     defs = definitions()
-    runs = {}
+    runs, job_dirs = {}, {}
     for name, tag in (("dead", dead_process()), ("alive", this_process())):
+        job_dirs[name] = [job_dir_with_outputs(tmp_path / name / job) for job in ("a", "b")]
         runs[name] = instance.add_run(dg.DagsterRun(
             job_name="personal_reward_model_training", run_id=f"{name}-run",
             status=dg.DagsterRunStatus.STARTED,
-            tags={PROCESS_TAG: tag, "dagster/partition": model_id, "stash/attempt": "1"}))
+            tags={PROCESS_TAG: tag, "dagster/partition": model_id, "stash/attempt": "1",
+                  JOB_DIRS_TAG: json.dumps([str(d) for d in job_dirs[name]])}))
     steps.start(store, model_id, "dead-run")
     instance.event_log_storage.set_concurrency_slots(POOL, 1)
     claim = instance.event_log_storage.claim_concurrency_slot(POOL, "dead-run", "personal_pairs")
@@ -57,3 +73,9 @@ def test_the_sensor_fails_a_run_whose_process_died_and_frees_its_slot(store, ins
     assert instance.event_log_storage.get_concurrency_info(POOL).active_slot_count == 0
     model = store.get_reward_model(model_id)
     assert model.status == "failed" and "ended before the run did" in model.error
+    # The dead run's job directories keep only their logs; the live run's are untouched.
+    for job_dir in job_dirs["dead"]:
+        assert sorted(str(p.relative_to(job_dir)) for p in job_dir.rglob("*")) == [
+            "attempt-logs", "attempt-logs/001-a.log", "worker.log"]
+    for job_dir in job_dirs["alive"]:
+        assert (job_dir / "reward-model" / "model.safetensors").is_file()

@@ -107,12 +107,27 @@ def scenario(tmp_path_factory, tiny_base_model):
                 for key in ("shared_training_pairs", "shared_split", "shared_candidate",
                             "benchmark_results", "shared_evaluator_release",
                             "shared_action_scores")}
+            jobs = home / "jobs"
+            results["scratch"] = sorted(str(p.relative_to(jobs)) for p in jobs.rglob("*")
+                                        if p.is_file())
             yield results
         store.dispose()
 
 
 def comparisons(scenario) -> list:
     return scenario["store"].list_benchmark_comparisons()
+
+
+def test_finished_candidates_leave_only_their_logs_and_scoring_no_scratch(scenario):
+    """Each candidate's training and benchmark job directories keep worker.log alone; the
+    auto-scoring runs' directories are gone."""
+    candidates = [c.candidate for c in comparisons(scenario)]
+    incumbents = {c.candidate: c.incumbent for c in comparisons(scenario)}
+    expected = sorted(
+        f"shared-evaluator/{candidate}/{job}/worker.log" for candidate in candidates
+        for job in ("train", f"benchmark-{candidate}",
+                    *([f"benchmark-{incumbents[candidate]}"] if incumbents[candidate] else [])))
+    assert len(candidates) == 3 and scenario["scratch"] == expected
 
 
 def test_traces_wait_for_the_first_release(scenario):

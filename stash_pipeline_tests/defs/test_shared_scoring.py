@@ -95,11 +95,12 @@ def test_a_backlog_waits_in_the_database_beyond_the_runs_in_flight(store, instan
     assert store.traces_pending_scoring("r1") == pending  # nothing is lost: still queued
 
 
-def test_a_failed_scoring_run_leaves_its_traces_pending(store, instance, release):
+def test_a_failed_scoring_run_leaves_its_traces_pending(store, instance, release, home):
     store.save_release(Release("r2", release.checkpoint_uri.replace("r1", "missing"), {}, {}))
     store.import_traces([record(i) for i in range(2)])
     [run] = run_sensor_requests(instance, definitions(), "pending_action_scoring")
     assert run.status == dg.DagsterRunStatus.FAILURE
+    assert not list((home / "jobs").rglob("*.*"))  # its job directory went with the run
     assert len(store.traces_pending_scoring("r2")) == 2
     assert {row.scoring_state for row in store.list_traces()} == {"pending"}
 

@@ -187,3 +187,69 @@ def test_set_contribute_checks_the_owner(store: Store) -> None:
         store.set_contribute("t", False, owner="bo")
     store.set_contribute("t", False, owner="ana")
     assert store.trace_ids(contribute=True) == []
+
+
+def test_an_imported_file_is_validated_once_and_a_record_changed_since_again(
+        store: Store, tmp_path, monkeypatch) -> None:
+    """The importer validates each record under its limits; the store checks only what it did not
+    clear: a record built elsewhere, or changed with ``replace`` after the importer's check."""
+    import json
+
+    from stash_pipeline.core import validation
+    from stash_pipeline.importers import common, read_path
+    from stash_pipeline.store import imports
+
+    checked: list[str] = []
+
+    def counting(trace: Trace, **limits) -> None:
+        checked.append(trace.id)
+        validation.validate_trace(trace, **limits)
+
+    monkeypatch.setattr(common, "validate_trace", counting)
+    monkeypatch.setattr(imports, "validate_trace", counting)
+    file = tmp_path / "traces.jsonl"
+    file.write_text("".join(json.dumps({"id": f"v{i}", "messages": [
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": f"hello {i}"}]}) + "\n"
+        for i in range(3)))
+    assert store.import_traces(read_path(file)).imported == 3
+    assert checked == ["v0", "v1", "v2"]  # once each, by the importer
+
+    [record] = list(read_path(file))[:1]
+    emptied = replace(record, trace=replace(record.trace, messages=()))
+    with pytest.raises(InputError, match="at least one message") as refused:
+        store.import_traces([emptied])
+    assert refused.value.field == "messages"
+    assert checked[-1] == "v0"  # the store checked the changed record itself
+
+
+def test_sqlite_bulk_inserts_store_what_sqlalchemy_would(tmp_path) -> None:
+    """insert_rows on SQLite binds through the driver itself: every value (JSON, null JSON,
+    booleans, Python-side timestamps) reads back as SQLAlchemy's own insert stores it."""
+    import sqlalchemy as sa
+
+    from stash_pipeline.store import schema
+    from stash_pipeline.store.batching import insert_rows
+    from stash_pipeline.store.imports import trace_row
+
+    traces = [make_trace("a", text="ünï"), replace(make_trace("b", turns=0), metadata={},
+                                                    agent=None, tools=())]
+    rows = [trace_row(t, t.actions(), version=1, contribute=i == 0) for i, t in enumerate(traces)]
+    read = []
+    for name, insert in (("ours", lambda c: insert_rows(c, schema.traces, rows)),
+                         ("sqlalchemy", lambda c: c.execute(schema.traces.insert(), rows))):
+        store = Store(f"sqlite:///{tmp_path / name}.db")
+        store.migrate()
+        with store.transaction() as connection:
+            connection.execute(schema.accounts.insert(), [{"id": "local"}])
+            insert(connection)
+        with store.reading() as connection:
+            read.append([row._asdict() for row in connection.execute(
+                sa.select(schema.traces).order_by(schema.traces.c.id))])
+        store.dispose()
+    ours, theirs = read
+    stamps = ("created_at", "updated_at")
+    assert [{k: v for k, v in r.items() if k not in stamps} for r in ours] == \
+        [{k: v for k, v in r.items() if k not in stamps} for r in theirs]
+    for row in ours:
+        assert all(type(row[k]) is type(theirs[0][k]) for k in stamps)
+    assert ours[0]["created_at"] <= ours[1]["created_at"]  # one timestamp a row, in order

@@ -29,21 +29,21 @@ def create_reward_model(request: Request, body: Any = Body(...),
     """Queue a personal reward model; it returns the queued model."""
     model = reward_models.create(request.app.state.store, account.id, body,
                                  local_base_models=request.app.state.settings.base_model_dirs)
-    return reward_models.api_view(model)
+    return reward_models.view(model)
 
 
 @router.get("", responses=NOT_FOUND)
 def list_reward_models(request: Request,
                        account: Account = Depends(current_account)) -> dict[str, Any]:
     models = reward_models.list_models(request.app.state.store, account.id)
-    return {"reward_models": [reward_models.api_view(m) for m in models]}
+    return {"reward_models": [reward_models.view(m) for m in models]}
 
 
 @router.get("/{model_id}", responses=NOT_FOUND)
 def get_reward_model(model_id: str, request: Request,
                      account: Account = Depends(current_account)) -> dict[str, Any]:
     """Status, error, metrics and timestamps."""
-    return reward_models.api_view(reward_models.get(request.app.state.store, account.id, model_id))
+    return reward_models.view(reward_models.get(request.app.state.store, account.id, model_id))
 
 
 @router.get("/{model_id}/weights", responses={
@@ -65,4 +65,4 @@ def score_again(model_id: str, request: Request,
                 account: Account = Depends(current_account)) -> dict[str, Any]:
     """Score again: a fresh scoring run of the saved checkpoint, without labelling or training."""
     model = reward_models.score_again(request.app.state.store, account.id, model_id)
-    return reward_models.api_view(model)
+    return reward_models.view(model)

@@ -3,7 +3,7 @@ outside the worker still leaves its model failed with a reason."""
 
 import dagster as dg
 
-from stash_pipeline.defs.abandoned_runs import fail_abandoned_runs
+from stash_pipeline.defs.abandoned_runs import fail_abandoned_runs, prune_job_dirs
 from stash_pipeline.defs.personal.jobs import personal_training_job
 from stash_pipeline.defs.personal.partitions import (
     ATTEMPT_TAG, MODEL_NAME_TAG, MODEL_TAG, SCORE_AGAIN_TAG, model_id_of, model_partition_key,
@@ -72,11 +72,13 @@ def _partitions_to_add(context: dg.SensorEvaluationContext,
                        default_status=dg.DefaultSensorStatus.RUNNING,
                        description="Marks a personal reward model failed when its training run "
                                    "dies outside a step (a crash, run monitoring), with the "
-                                   "reason; a model a step already failed is left as it is.")
+                                   "reason; a model a step already failed is left as it is. "
+                                   "The run's job directories keep only their logs.")
 def failed_reward_model_runs(context: dg.RunFailureSensorContext, database: StoreResource,
                              compute: ComputeResource) -> None:
     message = context.failure_event.message or "the run failed"
     reason = record_dead_run(context.dagster_run, message, database, compute)
+    prune_job_dirs(context.dagster_run)
     if reason:
         key = context.dagster_run.tags["dagster/partition"]
         context.log.info(f"reward model {model_id_of(key)} failed")
@@ -86,17 +88,20 @@ def failed_reward_model_runs(context: dg.RunFailureSensorContext, database: Stor
                       monitored_jobs=[personal_training_job],
                       default_status=dg.DefaultSensorStatus.RUNNING,
                       description="Marks a personal reward model failed when its training run "
-                                  "is cancelled, so it never stays running.")
+                                  "is cancelled, so it never stays running; the run's job "
+                                  "directories keep only their logs.")
 def cancelled_reward_model_runs(context: dg.RunStatusSensorContext, database: StoreResource,
                                 compute: ComputeResource) -> None:
     record_dead_run(context.dagster_run, "the run was cancelled", database, compute)
+    prune_job_dirs(context.dagster_run)
 
 
 @dg.sensor(minimum_interval_seconds=ABANDONED_INTERVAL_S,
            default_status=dg.DefaultSensorStatus.RUNNING,
            description="Fails runs whose launching command died (a killed --wait): the run is "
-                       "failed with the reason, its reward_worker slot freed and its model "
-                       "failed, so rm retry works.")
+                       "failed with the reason, its reward_worker slot freed, its job "
+                       "directories pruned to their logs and its model failed, so rm retry "
+                       "works.")
 def abandoned_runs(context: dg.SensorEvaluationContext, database: StoreResource,
                    compute: ComputeResource) -> dg.SkipReason:
     """Runs a `--wait` command started on this host whose command died (SIGKILL): failed, their

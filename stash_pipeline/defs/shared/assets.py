@@ -114,7 +114,8 @@ def shared_candidate(context: dg.AssetExecutionContext, config: SharedCandidateC
         losses = read_losses(job_dir / LOSSES)
     except Exception as error:
         raise step_failure(error) from error
-    keep_only_logs(job_dir)  # the weights and metrics are in the object store now
+    finally:
+        keep_only_logs(job_dir)  # the weights and metrics are in the object store now, or it failed
     return dg.MaterializeResult(metadata={CANDIDATE: candidate,
                                           **metadata.training(uri, metrics, losses)})
 
@@ -145,7 +146,7 @@ def benchmark_results(context: dg.AssetExecutionContext, database: StoreResource
         comparison = steps.decide(store, candidate, incumbent=incumbent, candidate_rewards=ours,
                                   incumbent_rewards=theirs, metrics=metrics)
     except Exception as error:
-        raise step_failure(error) from error
+        raise step_failure(error) from error  # the handed-over metrics stay: it can run again
     reasons = comparison.report.get("reasons") or []
     context.log.info(f"candidate {candidate}: {'passes' if comparison.passed else 'blocked'}"
                      + "".join(f"\n- {reason}" for reason in reasons))

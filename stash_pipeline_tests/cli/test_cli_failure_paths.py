@@ -1,0 +1,70 @@
+"""A failed job's reason names no server path, wherever its owner reads it: the API, `rm show` and
+the SQL endpoint's `reward_models`, on SQLite and PostgreSQL (issue 22)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from stash_pipeline.api import create_app
+from stash_pipeline.cli import main
+from stash_pipeline.objects import LocalObjectStore, UrlSigner
+from stash_pipeline.services import accounts
+from stash_pipeline_tests.cli.cli_helpers import cli_store, run_json  # noqa: F401 - a fixture
+from test_cli_rm import HOTPOTQA
+
+# api_helpers (a served API on a given store) lives beside the API suite.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
+
+
+def test_a_failed_jobs_error_shows_no_server_path(cli_store, tmp_path, monkeypatch, capsys):
+    from api_helpers import SETTINGS, Api, loopback_socket, serve
+
+    scratch, models = tmp_path / "scratch", tmp_path / "models"
+    monkeypatch.setenv("RM_ARTIFACT_DIR", str(scratch))
+    monkeypatch.setenv("STASH_EXTRACTION", "off")
+    stash_home = Path(os.environ["STASH_HOME"])  # the suite's own, outside tmp_path
+    broken = models / "broken"  # a base model the worker cannot load: its error names the path
+    broken.mkdir(parents=True)
+    (broken / "config.json").write_text("{not json")
+    account, key = accounts.create(cli_store, "ana")
+    sample = tmp_path / "hotpot.jsonl"
+    sample.write_text("".join(HOTPOTQA.open().readlines()[:6]))
+    run_json(capsys, "import", str(sample), "--owner", account.id)
+
+    code = main(["rm", "create", "--owner", account.id, "--name", "m", "--all-traces",
+                 "--base-model", str(broken), "--wait", "--json"])
+    created = run_json_of(capsys.readouterr().out)
+    assert code == 1 and created["status"] == "failed", created
+    [job_log] = scratch.rglob("worker.log")
+    assert str(broken) in job_log.read_text()  # the operator's log keeps the paths
+
+    assert main(["rm", "show", created["id"], "--owner", account.id]) == 1  # 1: a failed model
+    shown = capsys.readouterr().out
+    listed = run_json(capsys, "rm", "list", "--owner", account.id)["reward_models"][0]["error"]
+    sock = loopback_socket()
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    objects = LocalObjectStore(tmp_path / "objects", api_url=url, signer=UrlSigner(b"k" * 32))
+    for _ in serve(create_app(cli_store, objects, SETTINGS), sock):
+        client = Api(url, cli_store, objects).client(key)
+        through_api = client.get(f"/api/v1/rm/reward-models/{created['id']}").json()["error"]
+        answer = client.post("/api/v1/sql", json={"sql": "SELECT error FROM reward_models"})
+        assert answer.status_code == 200, answer.text
+        [[through_sql]] = answer.json()["rows"]
+
+    texts = {"rm create --wait": created["error"], "rm show": shown, "rm list": listed,
+             "API": through_api, "SQL": through_sql}
+    server_paths = (tmp_path, scratch, stash_home, models, Path(sys.prefix),
+                    Path(__file__).resolve().parents[2])
+    for where, text in texts.items():
+        assert "job failed in phase" in text and ".../broken" in text, (where, text)
+        leaked = [str(p) for p in server_paths if str(p) in text]
+        assert not leaked, (where, leaked, text)
+    assert through_api == through_sql == listed == created["error"]
+
+
+def run_json_of(out: str) -> dict:
+    import json
+
+    return json.loads(out.strip().splitlines()[-1])
