@@ -10,7 +10,7 @@ from typing import Any
 
 import dagster as dg
 
-from stash_pipeline.compute.job import LOG, failure_reason, job_directory
+from stash_pipeline.compute.job import LOG, failure_reason, job_directory, keep_only_logs
 from stash_pipeline.defs.personal.partitions import ATTEMPT_TAG, SCORE_AGAIN_TAG, model_id_of
 from stash_pipeline.defs.resources import ComputeResource, StoreResource
 from stash_pipeline.pipelines import personal_training as steps
@@ -19,7 +19,9 @@ from stash_pipeline.pipelines import personal_training as steps
 def record_dead_run(run: dg.DagsterRun, message: str, database: StoreResource,
                     compute: ComputeResource) -> str | None:
     """The model of a training run that failed or was cancelled outside the worker: failed, with
-    the worker log's tail when the worker had started. None when there was nothing to record."""
+    the worker log's tail when the worker had started, and its attempt's directory cut to its logs
+    (a run that died while it wrote the job's inputs is in no ``JOB_DIRS_TAG`` yet). None when
+    there was nothing to record."""
     key = run.tags.get("dagster/partition")
     if not key or run.tags.get(SCORE_AGAIN_TAG) is not None:
         return None
@@ -35,7 +37,9 @@ def record_dead_run(run: dg.DagsterRun, message: str, database: StoreResource,
     reason = f"run {run.run_id} failed: {message}"
     if (job_dir / LOG).is_file():
         reason = f"{failure_reason(job_dir)}\n{reason}"
-    return reason if steps.fail(store, model_id, reason) else None
+    failed = steps.fail(store, model_id, reason)
+    keep_only_logs(job_dir)
+    return reason if failed else None
 
 
 def dead_run_recorder(resources: Mapping[str, Any]) -> Callable[[dg.DagsterRun, str], Any]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from stash_pipeline.compute.job import job_directory
 from stash_pipeline.compute.run import JOB_DIRS_TAG
 from stash_pipeline.defs.abandoned_runs import PROCESS_TAG, process_gone, this_process
 from stash_pipeline.instance import definitions
@@ -79,3 +80,27 @@ def test_the_sensor_fails_a_run_whose_process_died_and_frees_its_slot(store, ins
             "attempt-logs", "attempt-logs/001-a.log", "worker.log"]
     for job_dir in job_dirs["alive"]:
         assert (job_dir / "reward-model" / "model.safetensors").is_file()
+
+
+def test_a_run_that_died_while_writing_its_inputs_leaves_no_inputs(store, instance, tmp_path
+                                                                   ) -> None:
+    """Before the worker starts, the attempt's directory is in no JOB_DIRS_TAG: recording the dead
+    run prunes it all the same, to nothing (it had no log yet)."""
+    model_id = queued_model(store)
+    defs = definitions()
+    instance.add_run(dg.DagsterRun(
+        job_name="personal_reward_model_training", run_id="dead-run",
+        status=dg.DagsterRunStatus.STARTED,
+        tags={PROCESS_TAG: dead_process(), "dagster/partition": model_id, "stash/attempt": "1"}))
+    steps.start(store, model_id, "dead-run")
+    job_dir = job_directory(tmp_path / "jobs", model_id, steps.attempt_name(1))
+    for name in ("settings.json", "train_pairs.jsonl"):
+        job_dir.mkdir(parents=True, exist_ok=True)
+        (job_dir / name).write_text("x")
+
+    sensor = defs.resolve_sensor_def("abandoned_runs")
+    with dg.build_sensor_context(instance=instance, definitions=defs, resources=defs.resources,
+                                 instance_ref=instance.get_ref()) as context:
+        assert "failed 1 run" in sensor.evaluate_tick(context).skip_message
+    assert store.get_reward_model(model_id).status == "failed"
+    assert list(job_dir.iterdir()) == []
