@@ -17,9 +17,10 @@ import pytest
 import sqlalchemy as sa
 from moto.server import ThreadedMotoServer
 
-from object_helpers import ACCESS_KEY, REGION, SECRET_KEY
 from stash_pipeline.objects import S3Settings
 from stash_pipeline.store import Store, schema
+
+from object_helpers import ACCESS_KEY, REGION, SECRET_KEY
 
 POSTGRES_SERVER = os.environ.get("STASH_TEST_POSTGRES",
                                  "postgresql+psycopg://postgres@127.0.0.1:5432")
@@ -94,6 +95,7 @@ def _worker_in_process(request: pytest.FixtureRequest, monkeypatch: pytest.Monke
     if suite not in IN_PROCESS_WORKER_SUITES or request.node.get_closest_marker("worker_process"):
         return
     import stash_pipeline.definitions as module
+
     from in_process_compute import with_in_process_compute
 
     loaded = module.defs

@@ -13,10 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from stash_pipeline.core.requests import request_json_schema
 from stash_pipeline.services.feedback import MAX_AUTHOR_LENGTH, MAX_COMMENT_LENGTH
-from stash_pipeline.services.sql import MAX_SQL_CHARS
 from stash_pipeline.services.scoring_requests import (
     MAX_TRACES_PER_REQUEST as MAX_SCORE_AGAIN_TRACES,
 )
+from stash_pipeline.services.sql import MAX_SQL_CHARS
 
 # Written from the parser's own field table: the documented body is the accepted one.
 REWARD_MODEL_REQUEST: dict[str, Any] = request_json_schema()

@@ -18,9 +18,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from stash_pipeline.core.errors import (
-    InputError, NotFoundError, OwnershipError, UnavailableError,
-)
+from stash_pipeline.core.errors import InputError, NotFoundError, OwnershipError, UnavailableError
 from stash_pipeline.objects import DownloadRefusedError, ObjectNotFoundError
 from stash_pipeline.store import StatusError
 from stash_pipeline.store.locks import unavailable_database

@@ -12,7 +12,15 @@ from stash_pipeline.core.errors import StashError
 
 def build_parser() -> argparse.ArgumentParser:
     from stash_pipeline.cli import (
-        accounts, api, dev, evaluator, feedback, imports, pairs, rm, traces,
+        accounts,
+        api,
+        dev,
+        evaluator,
+        feedback,
+        imports,
+        pairs,
+        rm,
+        traces,
     )
 
     parser = argparse.ArgumentParser(

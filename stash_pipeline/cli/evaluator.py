@@ -142,9 +142,9 @@ def run_score_pending(args: argparse.Namespace) -> int:
     store = open_store()
     failed = 0
     if args.wait and store.latest_release() is not None:
-        from stash_pipeline.instance import definitions, get_instance, run_sensor_requests
-
         import dagster as dg
+
+        from stash_pipeline.instance import definitions, get_instance, run_sensor_requests
 
         with get_instance() as instance:
             defs = definitions()

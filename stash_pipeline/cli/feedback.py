@@ -10,8 +10,14 @@ from stash_pipeline.cli.output import print_json, print_table
 from stash_pipeline.cli.store import open_store
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import (
-    REVIEW_STATUSES, Comment, Feedback, Rating, ReviewedComparison, VerifiedOutcome,
-    comparison_item, outcome_item,
+    REVIEW_STATUSES,
+    Comment,
+    Feedback,
+    Rating,
+    ReviewedComparison,
+    VerifiedOutcome,
+    comparison_item,
+    outcome_item,
 )
 from stash_pipeline.core.traces import DEFAULT_OWNER, parse_action_address
 

@@ -11,7 +11,9 @@ from stash_pipeline.cli.waiting import WAIT_HELP, fail_abandoned_runs, run_now
 from stash_pipeline.core.failures import reason_line
 from stash_pipeline.core.traces import DEFAULT_OWNER
 from stash_pipeline.core.training_settings import (
-    DEFAULT_BASE_MODEL, DEFAULT_EPOCHS, DEFAULT_MAX_PAIRS,
+    DEFAULT_BASE_MODEL,
+    DEFAULT_EPOCHS,
+    DEFAULT_MAX_PAIRS,
 )
 
 LIST_COLUMNS = ["id", "name", "status", "base_model", "epochs", "train_pairs", "eval_accuracy",

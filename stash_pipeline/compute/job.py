@@ -34,12 +34,15 @@ from typing import Any
 
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.failures import hide_server_paths
+from stash_pipeline.core.pair_builders import AUDIENCES, Audience
 from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.serialize import trace_to_dict
 from stash_pipeline.core.traces import Trace
-from stash_pipeline.core.pair_builders import AUDIENCES, Audience
 from stash_pipeline.core.training_settings import (
-    ARCHIVE_NAME, CHECKPOINT_DIR, ERROR_TAIL_CHARS, MAX_LENGTH,
+    ARCHIVE_NAME,
+    CHECKPOINT_DIR,
+    ERROR_TAIL_CHARS,
+    MAX_LENGTH,
 )
 
 SETTINGS = "settings.json"

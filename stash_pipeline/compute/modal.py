@@ -15,7 +15,13 @@ from typing import Any
 import dagster as dg
 
 from stash_pipeline.compute.job import (
-    ACTION_SCORES, INPUT_FILES, LOG, LOSSES, METRICS, PAIR_REWARDS, SCORES,
+    ACTION_SCORES,
+    INPUT_FILES,
+    LOG,
+    LOSSES,
+    METRICS,
+    PAIR_REWARDS,
+    SCORES,
 )
 from stash_pipeline.compute.outcome import WorkerFailed
 from stash_pipeline.compute.upload import record_upload

@@ -18,8 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from stash_pipeline.compute.job import (
-    ACTION_SCORES, ARCHIVE_NAME, CHECKPOINT_INPUT, LOSSES, METRICS, PAIR_REWARDS, SCORES,
-    failure_reason, read_jsonl, read_metrics,
+    ACTION_SCORES,
+    ARCHIVE_NAME,
+    CHECKPOINT_INPUT,
+    LOSSES,
+    METRICS,
+    PAIR_REWARDS,
+    SCORES,
+    failure_reason,
+    read_jsonl,
+    read_metrics,
 )
 from stash_pipeline.compute.upload import read_upload, upload_checkpoint
 

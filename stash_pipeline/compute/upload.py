@@ -14,7 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from stash_pipeline.compute.job import (
-    ACTION_SCORES, ARCHIVE_NAME, METRICS, SCORES, SETTINGS, UPLOAD, atomic_path, logged_phase,
+    ACTION_SCORES,
+    ARCHIVE_NAME,
+    METRICS,
+    SCORES,
+    SETTINGS,
+    UPLOAD,
+    atomic_path,
+    logged_phase,
 )
 from stash_pipeline.objects.errors import ObjectNotFoundError
 from stash_pipeline.objects.keys import result_key

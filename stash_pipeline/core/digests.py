@@ -17,7 +17,6 @@ from typing import Any
 from stash_pipeline.core.serialize import message_to_dict
 from stash_pipeline.core.traces import Action, Message, Trace, action_messages
 
-
 # json.dumps with these arguments, without building an encoder on every call (an import digests
 # every trace and action).
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)

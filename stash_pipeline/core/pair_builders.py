@@ -15,7 +15,12 @@ from typing import Literal
 
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import (
-    Comment, Feedback, Rating, ReviewedComparison, VerifiedOutcome, feedback_trace_ids,
+    Comment,
+    Feedback,
+    Rating,
+    ReviewedComparison,
+    VerifiedOutcome,
+    feedback_trace_ids,
     split_orphaned,
 )
 from stash_pipeline.core.pairs import Pair, PairSide, SourceKind, pair_id

@@ -30,7 +30,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from stash_pipeline.core.training_settings import (
-    GATE_Z, MAX_SLICE_HALF_WIDTH, MIN_REVIEWED_TRAINING_PAIRS,
+    GATE_Z,
+    MAX_SLICE_HALF_WIDTH,
+    MIN_REVIEWED_TRAINING_PAIRS,
 )
 
 SLICE_KINDS: tuple[str, ...] = ("tool", "domain", "agent")

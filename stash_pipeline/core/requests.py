@@ -18,10 +18,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from stash_pipeline.core.errors import InputError
-from stash_pipeline.core.validation import MAX_ID_CHARS, MAX_NAME_CHARS, check_text
 from stash_pipeline.core.training_settings import (
-    DEFAULT_BASE_MODEL, DEFAULT_EPOCHS, DEFAULT_MAX_PAIRS,
+    DEFAULT_BASE_MODEL,
+    DEFAULT_EPOCHS,
+    DEFAULT_MAX_PAIRS,
 )
+from stash_pipeline.core.validation import MAX_ID_CHARS, MAX_NAME_CHARS, check_text
 
 MAX_NAME_LENGTH = MAX_NAME_CHARS  # reward_models.name
 MAX_BASE_MODEL_LENGTH = 512  # reward_models.base_model

@@ -10,7 +10,6 @@ from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.training_settings import DEFAULT_MAX_PAIRS, SEED
 
 
-
 @dataclass(frozen=True)
 class CappedPairs:
     pairs: tuple[Pair, ...]

@@ -24,7 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stash_pipeline.core.feedback import (
-    Feedback, ReviewedComparison, VerifiedOutcome, split_orphaned,
+    Feedback,
+    ReviewedComparison,
+    VerifiedOutcome,
+    split_orphaned,
 )
 from stash_pipeline.core.pair_builders import audience_traces, build_feedback_pairs
 from stash_pipeline.core.pairs import Pair

@@ -21,6 +21,7 @@ from stash_pipeline.core.errors import StashError
 from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.training_settings import HOLDOUT_FRACTION, MIN_PAIRS, SEED
 
+
 class NotEnoughPairsError(StashError):
     """Fewer than two usable pairs: raised before any base model is downloaded."""
 

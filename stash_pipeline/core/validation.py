@@ -15,7 +15,13 @@ from typing import Any
 
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import (
-    REVIEW_STATUSES, Comment, Feedback, Rating, Review, ReviewedComparison, VerifiedOutcome,
+    REVIEW_STATUSES,
+    Comment,
+    Feedback,
+    Rating,
+    Review,
+    ReviewedComparison,
+    VerifiedOutcome,
 )
 from stash_pipeline.core.traces import ACTION_ADDRESS_SEPARATOR, ROLES, Trace
 

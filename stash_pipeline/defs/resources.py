@@ -16,12 +16,12 @@ import dagster as dg
 from stash_pipeline.compute.local import LocalCompute
 from stash_pipeline.compute.remote import MODAL_APP, MODAL_FUNCTION
 from stash_pipeline.compute.run import ComputeTarget
-from stash_pipeline.extraction.config import ExtractionConfig
-from stash_pipeline.store import Store
 from stash_pipeline.core.home import stash_home
 from stash_pipeline.core.training_settings import DEFAULT_BASE_MODEL
-from stash_pipeline.store.engine import database_url_from_env
 from stash_pipeline.core.validation import positive_setting
+from stash_pipeline.extraction.config import ExtractionConfig
+from stash_pipeline.store import Store
+from stash_pipeline.store.engine import database_url_from_env
 
 COMPUTE_KINDS = ("local", "modal")
 # Traces a scoring run covers: large enough to amortise starting the worker and loading the release.

@@ -24,7 +24,6 @@ from stash_pipeline.importers.fields import (
 from stash_pipeline.importers.jsonio import RawRecord, iter_records
 from stash_pipeline.importers.limits import ImportLimits
 
-
 # Where a verified outcome is read from a trace's metadata by default (docs/importing.md).
 DEFAULT_OUTCOME_FIELD = "outcome"
 

@@ -14,8 +14,15 @@ from typing import Any
 
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import (
-    Comment, Feedback, Rating, Review, ReviewedComparison, VerifiedOutcome, comparison_item,
-    feedback_id, review_item,
+    Comment,
+    Feedback,
+    Rating,
+    Review,
+    ReviewedComparison,
+    VerifiedOutcome,
+    comparison_item,
+    feedback_id,
+    review_item,
 )
 from stash_pipeline.core.traces import LOCAL_ACTION_ID, Trace
 from stash_pipeline.importers.common import message_action_ids

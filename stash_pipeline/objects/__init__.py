@@ -7,11 +7,18 @@ straight to S3. See docs/storage.md.
 from stash_pipeline.objects.base import ObjectStore
 from stash_pipeline.objects.env import object_store_from_env, s3_settings_from_env
 from stash_pipeline.objects.errors import (
-    DownloadExpiredError, DownloadRefusedError, DownloadSignatureError, ObjectLocationError,
-    ObjectNotFoundError, ObjectStoreConfigError, ObjectStoreError,
+    DownloadExpiredError,
+    DownloadRefusedError,
+    DownloadSignatureError,
+    ObjectLocationError,
+    ObjectNotFoundError,
+    ObjectStoreConfigError,
+    ObjectStoreError,
 )
 from stash_pipeline.objects.keys import (
-    reward_model_checkpoint_key, shared_evaluator_checkpoint_key, validate_key,
+    reward_model_checkpoint_key,
+    shared_evaluator_checkpoint_key,
+    validate_key,
 )
 from stash_pipeline.objects.local import LocalObjectStore
 from stash_pipeline.objects.s3 import S3ObjectStore, S3Settings

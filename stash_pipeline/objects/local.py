@@ -16,7 +16,9 @@ from urllib.request import url2pathname
 from stash_pipeline.core.training_settings import DOWNLOAD_URL_EXPIRES_S
 from stash_pipeline.objects.base import ObjectStore, check_expires_s, download_target, source_file
 from stash_pipeline.objects.errors import (
-    ObjectLocationError, ObjectNotFoundError, ObjectStoreConfigError,
+    ObjectLocationError,
+    ObjectNotFoundError,
+    ObjectStoreConfigError,
 )
 from stash_pipeline.objects.keys import validate_key
 from stash_pipeline.objects.signing import UrlSigner

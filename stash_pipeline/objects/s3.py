@@ -20,13 +20,20 @@ from boto3.exceptions import Boto3Error
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import (
-    BotoCoreError, ClientError, ConnectionClosedError, EndpointConnectionError, ReadTimeoutError,
+    BotoCoreError,
+    ClientError,
+    ConnectionClosedError,
+    EndpointConnectionError,
+    ReadTimeoutError,
 )
 
 from stash_pipeline.core.training_settings import DOWNLOAD_URL_EXPIRES_S
 from stash_pipeline.objects.base import ObjectStore, check_expires_s, download_target, source_file
 from stash_pipeline.objects.errors import (
-    ObjectLocationError, ObjectNotFoundError, ObjectStoreError, ObjectStoreUnavailableError,
+    ObjectLocationError,
+    ObjectNotFoundError,
+    ObjectStoreError,
+    ObjectStoreUnavailableError,
 )
 from stash_pipeline.objects.keys import validate_key
 

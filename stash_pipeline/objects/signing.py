@@ -20,7 +20,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from stash_pipeline.objects.errors import (
-    DownloadExpiredError, DownloadSignatureError, ObjectStoreConfigError,
+    DownloadExpiredError,
+    DownloadSignatureError,
+    ObjectStoreConfigError,
 )
 
 SIGNING_KEY_ENV = "STASH_SIGNING_KEY"

@@ -15,25 +15,38 @@ from pathlib import Path
 from typing import Any
 
 from stash_pipeline.compute.job import (
-    CHECKPOINT_INPUT, PAIR_REWARDS, JobSettings, job_directory, keep_only_logs, read_jsonl,
-    remove_job, write_job,
+    CHECKPOINT_INPUT,
+    PAIR_REWARDS,
+    JobSettings,
+    job_directory,
+    keep_only_logs,
+    read_jsonl,
+    remove_job,
+    write_job,
 )
 from stash_pipeline.compute.run import run_job
 from stash_pipeline.core.errors import NotFoundError, StashError
 from stash_pipeline.core.pair_builders import pair_tools
 from stash_pipeline.core.pair_report import by_source
+from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.release_gate import BenchmarkOutcome, release_gate
 from stash_pipeline.core.shared_data import (
-    assign_roles, benchmark_pairs, check_disjoint, crossing_comparisons, not_trainable_advice,
+    assign_roles,
+    benchmark_pairs,
+    check_disjoint,
+    crossing_comparisons,
+    not_trainable_advice,
 )
-from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.split import NotEnoughPairsError, PairSplit
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.core.training_settings import DEFAULT_BASE_MODEL, DEFAULT_EPOCHS
 from stash_pipeline.extraction.config import ExtractionConfig
 from stash_pipeline.pipelines.training_pairs import TrainingPairs, training_pairs
 from stash_pipeline.pipelines.worker_jobs import (
-    JobResults, read_results, split_stored_pairs, traces_in_chunks,
+    JobResults,
+    read_results,
+    split_stored_pairs,
+    traces_in_chunks,
 )
 from stash_pipeline.store import BenchmarkComparison, Release, Store
 

@@ -17,7 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from stash_pipeline.compute.job import (
-    CHECKPOINT_INPUT, JobSettings, job_directory, remove_job, write_job,
+    CHECKPOINT_INPUT,
+    JobSettings,
+    job_directory,
+    remove_job,
+    write_job,
 )
 from stash_pipeline.compute.run import run_job
 from stash_pipeline.core.errors import InputError, NotFoundError

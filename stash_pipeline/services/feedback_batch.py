@@ -14,7 +14,11 @@ from typing import Any
 
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import (
-    Feedback, Review, comparison_item, outcome_item, review_item,
+    Feedback,
+    Review,
+    comparison_item,
+    outcome_item,
+    review_item,
 )
 from stash_pipeline.core.traces import LOCAL_ACTION_ID
 from stash_pipeline.core.validation import check_name, check_text
@@ -22,9 +26,7 @@ from stash_pipeline.importers.common import locating
 from stash_pipeline.importers.fields import expect_object, json_type, number, optional_str
 from stash_pipeline.importers.jsonio import check_file_size, iter_records
 from stash_pipeline.importers.limits import ImportLimits
-from stash_pipeline.services.feedback import (
-    MAX_COMMENT_LENGTH, comment_item, rating_item,
-)
+from stash_pipeline.services.feedback import MAX_COMMENT_LENGTH, comment_item, rating_item
 from stash_pipeline.store import Store
 
 ITEM_TYPES = ("comment", "rating", "comparison", "review", "outcome")

@@ -15,7 +15,10 @@ from typing import Any
 from stash_pipeline.core.errors import InputError, NotFoundError
 from stash_pipeline.core.validation import check_id, check_trace_id
 from stash_pipeline.pipelines.trace_scoring import (
-    NEEDS_ACTION_TRAINING, Scorer, model_scorer, release_scorer,
+    NEEDS_ACTION_TRAINING,
+    Scorer,
+    model_scorer,
+    release_scorer,
 )
 from stash_pipeline.services import reward_models
 from stash_pipeline.store import Store

@@ -18,9 +18,7 @@ from stash_pipeline.core.traces import Trace
 from stash_pipeline.services import reward_models
 from stash_pipeline.services.imports import ImportReport, import_records
 from stash_pipeline.store import Store
-from stash_pipeline.store.trace_pages import (
-    SORTS, STATES, TraceFilter, TraceSummary, scoring_state,
-)
+from stash_pipeline.store.trace_pages import SORTS, STATES, TraceFilter, TraceSummary, scoring_state
 
 MAX_PAGE_SIZE = 500
 

@@ -11,9 +11,8 @@ from alembic.config import Config
 from alembic.script import ScriptDirectory
 
 from stash_pipeline.core.errors import InputError
-from stash_pipeline.store.locks import lock_migrations
-
 from stash_pipeline.core.home import stash_home
+from stash_pipeline.store.locks import lock_migrations
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 # How long a SQLite writer waits for another one to finish before giving up: as long as a person

@@ -15,8 +15,15 @@ import sqlalchemy as sa
 
 from stash_pipeline.core.errors import InputError, NotFoundError
 from stash_pipeline.core.feedback import (
-    REVIEW_STATUSES, Comment, Feedback, Rating, Review, ReviewedComparison, VerifiedOutcome,
-    count_by_kind, feedback_trace_ids,
+    REVIEW_STATUSES,
+    Comment,
+    Feedback,
+    Rating,
+    Review,
+    ReviewedComparison,
+    VerifiedOutcome,
+    count_by_kind,
+    feedback_trace_ids,
 )
 from stash_pipeline.core.validation import validate_feedback, validate_review
 from stash_pipeline.store import schema

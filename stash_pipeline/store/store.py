@@ -11,11 +11,23 @@ import sqlalchemy as sa
 
 from stash_pipeline.core.feedback import Feedback, Review, ReviewedComparison
 from stash_pipeline.core.pairs import Pair
-from stash_pipeline.core.requests import RewardModelRequest
 from stash_pipeline.core.records import ImportedTrace
+from stash_pipeline.core.requests import RewardModelRequest
 from stash_pipeline.core.traces import Trace
-from stash_pipeline.store import accounts, engine, feedback, imports, models, pairs, releases
-from stash_pipeline.store import scores, scoring_requests, trace_pages, traces, training_requests
+from stash_pipeline.store import (
+    accounts,
+    engine,
+    feedback,
+    imports,
+    models,
+    pairs,
+    releases,
+    scores,
+    scoring_requests,
+    trace_pages,
+    traces,
+    training_requests,
+)
 from stash_pipeline.store.imports import ImportSummary
 from stash_pipeline.store.locks import concurrent_write_errors
 from stash_pipeline.store.models import RewardModelRecord

@@ -23,7 +23,11 @@ from typing import Any
 import torch
 
 from stash_pipeline.worker.readout import (
-    pools_last_token, read_rewards, reads_tree_rows, right_padded, tree_attention,
+    pools_last_token,
+    read_rewards,
+    reads_tree_rows,
+    right_padded,
+    tree_attention,
 )
 
 # Padded tokens per forward. On an accelerator, large batches amortise launch overhead (and a

@@ -22,30 +22,50 @@ from typing import Any
 
 import torch
 
+from stash_pipeline.compute import job as contract
 from stash_pipeline.core.calibration import RewardStats, display_scale_sample, reward_stats
 from stash_pipeline.core.curves import downsample
 from stash_pipeline.core.errors import InputError
-from stash_pipeline.core.traces import Trace
 from stash_pipeline.core.split import NotEnoughPairsError
+from stash_pipeline.core.traces import Trace
 from stash_pipeline.core.training_settings import MIN_PAIRS
-from stash_pipeline.compute import job as contract
 from stash_pipeline.worker.checkpoint import (
-    ACTION_REWARD_STATS_FILE, archive, open_checkpoint, writing_checkpoint,
+    ACTION_REWARD_STATS_FILE,
+    archive,
+    open_checkpoint,
+    writing_checkpoint,
 )
 from stash_pipeline.worker.evaluation import pair_rewards_from
 from stash_pipeline.worker.job_inputs import (
-    attempt_of, encoded_pairs, record_window, traces_to_score,
+    attempt_of,
+    encoded_pairs,
+    record_window,
+    traces_to_score,
 )
 from stash_pipeline.worker.job_outputs import (
-    write_action_scores, write_losses, write_metrics, write_pair_rewards, write_trace_scores,
+    write_action_scores,
+    write_losses,
+    write_metrics,
+    write_pair_rewards,
+    write_trace_scores,
 )
 from stash_pipeline.worker.metrics import training_metrics
 from stash_pipeline.worker.modeling import (
-    cast_parameters, load_config, load_reward_model, load_tokenizer, pick_device, scoring_precision,
-    scoring_precision_note, stored_dtype,
+    cast_parameters,
+    load_config,
+    load_reward_model,
+    load_tokenizer,
+    pick_device,
+    scoring_precision,
+    scoring_precision_note,
+    stored_dtype,
 )
 from stash_pipeline.worker.progress import (
-    PhaseProgress, Progress, default_progress, logger, under_dagster_pipes,
+    PhaseProgress,
+    Progress,
+    default_progress,
+    logger,
+    under_dagster_pipes,
 )
 from stash_pipeline.worker.render import Audience, template_kind, template_of
 from stash_pipeline.worker.scoring import score_traces_and_actions

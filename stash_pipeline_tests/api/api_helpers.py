@@ -20,6 +20,7 @@ from stash_pipeline.api.settings import ApiSettings, ServerSettings
 from stash_pipeline.objects import LocalObjectStore, reward_model_checkpoint_key
 from stash_pipeline.services import accounts
 from stash_pipeline.store import Store
+
 from waiting import REQUEST_S, SERVER_START_S, bound, wait_until
 
 # store_samples (small traces with feedback) lives beside the store suite.

@@ -11,11 +11,12 @@ import shutil
 from collections.abc import Iterator
 
 import pytest
-from api_helpers import SETTINGS, Api, loopback_socket, serve
 
 from stash_pipeline.api import create_app
 from stash_pipeline.objects import LocalObjectStore, UrlSigner
 from stash_pipeline.store import Store, schema
+
+from api_helpers import SETTINGS, Api, loopback_socket, serve
 
 
 @pytest.fixture(scope="module",

@@ -10,14 +10,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from api_helpers import SETTINGS, Api, import_traces, loopback_socket, serve, succeed
 
 from stash_pipeline.api import create_app
-from stash_pipeline.objects import LocalObjectStore, UrlSigner
 from stash_pipeline.compute.job import job_directory, keep_only_logs
 from stash_pipeline.core.failures import hide_server_paths
+from stash_pipeline.objects import LocalObjectStore, UrlSigner
 from stash_pipeline.pipelines.personal_training import attempt_name
 from stash_pipeline.store import Store
+
+from api_helpers import SETTINGS, Api, import_traces, loopback_socket, serve, succeed
 
 RM = "/api/v1/rm/reward-models"
 

@@ -20,12 +20,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from api_helpers import SETTINGS, Api, import_traces, loopback_socket, serve
-from test_api_faults import assert_retryable
 
 from stash_pipeline.api import create_app
 from stash_pipeline.objects import LocalObjectStore, UrlSigner
 from stash_pipeline.store import Store
+
+from api_helpers import SETTINGS, Api, import_traces, loopback_socket, serve
+from test_api_faults import assert_retryable
 
 pytestmark = pytest.mark.postgres
 REPO = Path(__file__).resolve().parents[2]

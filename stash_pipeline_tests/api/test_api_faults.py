@@ -15,12 +15,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from api_helpers import SETTINGS, Api, import_traces, loopback_socket, serve, succeed
 
 from stash_pipeline.api import create_app
 from stash_pipeline.objects import LocalObjectStore, S3ObjectStore, UrlSigner
 from stash_pipeline.store import Store
 from stash_pipeline.store.engine import SQLITE_BUSY_TIMEOUT_ENV
+
+from api_helpers import SETTINGS, Api, import_traces, loopback_socket, serve, succeed
 
 RM = "/api/v1/rm/reward-models"
 PARALLEL = 20
@@ -116,8 +117,9 @@ def test_20_parallel_reward_model_requests_all_succeed(api: Api) -> None:
 @pytest.mark.parametrize("store", ["sqlite"], indirect=True)
 def test_weights_while_the_object_store_is_down_is_503(store: Store, tmp_path: Path,
                                                        s3_settings) -> None:
-    from moto.server import ThreadedMotoServer
     from dataclasses import replace
+
+    from moto.server import ThreadedMotoServer
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()

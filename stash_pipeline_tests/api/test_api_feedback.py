@@ -7,6 +7,7 @@ import json
 
 import httpx
 import pytest
+
 from api_helpers import Api, import_traces
 
 API = "/api/v1"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from api_helpers import SETTINGS, Api, import_traces
 
 TRACES = "/api/v1/traces"

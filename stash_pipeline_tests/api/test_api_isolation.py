@@ -5,10 +5,11 @@ from __future__ import annotations
 import httpx
 import pytest
 import sqlalchemy as sa
-from api_helpers import Api, import_traces, succeed
 
 from stash_pipeline.store import Release, TraceScore
 from stash_pipeline.store.readonly_sql import SqlRefused, postgres
+
+from api_helpers import Api, import_traces, succeed
 
 RM = "/api/v1/rm/reward-models"
 

@@ -7,9 +7,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
-from api_helpers import Api, import_traces, succeed
 
 from stash_pipeline.objects import UrlSigner
+
+from api_helpers import Api, import_traces, succeed
 
 RM = "/api/v1/rm/reward-models"
 

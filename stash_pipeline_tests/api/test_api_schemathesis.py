@@ -10,10 +10,11 @@ from __future__ import annotations
 import httpx
 import pytest
 import schemathesis
-from api_helpers import Api, import_traces
 from hypothesis import HealthCheck, settings
 
 from stash_pipeline.api import create_app
+
+from api_helpers import Api, import_traces
 
 schema = schemathesis.openapi.from_dict(create_app().openapi())
 

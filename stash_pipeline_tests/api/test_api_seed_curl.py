@@ -13,11 +13,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from api_helpers import checkpoint_archive, loopback_socket
-from waiting import PROCESS_EXIT_S, SERVER_START_S, bound
 
 from stash_pipeline.objects import object_store_from_env, reward_model_checkpoint_key
 from stash_pipeline.store import Store, schema
+
+from api_helpers import checkpoint_archive, loopback_socket
+from waiting import PROCESS_EXIT_S, SERVER_START_S, bound
 
 SAMPLES = Path(__file__).resolve().parents[2] / "stash_pipeline" / "samples"
 CLI = [sys.executable, "-m", "stash_pipeline"]

@@ -11,13 +11,14 @@ from collections.abc import Iterator
 import httpx
 import pytest
 import sqlalchemy as sa
-from api_helpers import SETTINGS, Api, loopback_socket, serve
-from test_api_isolation import mallory, victim  # noqa: F401 - fixtures
 
 from stash_pipeline.api import create_app
 from stash_pipeline.objects import LocalObjectStore, UrlSigner
 from stash_pipeline.store import ActionScore
 from stash_pipeline.store.readonly_sql import ReadonlySql, SqlBusy, SqlRefused
+
+from api_helpers import SETTINGS, Api, loopback_socket, serve
+from test_api_isolation import mallory, victim  # noqa: F401 - fixtures
 
 SQL = "/api/v1/sql"
 OVERFLOW = "abs(-9223372036854775807 - 1 + 0 * length(evaluator))"

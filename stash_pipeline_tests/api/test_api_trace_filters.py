@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from stash_pipeline.core.feedback import VerifiedOutcome
+
 from api_helpers import Api
 from viewer_helpers import TRACES, scored_world
-
-from stash_pipeline.core.feedback import VerifiedOutcome
 
 
 def ids(response) -> list[str]:

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from api_helpers import SETTINGS, Api, import_traces, trace_object
 
 from stash_pipeline.store import ActionScore, Release, TraceScore
+
+from api_helpers import SETTINGS, Api, import_traces, trace_object
 
 TRACES = "/api/v1/traces"
 

@@ -7,12 +7,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from api_helpers import Api
-from viewer_helpers import (
-    RELEASE, TRACES, World, report_progress, running_model, scored_world,
-)
 
 from stash_pipeline.services import accounts
+
+from api_helpers import Api
+from viewer_helpers import RELEASE, TRACES, World, report_progress, running_model, scored_world
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from api_helpers import Api
 from viewer_helpers import RELEASE, World, report_progress, running_model, scored_world
 from waiting import REQUEST_S, bound

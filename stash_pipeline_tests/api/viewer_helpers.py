@@ -7,12 +7,12 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from api_helpers import Api, checkpoint_archive, import_traces
-
 from stash_pipeline.core.release_gate import BenchmarkOutcome, release_gate
 from stash_pipeline.objects import reward_model_checkpoint_key
 from stash_pipeline.services import accounts
 from stash_pipeline.store import ActionScore, Release, TraceScore
+
+from api_helpers import Api, checkpoint_archive, import_traces
 
 RELEASE = "20260101-000000-abcdef12"
 TRACES = ("trace-a", "trace-b", "trace-c")

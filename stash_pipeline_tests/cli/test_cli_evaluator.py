@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from shared_samples import contributions
 from stash_pipeline.cli import main
 from stash_pipeline.store import Store
+
+from shared_samples import contributions
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from stash_pipeline.cli import main
 from stash_pipeline.objects import LocalObjectStore, UrlSigner
 from stash_pipeline.services import accounts
 from stash_pipeline_tests.cli.cli_helpers import cli_store, run_json  # noqa: F401 - a fixture
+
 from test_cli_rm import HOTPOTQA
 
 # api_helpers (a served API on a given store) lives beside the API suite.

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from stash_pipeline.cli import main
+
 from test_cli_rm import home  # noqa: F401 - fixture
 
 # api_helpers (a succeeded model with its checkpoint) lives beside the API suite.
@@ -62,6 +63,7 @@ def test_weights_while_the_object_store_is_down_says_so_in_one_line(home, capsys
     from stash_pipeline.objects import S3ObjectStore
     from stash_pipeline.services import reward_models
     from stash_pipeline.store import Store
+
     from api_helpers import succeed
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from stash_pipeline.cli import main
+
 from test_cli_rm import HOTPOTQA
 
 pytestmark = pytest.mark.slow

@@ -10,6 +10,7 @@ import dagster as dg
 import pytest
 
 from stash_pipeline.cli import main
+
 from tiny_models import SHARED_DATA
 
 HOTPOTQA = SHARED_DATA / "agentprocessbench" / "hotpotqa.jsonl"

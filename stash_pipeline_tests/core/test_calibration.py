@@ -4,8 +4,7 @@ import math
 import random
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from stash_pipeline.core.calibration import (
     RewardStats,

@@ -4,11 +4,16 @@ import pytest
 
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import (
-    Comment, Rating, ReviewedComparison, VerifiedOutcome, split_orphaned,
+    Comment,
+    Rating,
+    ReviewedComparison,
+    VerifiedOutcome,
+    split_orphaned,
 )
 from stash_pipeline.core.pair_builders import AUDIENCE_SOURCES, build_feedback_pairs
 from stash_pipeline.core.pairs import Pair, pair_context
 from stash_pipeline.core.traces import Message
+
 from pair_fixtures import text_trace, tool_trace
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from stash_pipeline.core.release_gate import (
-    BenchmarkOutcome, min_slice_pairs, release_gate, wilson_interval,
+    BenchmarkOutcome,
+    min_slice_pairs,
+    release_gate,
+    wilson_interval,
 )
 
 

@@ -6,7 +6,10 @@ import pytest
 
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.requests import (
-    MAX_BASE_MODEL_LENGTH, MAX_NAME_LENGTH, MAX_TRACE_ID_LENGTH, RewardModelRequest,
+    MAX_BASE_MODEL_LENGTH,
+    MAX_NAME_LENGTH,
+    MAX_TRACE_ID_LENGTH,
+    RewardModelRequest,
     parse_reward_model_request,
 )
 

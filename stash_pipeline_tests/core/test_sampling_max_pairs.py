@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from stash_pipeline.core.sampling import cap_pairs
 from stash_pipeline.core.training_settings import DEFAULT_MAX_PAIRS
+
 from test_split_pairs import make_pair
 
 

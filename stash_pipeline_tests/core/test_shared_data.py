@@ -9,10 +9,17 @@ import pytest
 from stash_pipeline.core.feedback import Comment, Rating, ReviewedComparison, VerifiedOutcome
 from stash_pipeline.core.pair_builders import build_feedback_pairs
 from stash_pipeline.core.shared_data import (
-    OverlapError, assign_roles, benchmark_pairs, check_disjoint, crossing_comparisons, group_key,
-    in_benchmark_share, not_trainable_advice,
+    OverlapError,
+    assign_roles,
+    benchmark_pairs,
+    check_disjoint,
+    crossing_comparisons,
+    group_key,
+    in_benchmark_share,
+    not_trainable_advice,
 )
 from stash_pipeline.pipelines.training_pairs import training_pairs
+
 from pair_fixtures import tool_trace
 
 

@@ -1,13 +1,15 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from stash_pipeline.core.errors import StashError
 from stash_pipeline.core.pairs import Pair, PairSide
 from stash_pipeline.core.split import (
-    NotEnoughPairsError, held_out_count, linked_groups, split_pairs,
+    NotEnoughPairsError,
+    held_out_count,
+    linked_groups,
+    split_pairs,
 )
 from stash_pipeline.core.traces import Message, Trace
 

@@ -3,7 +3,13 @@ import pytest
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.serialize import trace_from_dict, trace_to_dict
 from stash_pipeline.core.traces import (
-    Message, ToolCall, Trace, action_context, action_messages, content_trace_id, summarize,
+    Message,
+    ToolCall,
+    Trace,
+    action_context,
+    action_messages,
+    content_trace_id,
+    summarize,
 )
 from stash_pipeline.core.validation import validate_trace
 

@@ -43,6 +43,7 @@ def shared_checkpoint(tmp_path_factory: pytest.TempPathFactory, tiny_base_model:
     from stash_pipeline.compute.job import ARCHIVE_NAME, JobSettings, failure_reason, write_job
     from stash_pipeline.core.pair_builders import build_feedback_pairs
     from stash_pipeline.worker.runner import main
+
     from shared_samples import contributions
 
     records = contributions("airline", 3) + contributions("retail", 3)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 from stash_pipeline.importers import read_path
+
 from tiny_models import AGENTPROCESSBENCH
 
 

@@ -19,8 +19,9 @@ import pytest
 from stash_pipeline.compute.remote import worker_environment
 from stash_pipeline.instance import definitions, run_sensor_requests
 from stash_pipeline.services import reward_models
-from pipeline_helpers import agentprocessbench_records
+
 from object_helpers import s3_environ
+from pipeline_helpers import agentprocessbench_records
 
 MODAL_APP = Path(__file__).resolve().parents[2] / "deploy" / "modal_app.py"
 

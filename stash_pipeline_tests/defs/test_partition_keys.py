@@ -11,7 +11,10 @@ import pytest
 from dagster._core.definitions.partitions.utils.base import INVALID_PARTITION_SUBSTRINGS
 
 from stash_pipeline.defs.personal.partitions import (
-    SLUG_CHARS, model_id_of, model_partition_key, personal_reward_model,
+    SLUG_CHARS,
+    model_id_of,
+    model_partition_key,
+    personal_reward_model,
 )
 
 NAMES = {

@@ -17,9 +17,10 @@ from stash_pipeline.defs.personal.sensors import queued_reward_models
 from stash_pipeline.instance import definitions, run_sensor_requests
 from stash_pipeline.objects.keys import reward_model_checkpoint_key
 from stash_pipeline.pipelines import personal_training
-from stash_pipeline.services import reward_models
 from stash_pipeline.pipelines.personal_training import attempt_name
+from stash_pipeline.services import reward_models
 from stash_pipeline.store import Store
+
 from pipeline_helpers import agentprocessbench_records
 
 METRIC_FIELDS = {"train_pairs", "eval_pairs", "eval_accuracy", "action_scoring_version",
@@ -312,11 +313,11 @@ def test_score_again_uses_the_audience_the_checkpoint_was_trained_for(store, ins
     """A shared-audience checkpoint rescored: the same scores as when it was trained (today's
     bug was a scoring-only job defaulting to the personal rendering)."""
     from stash_pipeline.compute.job import ARCHIVE_NAME, JobSettings, failure_reason, write_job
+    from stash_pipeline.importers import read_path
     from stash_pipeline.objects import object_store_from_env
     from stash_pipeline.pipelines.worker_jobs import read_results
     from stash_pipeline.worker.runner import main
     from stash_pipeline.worker.scoring import RewardModel
-    from stash_pipeline.importers import read_path
 
     # Short traces with a system turn: the shared rendering (system instructions kept) differs
     # from the personal one inside the 1024-token window.

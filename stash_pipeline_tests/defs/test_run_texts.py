@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from stash_pipeline.compute.outcome import WorkerFailed
 from stash_pipeline.core.failures import reason_line
-from stash_pipeline.defs.worker_runs import failure_description, failure_text
 from stash_pipeline.definitions import defs
+from stash_pipeline.defs.worker_runs import failure_description, failure_text
 
 LOG_TAIL = ("attempt a1 started\nphase inputs started\nTraceback (most recent call last):\n"
             '  File "x.py", line 1\nInputError: bad\n'

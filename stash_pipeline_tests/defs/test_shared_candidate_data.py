@@ -6,10 +6,15 @@ from __future__ import annotations
 import dagster as dg
 
 from stash_pipeline.core.feedback import (
-    Comment, Rating, ReviewedComparison, VerifiedOutcome, feedback_id,
+    Comment,
+    Rating,
+    ReviewedComparison,
+    VerifiedOutcome,
+    feedback_id,
 )
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.instance import definitions
+
 from shared_samples import contributions, trace
 
 

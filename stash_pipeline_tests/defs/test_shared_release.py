@@ -17,6 +17,7 @@ import pytest
 from stash_pipeline.defs.shared.sensors import request_run_key
 from stash_pipeline.instance import definitions, run_sensor_requests
 from stash_pipeline.store import Store
+
 from shared_samples import contributions
 
 pytestmark = pytest.mark.slow

@@ -9,9 +9,14 @@ import dagster as dg
 import pytest
 
 from stash_pipeline.core.records import ImportedTrace
-from stash_pipeline.defs.shared.sensors import RELEASE_TAG, pending_action_scoring, scoring_batch_config
+from stash_pipeline.defs.shared.sensors import (
+    RELEASE_TAG,
+    pending_action_scoring,
+    scoring_batch_config,
+)
 from stash_pipeline.instance import definitions, run_sensor_requests
 from stash_pipeline.store import Release
+
 from shared_samples import trace
 
 pytestmark = pytest.mark.slow
@@ -147,7 +152,11 @@ def test_each_action_is_scored_from_its_context_alone_with_the_releases_credit(
 
 def test_with_every_scoring_run_slot_taken_the_tick_skips(store, instance, release):
     from stash_pipeline.defs.shared.jobs import shared_scoring_job
-    from stash_pipeline.defs.shared.sensors import MAX_SCORING_RUNS, RELEASE_TAG, scoring_batch_config
+    from stash_pipeline.defs.shared.sensors import (
+        MAX_SCORING_RUNS,
+        RELEASE_TAG,
+        scoring_batch_config,
+    )
 
     store.import_traces([record(i) for i in range(MAX_SCORING_RUNS + 1)])
     pending = store.traces_pending_scoring("r1")

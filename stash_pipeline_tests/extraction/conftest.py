@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import pytest
 
+from stash_pipeline.extraction.config import ExtractionConfig
+
 from fake_anthropic import FakeAnthropic
 from waiting import REQUEST_S, bound
-from stash_pipeline.extraction.config import ExtractionConfig
 
 
 @pytest.fixture

@@ -2,13 +2,17 @@ from __future__ import annotations
 
 import pytest
 
-from fake_anthropic import error_body, text_message
 from stash_pipeline.core.feedback import Comment
 from stash_pipeline.core.pairs import pair_context
 from stash_pipeline.core.traces import Message, ToolCall, Trace
 from stash_pipeline.extraction import (
-    ExtractionConfig, ExtractionError, MissingApiKeyError, extract_feedback_pairs,
+    ExtractionConfig,
+    ExtractionError,
+    MissingApiKeyError,
+    extract_feedback_pairs,
 )
+
+from fake_anthropic import error_body, text_message
 
 TRACE = Trace(
     id="t1", agent="travel-bot", domain="airline",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from stash_pipeline.extraction import ExtractionConfig, ExtractionError, MissingApiKeyError
+
 from test_extraction_anthropic import run
 
 GARBAGE = [

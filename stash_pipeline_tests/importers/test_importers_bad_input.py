@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from importer_helpers import import_error, read_all, write_json, write_jsonl
 
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.importers import read_path
+
+from importer_helpers import import_error, read_all, write_json, write_jsonl
 
 GOOD = {"id": "good", "messages": [{"role": "user", "content": "hi"},
                                    {"role": "assistant", "content": "hello"}]}

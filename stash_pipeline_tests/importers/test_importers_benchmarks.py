@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from importer_helpers import read_all, write_json, write_jsonl
-
 from stash_pipeline.core.feedback import Rating, VerifiedOutcome
 from stash_pipeline.core.traces import content_trace_id
 from stash_pipeline.importers import detect_format
+
+from importer_helpers import read_all, write_json, write_jsonl
 
 
 def tau2_run(simulations, **environment):

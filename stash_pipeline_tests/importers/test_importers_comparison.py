@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from importer_helpers import read_all, write_json
 
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import ReviewedComparison, feedback_id
+
+from importer_helpers import read_all, write_json
 
 MESSAGES = [{"role": "user", "content": "Move my flight."},
             {"role": "assistant", "content": "Done, moved.", "tool_calls": [

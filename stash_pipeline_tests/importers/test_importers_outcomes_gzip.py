@@ -10,7 +10,10 @@ import pytest
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import VerifiedOutcome
 from stash_pipeline_tests.importers.importer_helpers import (
-    read_all, shared_data, write_json, write_jsonl,
+    read_all,
+    shared_data,
+    write_json,
+    write_jsonl,
 )
 
 TURNS = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]

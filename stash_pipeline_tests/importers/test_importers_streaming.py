@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from importer_helpers import read_all, write_json
 
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.importers import read_path
+
+from importer_helpers import read_all, write_json
 
 RECORDS = 2_000
 

@@ -7,12 +7,18 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from object_helpers import SECRET_KEY, assert_no_credentials, random_file, s3_environ, sha256
 
 from stash_pipeline.objects import (
-    DownloadSignatureError, LocalObjectStore, ObjectNotFoundError, ObjectStoreConfigError,
-    S3ObjectStore, S3Settings, object_store_from_env,
+    DownloadSignatureError,
+    LocalObjectStore,
+    ObjectNotFoundError,
+    ObjectStoreConfigError,
+    S3ObjectStore,
+    S3Settings,
+    object_store_from_env,
 )
+
+from object_helpers import SECRET_KEY, assert_no_credentials, random_file, s3_environ, sha256
 
 SIGNING_KEY = "k" * 40
 

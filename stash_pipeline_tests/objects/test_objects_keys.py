@@ -3,7 +3,10 @@ from __future__ import annotations
 import pytest
 
 from stash_pipeline.objects import (
-    ObjectLocationError, reward_model_checkpoint_key, shared_evaluator_checkpoint_key, validate_key,
+    ObjectLocationError,
+    reward_model_checkpoint_key,
+    shared_evaluator_checkpoint_key,
+    validate_key,
 )
 from stash_pipeline.objects.keys import result_key
 

@@ -10,15 +10,22 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from object_helpers import random_file, sha256
 
 from stash_pipeline.objects import (
-    DownloadExpiredError, DownloadSignatureError, LocalObjectStore, ObjectLocationError,
-    ObjectNotFoundError, ObjectStoreConfigError, ObjectStoreError, UrlSigner,
+    DownloadExpiredError,
+    DownloadSignatureError,
+    LocalObjectStore,
+    ObjectLocationError,
+    ObjectNotFoundError,
+    ObjectStoreConfigError,
+    ObjectStoreError,
+    UrlSigner,
+    local as local_module,
     reward_model_checkpoint_key,
 )
-from stash_pipeline.objects import local as local_module
 from stash_pipeline.objects.signing import load_or_create_key_file
+
+from object_helpers import random_file, sha256
 
 KEY = reward_model_checkpoint_key("model-1", 1)
 SECRET = b"s" * 32

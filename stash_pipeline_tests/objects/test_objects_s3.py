@@ -13,12 +13,18 @@ import boto3
 import pytest
 from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import EndpointConnectionError
-from object_helpers import ACCESS_KEY, SECRET_KEY, assert_no_credentials, random_file, sha256
 
 from stash_pipeline.objects import (
-    ObjectLocationError, ObjectNotFoundError, ObjectStoreError, S3ObjectStore, S3Settings,
-    reward_model_checkpoint_key, shared_evaluator_checkpoint_key,
+    ObjectLocationError,
+    ObjectNotFoundError,
+    ObjectStoreError,
+    S3ObjectStore,
+    S3Settings,
+    reward_model_checkpoint_key,
+    shared_evaluator_checkpoint_key,
 )
+
+from object_helpers import ACCESS_KEY, SECRET_KEY, assert_no_credentials, random_file, sha256
 
 MIB = 1024 * 1024
 KEY = reward_model_checkpoint_key("model-1", 1)

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from stash_pipeline.core.feedback import (
-    Comment, Rating, ReviewedComparison, VerifiedOutcome, feedback_id,
+    Comment,
+    Rating,
+    ReviewedComparison,
+    VerifiedOutcome,
+    feedback_id,
 )
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.core.traces import Message, ToolCall, Trace

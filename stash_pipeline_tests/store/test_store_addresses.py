@@ -17,6 +17,7 @@ from stash_pipeline.core.errors import InputError, NotFoundError
 from stash_pipeline.core.feedback import Rating
 from stash_pipeline.store import Store, schema
 from stash_pipeline.store.imports import action_row, trace_row
+
 from store_samples import make_record, make_trace
 
 

@@ -17,11 +17,16 @@ import pytest
 from stash_pipeline.cli import main
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import (
-    Comment, Rating, ReviewedComparison, VerifiedOutcome, feedback_id,
+    Comment,
+    Rating,
+    ReviewedComparison,
+    VerifiedOutcome,
+    feedback_id,
 )
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.store import Store
+
 from store_samples import make_record, make_trace
 
 LONG = "n" * 257

@@ -25,6 +25,7 @@ from stash_pipeline.core.feedback import Rating, feedback_id
 from stash_pipeline.store import Store
 from stash_pipeline.store.engine import current_revision, head_revision
 from stash_pipeline.store.locks import ConcurrentWriteError, lock_traces
+
 from store_samples import feedback_on, make_record, make_trace, preview_report
 from waiting import PROCESS_EXIT_S, bound
 

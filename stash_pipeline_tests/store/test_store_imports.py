@@ -9,6 +9,7 @@ from stash_pipeline.core.errors import InputError, NotFoundError, OwnershipError
 from stash_pipeline.core.serialize import trace_to_dict
 from stash_pipeline.core.traces import Message, Trace, summarize
 from stash_pipeline.store import ActionScore, Release, Store, TraceScore
+
 from store_samples import comparison, feedback_on, make_record, make_trace
 
 

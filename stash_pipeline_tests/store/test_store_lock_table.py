@@ -9,6 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from stash_pipeline.store import Store, schema
+
 from store_samples import make_record, make_trace
 from test_store_concurrency import own_store, run_together
 

@@ -3,11 +3,12 @@ from __future__ import annotations
 import pytest
 
 from stash_pipeline.core.errors import InputError, NotFoundError
-from stash_pipeline.core.requests import RewardModelRequest, parse_reward_model_request
 from stash_pipeline.core.pairs import Pair, PairSide, pair_id
+from stash_pipeline.core.requests import RewardModelRequest, parse_reward_model_request
 from stash_pipeline.core.traces import action_messages
-from stash_pipeline.store import ActionScore, Store, StatusError, TraceScore
 from stash_pipeline.core.training_settings import ERROR_TAIL_CHARS
+from stash_pipeline.store import ActionScore, StatusError, Store, TraceScore
+
 from store_samples import make_record, make_trace
 
 

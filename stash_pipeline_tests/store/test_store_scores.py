@@ -4,6 +4,7 @@ import pytest
 
 from stash_pipeline.core.errors import NotFoundError
 from stash_pipeline.store import ActionScore, Release, Store, TraceScore
+
 from store_samples import make_record, make_trace
 
 

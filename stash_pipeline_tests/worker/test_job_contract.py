@@ -8,8 +8,19 @@ import pytest
 
 from stash_pipeline.compute import job
 from stash_pipeline.compute.job import (
-    JobProgress, JobSettings, append_log, atomic_path, failure_reason, job_progress, logged_phase,
-    phase_seconds, read_metrics, retire_log, step_line, unfinished_phase, write_job,
+    JobProgress,
+    JobSettings,
+    append_log,
+    atomic_path,
+    failure_reason,
+    job_progress,
+    logged_phase,
+    phase_seconds,
+    read_metrics,
+    retire_log,
+    step_line,
+    unfinished_phase,
+    write_job,
 )
 from stash_pipeline.core.errors import InputError
 

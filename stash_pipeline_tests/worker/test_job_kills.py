@@ -14,6 +14,7 @@ import pytest
 
 from stash_pipeline.compute.job import JobSettings, failure_reason, read_metrics, write_job
 from stash_pipeline.worker.runner import main
+
 from waiting import PROCESS_EXIT_S, bound
 
 pytestmark = pytest.mark.slow

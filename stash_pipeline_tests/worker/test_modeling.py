@@ -6,9 +6,7 @@ import pytest
 import torch
 
 from stash_pipeline.core.training_settings import MAX_LENGTH
-from stash_pipeline.worker.modeling import (
-    load_reward_model, load_tokenizer, pick_device, tokenize,
-)
+from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, pick_device, tokenize
 
 
 @pytest.mark.slow

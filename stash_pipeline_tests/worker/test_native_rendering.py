@@ -9,27 +9,10 @@ import tarfile
 
 import pytest
 import torch
-from tiny_models import corpus_text
-from tokenizers import (
-    Tokenizer,
-    models,
-    normalizers,
-    pre_tokenizers,
-    processors,
-    trainers,
-)
-from transformers import (
-    AutoModelForSequenceClassification,
-    AutoTokenizer,
-    PreTrainedTokenizerFast,
-)
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedTokenizerFast
 
-from stash_pipeline.compute.job import (
-    JobSettings,
-    failure_reason,
-    read_jsonl,
-    write_job,
-)
+from stash_pipeline.compute.job import JobSettings, failure_reason, read_jsonl, write_job
 from stash_pipeline.importers import read_path
 from stash_pipeline.worker import tiny_model
 from stash_pipeline.worker.modeling import load_tokenizer
@@ -44,6 +27,8 @@ from stash_pipeline.worker.render import (
     template_kind,
 )
 from stash_pipeline.worker.runner import main
+
+from tiny_models import corpus_text
 
 # A ChatML template that renders every turn the same way, tool calls in the Hugging Face shape:
 # prefix-stable, so a tokenizer that ships it is rendered with it.

@@ -10,7 +10,11 @@ from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processor
 from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
 from stash_pipeline.compute.job import (
-    JobSettings, failure_reason, read_jsonl, read_settings, write_job,
+    JobSettings,
+    failure_reason,
+    read_jsonl,
+    read_settings,
+    write_job,
 )
 from stash_pipeline.worker.modeling import load_tokenizer, tokenize
 from stash_pipeline.worker.render import render_trace

@@ -5,11 +5,18 @@ from __future__ import annotations
 import pytest
 import torch
 from transformers import (
-    AutoModelForSequenceClassification, BertConfig, LlamaConfig, Qwen2Config, Qwen3Config,
+    AutoModelForSequenceClassification,
+    BertConfig,
+    LlamaConfig,
+    Qwen2Config,
+    Qwen3Config,
 )
 
 from stash_pipeline.worker.readout import (
-    READ_ONLY_LAST_LAYER, read_rewards, reads_last_layer_partly, right_padded,
+    READ_ONLY_LAST_LAYER,
+    read_rewards,
+    reads_last_layer_partly,
+    right_padded,
 )
 
 SMALL = {"vocab_size": 97, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 3,

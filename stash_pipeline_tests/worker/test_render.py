@@ -10,7 +10,11 @@ from stash_pipeline.core.pairs import PairSide
 from stash_pipeline.core.traces import Message, ToolCall, Trace, action_messages
 from stash_pipeline.worker.modeling import load_tokenizer, tokenize
 from stash_pipeline.worker.render import (
-    CHAT_TEMPLATE, action_end_offsets, cut_at_action, render_side, render_trace,
+    CHAT_TEMPLATE,
+    action_end_offsets,
+    cut_at_action,
+    render_side,
+    render_trace,
 )
 
 

@@ -11,7 +11,12 @@ from transformers import AutoModelForCausalLM, Qwen3Config
 from stash_pipeline.core.calibration import RewardStats
 from stash_pipeline.core.ranking import kendall_tau
 from stash_pipeline.importers import read_path
-from stash_pipeline.worker.modeling import BF16_FEATURE, load_reward_model, load_tokenizer, supports_bf16
+from stash_pipeline.worker.modeling import (
+    BF16_FEATURE,
+    load_reward_model,
+    load_tokenizer,
+    supports_bf16,
+)
 from stash_pipeline.worker.scoring import RewardModel
 
 from tiny_models import AGENTPROCESSBENCH, build_tokenizer, tau2_traces, write_checkpoint

@@ -7,12 +7,20 @@ from dataclasses import replace
 
 import pytest
 
-from stash_pipeline.compute.job import LOG, SCORES, ACTION_SCORES, JobSettings, read_jsonl, write_job
+from stash_pipeline.compute.job import (
+    ACTION_SCORES,
+    LOG,
+    SCORES,
+    JobSettings,
+    read_jsonl,
+    write_job,
+)
 from stash_pipeline.worker import batching, progress
 from stash_pipeline.worker.modeling import tokenize
 from stash_pipeline.worker.progress import PhaseProgress
 from stash_pipeline.worker.render import render_trace
 from stash_pipeline.worker.scoring import score_texts, score_trace_actions, score_traces_and_actions
+
 from test_scoring import model, tokenizer  # noqa: F401 - the shared fixtures: a head at std 1
 
 pytestmark = pytest.mark.slow
@@ -83,6 +91,7 @@ def test_a_scoring_job_of_a_few_hundred_actions_logs_its_progress(tmp_path, tiny
     from stash_pipeline.core.pair_builders import build_feedback_pairs
     from stash_pipeline.importers import read_path
     from stash_pipeline.worker.runner import main
+
     from tiny_models import AGENTPROCESSBENCH
 
     records = []

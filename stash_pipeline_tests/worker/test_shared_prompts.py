@@ -11,12 +11,22 @@ from transformers import AutoModelForSequenceClassification, LlamaConfig, Qwen2C
 
 from stash_pipeline.worker import readout
 from stash_pipeline.worker.batching import (
-    MAX_TREE_TOKENS, MIN_SHARED_PREFIX, Row, common_prefix, pack_rows, read_rows, rows_for,
+    MAX_TREE_TOKENS,
+    MIN_SHARED_PREFIX,
+    Row,
+    common_prefix,
+    pack_rows,
+    read_rows,
+    rows_for,
 )
-from stash_pipeline.worker.readout import TREE_ROW_MODELS, reads_tree_rows, tree_attention
 from stash_pipeline.worker.evaluation import sequence_rewards
+from stash_pipeline.worker.readout import TREE_ROW_MODELS, reads_tree_rows, tree_attention
 from stash_pipeline.worker.train import (
-    EncodedPair, backward_groups, make_optimizer, pair_rewards, train_step,
+    EncodedPair,
+    backward_groups,
+    make_optimizer,
+    pair_rewards,
+    train_step,
 )
 
 SMALL = {"vocab_size": 97, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 3,

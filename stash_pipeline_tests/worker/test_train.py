@@ -8,15 +8,22 @@ import pytest
 import torch
 
 from stash_pipeline.core.pairs import Pair
+from stash_pipeline.worker.batching import MIN_SHARED_PREFIX, common_prefix, rows_for
+from stash_pipeline.worker.evaluation import pair_rewards_from
 from stash_pipeline.worker.metrics import pairwise_accuracy
 from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, tokenize
 from stash_pipeline.worker.render import cut_at_action, render_side
-from stash_pipeline.worker.batching import MIN_SHARED_PREFIX, common_prefix, rows_for
 from stash_pipeline.worker.train import (
-    EncodedPair, backward_groups, bradley_terry_loss, disable_dropout, packed_tokens, pair_rewards,
-    shuffled_batches, train,
+    EncodedPair,
+    backward_groups,
+    bradley_terry_loss,
+    disable_dropout,
+    packed_tokens,
+    pair_rewards,
+    shuffled_batches,
+    train,
 )
-from stash_pipeline.worker.evaluation import pair_rewards_from
+
 
 def encode(tokenizer, pairs: list[Pair]) -> list[EncodedPair]:
     chosen = tokenize(tokenizer, [render_side(tokenizer, p.chosen, "personal") for p in pairs])

@@ -17,7 +17,10 @@ from stash_pipeline.api.bodies import AUTHOR
 from stash_pipeline.api.ids import readable_ids
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import (
-    ReviewedComparison, comparison_item, outcome_item, review_item,
+    ReviewedComparison,
+    comparison_item,
+    outcome_item,
+    review_item,
 )
 from stash_pipeline.core.requests import MAX_TRACE_ID_LENGTH
 from stash_pipeline.core.validation import validate_review

@@ -7,7 +7,10 @@ from fastapi.responses import FileResponse
 
 from stash_pipeline.core.errors import NotFoundError
 from stash_pipeline.objects import (
-    DownloadSignatureError, LocalObjectStore, ObjectLocationError, ObjectNotFoundError,
+    DownloadSignatureError,
+    LocalObjectStore,
+    ObjectLocationError,
+    ObjectNotFoundError,
     ObjectStoreConfigError,
 )
 

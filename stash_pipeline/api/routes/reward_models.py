@@ -7,8 +7,8 @@ from typing import Any
 from fastapi import APIRouter, Body, Depends, Request
 
 from stash_pipeline.api.auth import current_account
-from stash_pipeline.api.ids import readable_ids
 from stash_pipeline.api.bodies import REWARD_MODEL_REQUEST
+from stash_pipeline.api.ids import readable_ids
 from stash_pipeline.core.errors import NotFoundError
 from stash_pipeline.objects import ObjectNotFoundError
 from stash_pipeline.services import reward_models

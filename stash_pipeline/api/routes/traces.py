@@ -11,8 +11,8 @@ from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from stash_pipeline.api.auth import current_account
-from stash_pipeline.api.ids import readable_ids
 from stash_pipeline.api.bodies import CommentBody, ContributionChange, RatingBody, ScoreAgainBody
+from stash_pipeline.api.ids import readable_ids
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.importers import DEFAULT_OUTCOME_FIELD, FORMATS
 from stash_pipeline.services import feedback, scoring_requests, traces

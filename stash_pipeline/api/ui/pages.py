@@ -31,7 +31,9 @@ from stash_pipeline.core.failures import reason_line
 from stash_pipeline.core.feedback import ReviewedComparison, feedback_id
 from stash_pipeline.core.requests import MAX_TRACE_IDS
 from stash_pipeline.core.training_settings import (
-    DEFAULT_BASE_MODEL, DEFAULT_EPOCHS, DEFAULT_MAX_PAIRS,
+    DEFAULT_BASE_MODEL,
+    DEFAULT_EPOCHS,
+    DEFAULT_MAX_PAIRS,
 )
 from stash_pipeline.services import accounts, feedback, reward_models, traces
 from stash_pipeline.store import Account, StatusError

@@ -15,14 +15,22 @@ from pathlib import Path
 import dagster as dg
 
 from stash_pipeline.compute.job import (
-    LOG, LOSSES, append_log, job_directory, keep_only_logs, phase_done_line,
+    LOG,
+    LOSSES,
+    append_log,
+    job_directory,
+    keep_only_logs,
+    phase_done_line,
 )
 from stash_pipeline.compute.run import run_job, run_worker_job, uploaded_checkpoint
 from stash_pipeline.compute.upload import discard_results, hand_over_results
 from stash_pipeline.defs import metadata
 from stash_pipeline.defs.personal.partitions import model_id_of, personal_reward_model
 from stash_pipeline.defs.resources import (
-    ComputeResource, ExtractionResource, ObjectStoreResource, StoreResource,
+    ComputeResource,
+    ExtractionResource,
+    ObjectStoreResource,
+    StoreResource,
 )
 from stash_pipeline.defs.traces.assets import traces
 from stash_pipeline.defs.worker_runs import REWARD_POOL, failure_description, failure_text

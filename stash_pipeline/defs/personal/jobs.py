@@ -3,10 +3,13 @@
 
 import dagster as dg
 
-from stash_pipeline.defs.worker_runs import MAX_RUNTIME_S
 from stash_pipeline.defs.personal.assets import (
-    personal_checkpoint, personal_pairs, personal_scores, personal_split,
+    personal_checkpoint,
+    personal_pairs,
+    personal_scores,
+    personal_split,
 )
+from stash_pipeline.defs.worker_runs import MAX_RUNTIME_S
 
 personal_training_job = dg.define_asset_job(
     "personal_reward_model_training",

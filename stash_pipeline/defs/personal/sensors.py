@@ -6,7 +6,12 @@ import dagster as dg
 from stash_pipeline.defs.abandoned_runs import fail_abandoned_runs, prune_job_dirs
 from stash_pipeline.defs.personal.jobs import personal_training_job
 from stash_pipeline.defs.personal.partitions import (
-    ATTEMPT_TAG, MODEL_NAME_TAG, MODEL_TAG, SCORE_AGAIN_TAG, model_id_of, model_partition_key,
+    ATTEMPT_TAG,
+    MODEL_NAME_TAG,
+    MODEL_TAG,
+    SCORE_AGAIN_TAG,
+    model_id_of,
+    model_partition_key,
     personal_reward_model,
 )
 from stash_pipeline.defs.resources import ComputeResource, StoreResource

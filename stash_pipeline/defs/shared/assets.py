@@ -15,7 +15,10 @@ from stash_pipeline.compute.upload import hand_over_results
 from stash_pipeline.core.training_settings import DEFAULT_MAX_PAIRS
 from stash_pipeline.defs import metadata
 from stash_pipeline.defs.resources import (
-    ComputeResource, ExtractionResource, ObjectStoreResource, SharedEvaluatorResource,
+    ComputeResource,
+    ExtractionResource,
+    ObjectStoreResource,
+    SharedEvaluatorResource,
     StoreResource,
 )
 from stash_pipeline.defs.shared.candidate import CANDIDATE, current_candidate, new_candidate

@@ -3,7 +3,10 @@
 import dagster as dg
 
 from stash_pipeline.defs.shared.assets import (
-    benchmark_results, shared_candidate, shared_evaluator_release, shared_split,
+    benchmark_results,
+    shared_candidate,
+    shared_evaluator_release,
+    shared_split,
     shared_training_pairs,
 )
 from stash_pipeline.defs.shared.scoring import shared_action_scores

@@ -10,10 +10,9 @@ slot longer than its timeout raises SqlBusy.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-import threading
 
 import sqlalchemy as sa
 
