@@ -1,8 +1,9 @@
 """The Dagster instance the CLI and the API talk to, and the pipeline's pending work run in-process.
 
 ``DAGSTER_HOME`` when set (a deployment's instance), else ``$STASH_HOME/dagster`` with the packaged
-``dagster_local.yaml``: the same instance ``stash-pipeline dev`` opens in the UI. ``--wait`` commands
-evaluate the pipeline's sensors once and run what they request in this process, on that instance.
+``dagster_local.yaml``: the same instance ``stash-pipeline dev`` opens in the UI. ``--wait``
+commands evaluate the pipeline's sensors once and run what they request in this process, on that
+instance.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from stash_pipeline.defs.abandoned_runs import PROCESS_TAG, this_process
 
 LOCAL_CONFIG = Path(__file__).with_name("dagster_local.yaml")
 CREATED = ".stash-created"  # in the instance folder, once its storage exists
-# Runs executed here log their progress (the worker's steps among it) at INFO, not every DEBUG event.
+# Runs executed here log their progress (the worker's steps among it) at INFO, not every DEBUG
+# event.
 CONSOLE_INFO = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
 # The tags by which the sensor daemon finds a run key's existing run and skips the key
 # (dagster._daemon.sensor.fetch_existing_runs); a run without an origin matches on the name.

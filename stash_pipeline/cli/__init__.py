@@ -25,7 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(
         prog="stash-pipeline",
-        description="Turn feedback on agent traces into reward models, and keep every trace scored.",
+        description="Turn feedback on agent traces into reward models, and keep every trace "
+                    "scored.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (imports, traces, feedback, pairs, rm, evaluator, accounts, api, dev):

@@ -83,7 +83,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
     for kind in (comment, rate, compare, review, outcome, bulk):
         kind.add_argument("--owner", default=DEFAULT_OWNER,
-                          help=f"the account giving feedback on its traces (default: {DEFAULT_OWNER})")
+                          help="the account giving feedback on its traces (default: "
+                               f"{DEFAULT_OWNER})")
         kind.add_argument("--json", action="store_true", help="end with one JSON line")
     for kind in (comment, rate):
         kind.add_argument("--author", help="who gave it")

@@ -82,9 +82,10 @@ def run(args: argparse.Namespace) -> int:
 
 def format_summary(counts: dict) -> str:
     lines = [
-        f"Imported {counts['traces']} traces ({counts['imported']} new, {counts['updated']} updated, "
-        f"{counts.get('unchanged', 0)} unchanged): "
-        f"{counts['messages']} messages, {counts['actions']} actions, {counts['tool_calls']} tool calls.",
+        f"Imported {counts['traces']} traces ({counts['imported']} new, "
+        f"{counts['updated']} updated, {counts.get('unchanged', 0)} unchanged): "
+        f"{counts['messages']} messages, {counts['actions']} actions, "
+        f"{counts['tool_calls']} tool calls.",
     ]
     if counts.get("skipped_invalid"):
         lines.append(f"Skipped {counts['skipped_invalid']} invalid record(s) (--skip-invalid).")

@@ -39,7 +39,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     create.add_argument("--epochs", type=int, default=DEFAULT_EPOCHS,
                         help=f"passes over the training pairs (default {DEFAULT_EPOCHS})")
     create.add_argument("--max-pairs", type=int, default=DEFAULT_MAX_PAIRS,
-                        help=f"cap on rating and feedback pairs together (default {DEFAULT_MAX_PAIRS})")
+                        help="cap on rating and feedback pairs together (default "
+                             f"{DEFAULT_MAX_PAIRS})")
     create.add_argument("--wait", action="store_true", help=WAIT_HELP)
     create.set_defaults(handler=run_create)
 
@@ -114,7 +115,8 @@ def run_weights(args: argparse.Namespace) -> int:
 
 def run_score(args: argparse.Namespace) -> int:
     return _request_run(args, "score_again", "score_again_requests",
-                        lambda m: f"Score again requested for {m.id} (request {m.score_generation}).")
+                        lambda m: f"Score again requested for {m.id} (request "
+                                  f"{m.score_generation}).")
 
 
 def run_retry(args: argparse.Namespace) -> int:

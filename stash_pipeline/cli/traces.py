@@ -20,8 +20,8 @@ from stash_pipeline.store.trace_pages import SORTS, STATES, TraceFilter
 # personal model has scored this version (pending, scored); scoring_state, mean_action_credit and
 # actions_scored are the shared evaluator's (the seed: shown separately).
 WIDE_COLUMNS = ["id", "owner", "agent", "domain", "task_id", "version", "messages", "actions",
-                "contribute", "latest_score", "personal_state", "scoring_state", "mean_action_credit",
-                "actions_scored", "outcome"]
+                "contribute", "latest_score", "personal_state", "scoring_state",
+                "mean_action_credit", "actions_scored", "outcome"]
 # The default table fits LIST_WIDTH columns: short headings, agent and domain cut first.
 LIST_COLUMNS = ["id", "agent", "domain", "credit", "scored", "latest", "state", "outcome"]
 LIST_WIDTH = 100

@@ -12,7 +12,8 @@ WAIT_HELP = ("run it now, in this process, on the local Dagster instance, and re
              "ends (if a daemon started it already, wait for that run)")
 
 
-def run_now(sensor: str, model: NamedModel | None = None, *, run_keys: list[str] | None = None) -> bool:
+def run_now(sensor: str, model: NamedModel | None = None, *,
+            run_keys: list[str] | None = None) -> bool:
     """The run of one reward model's partition (``model``: a record with its id and name), or of
     these run keys; a run a daemon started for it is waited for. True when every run
     succeeded."""

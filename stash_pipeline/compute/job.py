@@ -1,7 +1,8 @@
 """The job directory contract between a caller (Dagster, Modal) and the worker process.
 
 This module is torch-free: the caller imports it to write a job and read its results; the worker
-(``runner.py``) runs it. Layout of ``RM_ARTIFACT_DIR/<job>/`` (docs/worker.md has the full contract):
+(``runner.py``) runs it. Layout of ``RM_ARTIFACT_DIR/<job>/`` (docs/worker.md has the full
+contract):
 
 inputs   settings.json; train_pairs, eval_pairs, score_traces, benchmark_pairs: Hugging Face
          datasets saved with ``save_to_disk`` (column ``pair`` / ``trace``: the core JSON form as a
@@ -52,7 +53,8 @@ BENCHMARK_PAIRS = "benchmark_pairs"
 PAIR_REWARDS = "pair_rewards.jsonl"
 INPUT_DATASETS = (TRAIN_PAIRS, EVAL_PAIRS, SCORE_TRACES, BENCHMARK_PAIRS)
 PAIR_COLUMN, TRACE_COLUMN = "pair", "trace"
-METRICS, SCORES, ACTION_SCORES, LOG = "metrics.json", "scores.jsonl", "action_scores.jsonl", "worker.log"
+METRICS, SCORES, ACTION_SCORES, LOG = ("metrics.json", "scores.jsonl", "action_scores.jsonl",
+                                       "worker.log")
 LOSSES = "losses.json"  # the Bradley-Terry loss of every training step, for the loss curve
 # A scoring-only job's checkpoint, when the caller downloads it into the job directory.
 CHECKPOINT_INPUT = "checkpoint.tar.gz"
@@ -67,7 +69,8 @@ OUTPUTS = (METRICS, SCORES, ACTION_SCORES, PAIR_REWARDS, LOSSES, CHECKPOINT_DIR,
 PARTIAL = ".partial"
 OUTPUT_KINDS: tuple[str, ...] = ("checkpoint", "scores", "action_scores", "pair_rewards")
 DEFAULT_OUTPUTS: tuple[str, ...] = ("checkpoint", "scores", "action_scores")
-# checkpoint_dtype "auto": the base model's own dtype (Qwen3-0.6B ships bf16), float32 if it has none.
+# checkpoint_dtype "auto": the base model's own dtype (Qwen3-0.6B ships bf16), float32 if it has
+# none.
 CHECKPOINT_DTYPES = ("auto", "float32", "bfloat16", "float16")
 # score_dtype "auto": bf16 weights on an accelerator that supports them, float32 elsewhere.
 SCORE_DTYPES = ("auto", "float32", "bfloat16")
@@ -76,12 +79,14 @@ SCORE_DTYPES = ("auto", "float32", "bfloat16")
 # (extraction before the job, upload after it) into the same log with ``logged_phase``.
 PHASES = ("extraction", "settings", "inputs", "load", "training", "evaluation", "save", "archive",
           "scoring", "upload")
-_PHASE_LINE = re.compile(r"phase (?P<name>\w+) (?:(?P<started>started)|done in (?P<seconds>[0-9.]+) s)")
+_PHASE_LINE = re.compile(r"phase (?P<name>\w+) (?:(?P<started>started)|done in "
+                         r"(?P<seconds>[0-9.]+) s)")
 
 
 @dataclass(frozen=True)
 class JobSettings:
-    """settings.json. A training job names ``base_model``; a scoring-only job names ``checkpoint``."""
+    """settings.json. A training job names ``base_model``; a scoring-only job names
+    ``checkpoint``."""
 
     evaluator: str  # tags every score: a shared release version or a personal model id
     # None: personal for a training job; for a scoring-only job the audience the checkpoint was
@@ -125,7 +130,8 @@ class JobSettings:
         if data.get("audience") is not None and data["audience"] not in AUDIENCES:
             raise fail("audience", f"expected one of {AUDIENCES} or null")
         if (data.get("base_model") is None) == (data.get("checkpoint") is None):
-            raise fail("base_model", "give exactly one of base_model (train) and checkpoint (score only)")
+            raise fail("base_model",
+                       "give exactly one of base_model (train) and checkpoint (score only)")
         for name in ("base_model", "checkpoint", "attempt"):
             if data.get(name) is not None and (not isinstance(data[name], str) or not data[name]):
                 raise fail(name, "expected a non-empty string")
@@ -134,7 +140,8 @@ class JobSettings:
             value = data.get(name, cls.__dataclass_fields__[name].default)
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise fail(name, f"expected an integer of at least {least}, got {value!r}")
-        for name, allowed in (("checkpoint_dtype", CHECKPOINT_DTYPES), ("score_dtype", SCORE_DTYPES)):
+        for name, allowed in (("checkpoint_dtype", CHECKPOINT_DTYPES),
+                              ("score_dtype", SCORE_DTYPES)):
             if data.get(name, "auto") not in allowed:
                 raise fail(name, f"expected one of {allowed}, got {data[name]!r}")
         outputs = data.get("outputs", list(DEFAULT_OUTPUTS))
@@ -167,8 +174,9 @@ def write_job(job_dir: Path, settings: JobSettings, *, train_pairs: Iterable[Pai
 
     A directory used before is cleared of that attempt's outputs, datasets and downloaded
     checkpoint first, and its log moves to ``attempt-logs/``: callers never clear a job directory
-    themselves (``attempt-logs/`` keeps every earlier attempt's log). Returns the settings as written: with a new attempt id when
-    ``settings.attempt`` is None (``read_metrics`` checks metrics.json against it).
+    themselves (``attempt-logs/`` keeps every earlier attempt's log). Returns the settings as
+    written: with a new attempt id when ``settings.attempt`` is None (``read_metrics`` checks
+    metrics.json against it).
     """
     job_dir.mkdir(parents=True, exist_ok=True)
     clear_outputs(job_dir)
@@ -219,13 +227,14 @@ def read_metrics(job_dir: Path) -> dict[str, Any]:
     metrics = json.loads(path.read_text())
     expected = read_settings(job_dir).attempt
     if expected is not None and metrics.get("attempt") != expected:
-        raise InputError(f"written by attempt {metrics.get('attempt')!r}, not this job's {expected!r}",
-                         file=str(path), field="attempt")
+        raise InputError(f"written by attempt {metrics.get('attempt')!r}, "
+                         f"not this job's {expected!r}", file=str(path), field="attempt")
     return metrics
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+    return ([json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            if path.is_file() else [])
 
 
 # --- clean attempts and atomic writes ----------------------------------------------------------
@@ -418,7 +427,8 @@ def failure_reason(job_dir: Path, exit_code: int | None = None) -> str:
     signal_number = killed_by_signal(exit_code)
     if signal_number is not None:
         phase = unfinished_phase(text)
-        lines = ([f"interrupted in phase {phase}"] if phase else []) + [f"worker killed (signal {signal_number})"]
+        lines = (([f"interrupted in phase {phase}"] if phase else [])
+                 + [f"worker killed (signal {signal_number})"])
         if text.rstrip().endswith(lines[-1]):
             pass  # recorded by an earlier call
         elif path.is_file():

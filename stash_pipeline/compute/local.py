@@ -2,8 +2,9 @@
 
 ``python -m stash_pipeline.worker JOB_DIR`` runs with ``RM_WORKER_PYTHON`` in the job directory.
 Its per-step loss and pairs/s arrive as Pipes log events in the run; its metrics as a Pipes message.
-The launch is ``open_pipes_session`` plus ``Popen`` rather than ``PipesSubprocessClient``, because the
-caller needs the exit status (a negative one names the signal that killed the worker) and a time limit.
+The launch is ``open_pipes_session`` plus ``Popen`` rather than ``PipesSubprocessClient``, because
+the caller needs the exit status (a negative one names the signal that killed the worker) and a time
+limit.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ class LocalCompute:
 
 
 def run_local_worker(context: Any, job_dir: Path, *, python: str,
-                     timeout_s: float | None = None, env: dict[str, str] | None = None) -> WorkerExit:
+                     timeout_s: float | None = None,
+                     env: dict[str, str] | None = None) -> WorkerExit:
     """Run the job in ``job_dir`` to its end; the exit status and Pipes messages come back."""
     with dg.open_pipes_session(context=context, context_injector=dg.PipesEnvContextInjector(),
                                message_reader=dg.PipesTempFileMessageReader()) as session:

@@ -47,7 +47,8 @@ def run_modal_worker(context: Any, job_dir: Path, *, function: Any, objects: Any
 
     if not hasattr(objects, "bucket"):
         raise WorkerFailed("RM_COMPUTE=modal needs S3 (set S3_BUCKET and the other S3_* "
-                           "variables): the GPU function reads its inputs and writes the checkpoint there")
+                           "variables): the GPU function reads its inputs and writes the "
+                           "checkpoint there")
     prefix = f"jobs/{job_dir.parent.name}/{job_dir.name}"
     inputs = {name: objects.put_file(f"{prefix}/{name}", job_dir / name)
               for name in INPUT_FILES if (job_dir / name).is_file()}
@@ -65,7 +66,8 @@ def write_results(job_dir: Path, result: dict[str, Any]) -> str | None:
     """The function's JSON as the job directory's files; WorkerFailed when the job failed."""
     (job_dir / LOG).write_text(result.get("log_tail") or "")
     if result.get("exit_code") != 0 or result.get("metrics") is None:
-        raise WorkerFailed(result.get("log_tail") or f"the Modal worker exited {result.get('exit_code')}")
+        raise WorkerFailed(result.get("log_tail")
+                           or f"the Modal worker exited {result.get('exit_code')}")
     (job_dir / METRICS).write_text(json.dumps(result["metrics"], indent=2))
     (job_dir / SCORES).write_text("".join(json.dumps(row) + "\n" for row in result["scores"]))
     for name, key in ((ACTION_SCORES, "action_scores"), (PAIR_REWARDS, "pair_rewards")):

@@ -1,4 +1,5 @@
-"""The body of the Modal function (``deploy/modal_app.py``): one worker job inside the GPU container.
+"""The body of the Modal function (``deploy/modal_app.py``): one worker job inside the GPU
+container.
 
 It receives the job's inputs as object-store URIs, runs the worker as ``python -m
 stash_pipeline.worker``, uploads the checkpoint straight to S3 and returns only JSON: the exit
@@ -32,7 +33,8 @@ from stash_pipeline.compute.job import (
 from stash_pipeline.compute.upload import read_upload, upload_checkpoint
 
 # The seed: "storage and model-provider credentials, but no database, queue, or integration
-# credentials". Anything not listed here (DATABASE_URL, REDIS_URL, DAGSTER_PG_*, MODAL_TOKEN_*) stays out.
+# credentials". Anything not listed here (DATABASE_URL, REDIS_URL, DAGSTER_PG_*, MODAL_TOKEN_*)
+# stays out.
 WORKER_ENVIRONMENT = (
     "S3_ENDPOINT", "S3_BUCKET", "S3_ACCESS_KEY", "S3_SECRET_KEY", "S3_REGION",
     "ANTHROPIC_API_KEY", "HF_TOKEN", "HF_HOME", "HF_HUB_OFFLINE",

@@ -1,8 +1,9 @@
 """From raw rewards to the numbers people read: action credit and the calibrated score (DESIGN §6).
 
-A raw reward has no fixed scale (Bradley-Terry only learns gaps), so both formulas measure it against
-statistics of the same model's rewards on its own training pairs: ``reward_stats.json`` (whole-trace
-comparisons) and ``action_reward_stats.json`` (action comparisons). Held-out pairs never set them.
+A raw reward has no fixed scale (Bradley-Terry only learns gaps), so both formulas measure it
+against statistics of the same model's rewards on its own training pairs: ``reward_stats.json``
+(whole-trace comparisons) and ``action_reward_stats.json`` (action comparisons). Held-out pairs
+never set them.
 """
 
 from __future__ import annotations
@@ -62,14 +63,16 @@ class RewardStats:
             raise InputError(f"a standard deviation cannot be negative: {values['std']}",
                              file=file, field="std")
         count = data.get("count")
-        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int)
+                                  or count < 0):
             raise InputError(f"expected a non-negative integer, got {count!r}", file=file,
                              field="count")
         return cls(values["mean"], values["std"], count)
 
 
 def reward_stats(rewards: Iterable[float]) -> RewardStats:
-    """The stats of these rewards: both sides of training pairs (``display_scale_sample``), never held-out."""
+    """The stats of these rewards: both sides of training pairs (``display_scale_sample``), never
+    held-out."""
     values = [float(r) for r in rewards]
     if not values:
         raise ValueError("reward statistics need at least one reward")

@@ -1,4 +1,5 @@
-"""Feedback people leave on traces (DESIGN §3): comments, ratings, reviewed comparisons, outcomes."""
+"""Feedback people leave on traces (DESIGN §3): comments, ratings, reviewed comparisons,
+outcomes."""
 
 from __future__ import annotations
 

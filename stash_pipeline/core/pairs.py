@@ -73,9 +73,9 @@ class Pair:
     def from_dict(cls, data: dict[str, Any]) -> Pair:
         return cls(
             id=data["id"], kind=data["kind"],
-            chosen=PairSide.from_dict(data["chosen"]), rejected=PairSide.from_dict(data["rejected"]),
-            source_kind=data["source_kind"], source_id=data["source_id"],
-            source_trace_ids=tuple(data["source_trace_ids"]),
+            chosen=PairSide.from_dict(data["chosen"]),
+            rejected=PairSide.from_dict(data["rejected"]), source_kind=data["source_kind"],
+            source_id=data["source_id"], source_trace_ids=tuple(data["source_trace_ids"]),
             is_tool_call=bool(data.get("is_tool_call")), tool_name=data.get("tool_name"),
             evidence_quote=data.get("evidence_quote"), rationale=data.get("rationale"),
             slices=dict(data.get("slices") or {}), generated=bool(data.get("generated")),

@@ -165,8 +165,8 @@ def release_gate(outcomes: Iterable[BenchmarkOutcome], *, incumbent: str | None,
             reasons.append(
                 f"regression on {row['slice']} {row['value']!r}: the incumbent's "
                 f"{row['incumbent']:.3f} lies above the candidate's 95% interval "
-                f"[{row['candidate_low']:.3f}, {row['candidate_high']:.3f}] ({row['candidate']:.3f} "
-                f"on {row['pairs']} pairs)")
+                f"[{row['candidate_low']:.3f}, {row['candidate_high']:.3f}] "
+                f"({row['candidate']:.3f} on {row['pairs']} pairs)")
     return {
         "passed": not reasons, "first_release": not compared, "incumbent": incumbent,
         "saturated": compared and saturated(outcomes),

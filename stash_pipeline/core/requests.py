@@ -1,8 +1,9 @@
 """A request for a personal reward model, validated once for the CLI and the HTTP API alike.
 
 The seed's fields (``name``, ``trace_ids``, ``base_model``, ``epochs``, ``max_pairs``) with its
-defaults; anything else, ``compute`` included (the deployment picks it), is refused naming the field,
-which the API answers with 422. Ownership of the traces needs the store: ``services`` checks it.
+defaults; anything else, ``compute`` included (the deployment picks it), is refused naming the
+field, which the API answers with 422. Ownership of the traces needs the store: ``services`` checks
+it.
 
 ``REQUEST_FIELDS`` is the one table of the fields: the parser reads each field by its kind and
 limit from it, and ``request_json_schema()`` writes the API's JSON Schema from it, so the
@@ -145,7 +146,8 @@ def _trace_ids(data: Mapping[str, Any], spec: RequestField) -> tuple[str, ...]:
     for index, item in enumerate(value):
         if not isinstance(item, str) or not item or len(item) > MAX_TRACE_ID_LENGTH:
             raise _fail(f"trace_ids[{index}]",
-                        f"expected a trace id of 1 to {MAX_TRACE_ID_LENGTH} characters, got {item!r}")
+                        f"expected a trace id of 1 to {MAX_TRACE_ID_LENGTH} characters, "
+                        f"got {item!r}")
         _storable(item, f"trace_ids[{index}]")
     return tuple(dict.fromkeys(value))  # a repeated id selects its trace once
 

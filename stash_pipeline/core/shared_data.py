@@ -2,8 +2,8 @@
 into training traces and benchmark traces, so no source trace is ever in both.
 
 Training learns from step ratings, corrections and independently reviewed comparisons
-(``AUDIENCE_SOURCES["shared"]``); the benchmark holds human-reviewed comparisons and verified-outcome
-comparisons. Roles are decided per group of traces that share a task (domain and
+(``AUDIENCE_SOURCES["shared"]``); the benchmark holds human-reviewed comparisons and
+verified-outcome comparisons. Roles are decided per group of traces that share a task (domain and
 ``metadata.task_id``; a trace without a task is its own group), so the traces of one task never
 straddle training and benchmark:
 

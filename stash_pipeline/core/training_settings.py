@@ -1,7 +1,8 @@
 """The seed's fixed training settings and request defaults: one place for every number.
 
 "These are fixed in the worker; the request sets only" name, trace_ids, base_model, epochs and
-max_pairs (seed, "Training settings"). Everything that trains, splits, caps or reports reads them here.
+max_pairs (seed, "Training settings"). Everything that trains, splits, caps or reports reads them
+here.
 """
 
 from __future__ import annotations

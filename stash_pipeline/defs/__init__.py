@@ -1,1 +1,2 @@
-"""Dagster definitions (assets, sensors, schedules), one folder per concern; loaded by definitions.py."""
+"""Dagster definitions (assets, sensors, schedules), one folder per concern; loaded by
+definitions.py."""

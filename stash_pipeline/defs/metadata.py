@@ -82,7 +82,8 @@ TRAINING_HEADLINES = ("final_loss", "eval_accuracy", "train_pairs", "eval_pairs"
 
 
 def training(uri: str, metrics: Mapping[str, Any], losses: Sequence[float]) -> dict[str, Any]:
-    """A trained checkpoint: where it is, the metrics table, the loss curve, the headline numbers."""
+    """A trained checkpoint: where it is, the metrics table, the loss curve, the headline
+    numbers."""
     return {
         "checkpoint_uri": dg.MetadataValue.path(uri),
         "metrics": key_values({k: v for k, v in metrics.items()

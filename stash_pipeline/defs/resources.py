@@ -41,7 +41,8 @@ class StoreResource(dg.ConfigurableResource):
 
 
 class ObjectStoreResource(dg.ConfigurableResource):
-    """S3 when ``S3_BUCKET`` is set (``S3_ENDPOINT``, ``S3_ACCESS_KEY``, ...), else ``STASH_HOME``."""
+    """S3 when ``S3_BUCKET`` is set (``S3_ENDPOINT``, ``S3_ACCESS_KEY``, ...), else
+    ``STASH_HOME``."""
 
     @cached_property
     def objects(self):  # the objects package's ObjectStore

@@ -202,8 +202,8 @@ def release(store: Store, candidate: str, checkpoint_uri: str) -> Release:
     current = store.latest_release()
     if (current.version if current else None) != comparison.incumbent:
         raise GateError(f"the incumbent changed since candidate {candidate} was benchmarked "
-                        f"(then {comparison.incumbent}, now {current.version if current else None}); "
-                        "train a new candidate")
+                        f"(then {comparison.incumbent}, now "
+                        f"{current.version if current else None}); train a new candidate")
     snapshot = {
         "training_traces": _trace_versions(store.load_pairs(candidate=candidate)),
         "benchmark_traces": _trace_versions(store.load_pairs(candidate=candidate,

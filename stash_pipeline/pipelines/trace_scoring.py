@@ -120,7 +120,8 @@ def score(store: Store, evaluator: str, traces: Mapping[str, int], *, actions: b
 
 
 def pending_batches(store: Store, *, per_owner: int, batch_size: int, room: int,
-                    skip: set[tuple[str, str, int]]) -> list[tuple[str, bool, list[tuple[str, int]]]]:
+                    skip: set[tuple[str, str, int]],
+                    ) -> list[tuple[str, bool, list[tuple[str, int]]]]:
     """Auto-scoring's next batches: (model id, score actions, [(trace id, version)]) for the trace
     versions each kept-current model has not scored, ``room`` traces at most, none in ``skip``
     ((model id, trace id, version) already handed out)."""

@@ -119,7 +119,8 @@ def models_kept_current(connection: sa.Connection, per_owner: int) -> list[Rewar
     return [_record(row) for row in connection.execute(query)]
 
 
-def _move(connection: sa.Connection, model_id: str, status: str, **values: Any) -> RewardModelRecord:
+def _move(connection: sa.Connection, model_id: str, status: str,
+          **values: Any) -> RewardModelRecord:
     current = get_reward_model(connection, model_id)
     if status not in _NEXT.get(current.status, ()):
         raise StatusError(f"reward model {model_id} is {current.status}; it cannot become {status}")

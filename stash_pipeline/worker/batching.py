@@ -174,7 +174,8 @@ def forward_rows(model: Any, rows: Sequence[Row], *, pad_id: int, device: torch.
             rows_index = [r for r, row in enumerate(chosen) for _ in row.reads]
             positions = [p for row in chosen for p, _ in row.reads]
             values = read_rewards(model, ids, mask, rows_index, positions, tree)
-            yield [key for row in chosen for _, key in row.reads], values, sum(len(row.ids) for row in chosen)
+            yield ([key for row in chosen for _, key in row.reads], values,
+                   sum(len(row.ids) for row in chosen))
 
 
 def read_rows(model: Any, rows: Sequence[Row], *, pad_id: int | None,
@@ -188,7 +189,8 @@ def read_rows(model: Any, rows: Sequence[Row], *, pad_id: int | None,
     (progress reports).
     """
     if pad_id is None:
-        raise ValueError("batched scoring needs a pad token: load the tokenizer with load_tokenizer")
+        raise ValueError("batched scoring needs a pad token: load the tokenizer with "
+                         "load_tokenizer")
     inner_reads = pools_last_token(model)
     trees = reads_tree_rows(model)
     for row in rows:
@@ -197,7 +199,8 @@ def read_rows(model: Any, rows: Sequence[Row], *, pad_id: int | None,
         if not inner_reads and [p for p, _ in row.reads] != [len(row.ids) - 1]:
             raise ValueError(f"{type(model).__name__} can only be read at a row's last token")
         if row.forks and not trees:
-            raise ValueError(f"{type(model).__name__} cannot run tree rows (readout.reads_tree_rows)")
+            raise ValueError(f"{type(model).__name__} cannot run tree rows "
+                             "(readout.reads_tree_rows)")
     rewards: dict[Hashable, float] = {}
     device = next(model.parameters()).device
     with torch.inference_mode():

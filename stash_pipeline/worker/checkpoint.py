@@ -84,7 +84,8 @@ class CheckpointWriter:
         (directory / REWARD_STATS_FILE).write_text(
             json.dumps({**reward_stats.to_dict(), "audience": audience}))
         if action_reward_stats is not None:
-            (directory / ACTION_REWARD_STATS_FILE).write_text(json.dumps(action_reward_stats.to_dict()))
+            (directory / ACTION_REWARD_STATS_FILE).write_text(
+                json.dumps(action_reward_stats.to_dict()))
         card = model_card(evaluator=evaluator, audience=audience, base_model=base_model,
                           window=self.window, stored_dtype=self.stored_dtype, metrics=metrics,
                           reward_stats=reward_stats, action_reward_stats=action_reward_stats)
@@ -128,7 +129,8 @@ def archive(directory: Path, destination: Path | None = None, *, level: int = AR
 
 
 class _ParallelGzip:
-    """A write-only file object: bytes in, gzip members out in order, compressed by a thread pool."""
+    """A write-only file object: bytes in, gzip members out in order, compressed by a thread
+    pool."""
 
     def __init__(self, raw: BinaryIO, level: int, threads: int):
         self.raw, self.level = raw, level
@@ -193,8 +195,8 @@ def open_checkpoint(path: str | os.PathLike[str]) -> Iterator[SavedCheckpoint]:
         reward_stats = RewardStats.from_dict(saved, file=REWARD_STATS_FILE)  # a JSON object
         audience = saved.get("audience", DEFAULT_AUDIENCE)
         if audience not in AUDIENCES:
-            raise InputError(f"expected one of {AUDIENCES}, got {audience!r}", file=REWARD_STATS_FILE,
-                             field="audience")
+            raise InputError(f"expected one of {AUDIENCES}, got {audience!r}",
+                             file=REWARD_STATS_FILE, field="audience")
         actions = _read_json(directory / ACTION_REWARD_STATS_FILE, required=False)
         action_stats = (None if actions is None
                         else RewardStats.from_dict(actions, file=ACTION_REWARD_STATS_FILE))
@@ -215,7 +217,8 @@ def checkpoint_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
     if not path.is_file():
         raise NotFoundError(f"no reward-model checkpoint at {path}")
     if not tarfile.is_tarfile(path):
-        raise InputError("expected a reward-model directory or a .tar.gz archive of one", file=str(path))
+        raise InputError("expected a reward-model directory or a .tar.gz archive of one",
+                         file=str(path))
     with tempfile.TemporaryDirectory(prefix="reward-model-") as scratch:
         with tarfile.open(path, "r:*") as archive:
             # The "data" filter refuses absolute paths, links out of the folder and device files.

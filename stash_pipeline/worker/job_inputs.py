@@ -54,8 +54,10 @@ def input_dataset(job_dir: Path, name: str, column: str) -> Dataset:
     """
     directory, lines = job_dir / name, job_dir / f"{name}.jsonl"
     if not directory.is_dir():
-        rows = [line for line in lines.read_text().splitlines() if line.strip()] if lines.is_file() else []
-        # Rows stay JSON strings: Arrow would unify tool-schema structs and add null keys (ML notes).
+        rows = ([line for line in lines.read_text().splitlines() if line.strip()]
+                if lines.is_file() else [])
+        # Rows stay JSON strings: Arrow would unify tool-schema structs and add null keys
+        # (ML notes).
         dataset = Dataset.from_dict({column: rows}, features=Features({column: Value("string")}))
         if not rows:
             return dataset  # datasets cannot load back a saved dataset of no rows (no shards)
@@ -74,9 +76,11 @@ def parse_pair(text: str, name: str, index: int) -> Pair:
     try:
         pair = Pair.from_dict(json.loads(text))
     except json.JSONDecodeError as error:
-        raise InputError(f"not JSON: {error}", file=name, record=str(index), field="pair") from error
+        raise InputError(f"not JSON: {error}", file=name, record=str(index),
+                         field="pair") from error
     except KeyError as error:
-        raise InputError("missing", file=name, record=str(index), field=str(error.args[0])) from error
+        raise InputError("missing", file=name, record=str(index),
+                         field=str(error.args[0])) from error
     for side in ("chosen", "rejected"):
         try:
             validate_trace(getattr(pair, side).trace)
@@ -86,13 +90,17 @@ def parse_pair(text: str, name: str, index: int) -> Pair:
     return pair
 
 
-def encoded_pairs(job_dir: Path, name: str, tokenizer: Any, audience: Audience) -> tuple[list[Pair], list[EncodedPair]]:
-    """The pairs of one input, rendered and tokenised by ``Dataset.map`` (the same left truncation as scoring)."""
+def encoded_pairs(job_dir: Path, name: str, tokenizer: Any,
+                  audience: Audience) -> tuple[list[Pair], list[EncodedPair]]:
+    """The pairs of one input, rendered and tokenised by ``Dataset.map`` (the same left truncation
+    as scoring)."""
     def encode(batch: dict[str, list], indices: list[int]) -> dict[str, list]:
         pairs = [parse_pair(text, name, i) for text, i in zip(batch[contract.PAIR_COLUMN], indices)]
         return {
-            "chosen_ids": tokenize(tokenizer, [render_side(tokenizer, p.chosen, audience) for p in pairs]),
-            "rejected_ids": tokenize(tokenizer, [render_side(tokenizer, p.rejected, audience) for p in pairs]),
+            "chosen_ids": tokenize(tokenizer,
+                                   [render_side(tokenizer, p.chosen, audience) for p in pairs]),
+            "rejected_ids": tokenize(tokenizer,
+                                     [render_side(tokenizer, p.rejected, audience) for p in pairs]),
         }
 
     dataset = input_dataset(job_dir, name, contract.PAIR_COLUMN)
@@ -101,7 +109,8 @@ def encoded_pairs(job_dir: Path, name: str, tokenizer: Any, audience: Audience) 
     dataset = dataset.map(encode, batched=True, with_indices=True, load_from_cache_file=False,
                           keep_in_memory=True, desc=f"tokenising {name}")
     pairs = [Pair.from_dict(json.loads(text)) for text in dataset[contract.PAIR_COLUMN]]
-    return pairs, [EncodedPair(c, r) for c, r in zip(dataset["chosen_ids"], dataset["rejected_ids"])]
+    return pairs, [EncodedPair(c, r)
+                   for c, r in zip(dataset["chosen_ids"], dataset["rejected_ids"])]
 
 
 def traces_to_score(job_dir: Path) -> list[Trace]:
@@ -112,8 +121,8 @@ def traces_to_score(job_dir: Path) -> list[Trace]:
             trace = trace_from_dict(json.loads(text))
             validate_trace(trace)
         except (json.JSONDecodeError, KeyError) as error:
-            raise InputError(f"not a trace: {error!r}", file=contract.SCORE_TRACES, record=str(index),
-                             field=contract.TRACE_COLUMN) from error
+            raise InputError(f"not a trace: {error!r}", file=contract.SCORE_TRACES,
+                             record=str(index), field=contract.TRACE_COLUMN) from error
         except InputError as error:
             raise error.located(file=contract.SCORE_TRACES, record=str(index)) from error
         traces.append(trace)

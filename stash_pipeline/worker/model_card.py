@@ -1,8 +1,8 @@
 """README.md of every checkpoint: what the model is, what it learned from, how to use it.
 
-This module gives its text; ``checkpoint.CheckpointWriter.finish`` writes it beside the seed's files (weights, config,
-tokenizer, template, stats) before the archive is made, from the job's own numbers: nothing in it
-is a placeholder.
+This module gives its text; ``checkpoint.CheckpointWriter.finish`` writes it beside the seed's files
+(weights, config, tokenizer, template, stats) before the archive is made, from the job's own
+numbers: nothing in it is a placeholder.
 """
 
 from __future__ import annotations

@@ -21,7 +21,8 @@ TOKENS_A_RENDERING_CAN_END_WITH = ("<|im_end|>", "</tool_call>")
 # What a local model directory needs before transformers is asked to load it: without these,
 # transformers guesses at other tokenizer formats and fails with an unrelated message
 # ("You need to have sentencepiece or tiktoken installed").
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.txt", "vocab.json")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.txt",
+                   "vocab.json")
 
 
 class ModelLoadError(StashError):
@@ -51,7 +52,8 @@ def _checked_source(path_or_id: str, *, needs_config: bool, needs_tokenizer: boo
     held = sorted(p.name for p in path.iterdir())
     held_text = ", ".join(held[:10]) if held else "nothing: the directory is empty"
     if needs_config and not (path / "config.json").is_file():
-        raise ModelLoadError(f"model {path_or_id}: the directory has no config.json (it holds {held_text})")
+        raise ModelLoadError(f"model {path_or_id}: the directory has no config.json (it holds "
+                             f"{held_text})")
     if needs_tokenizer and not any((path / name).is_file() for name in TOKENIZER_FILES):
         raise ModelLoadError(f"model {path_or_id}: the directory has no tokenizer, none of "
                              f"{', '.join(TOKENIZER_FILES)} (it holds {held_text})")
@@ -75,10 +77,13 @@ def load_tokenizer(path_or_id: str, max_length: int = MAX_LENGTH, *, config: Any
     for models read at a sequence's end by their own forward: they get their special tokens.
     """
     _checked_source(path_or_id, needs_config=False, needs_tokenizer=True)
-    if config is None and (not _is_local(path_or_id) or (Path(path_or_id) / "config.json").is_file()):
-        config = load_config(path_or_id)  # a tokenizer saved alone has none: the window is max_length
+    if config is None and (not _is_local(path_or_id)
+                           or (Path(path_or_id) / "config.json").is_file()):
+        # A tokenizer saved alone has none: the window is max_length.
+        config = load_config(path_or_id)
     positions = getattr(config, "max_position_embeddings", None)
-    window = min(max_length, positions) if isinstance(positions, int) and positions > 0 else max_length
+    window = (min(max_length, positions) if isinstance(positions, int) and positions > 0
+              else max_length)
     try:
         probe = AutoTokenizer.from_pretrained(path_or_id)
         pad_token = _pad_token(probe, path_or_id)
@@ -106,8 +111,8 @@ def _pad_token(tokenizer: Any, path_or_id: str) -> str:
     )
 
 
-def load_reward_model(path_or_id: str, *, dtype: torch.dtype = torch.float32, device: str | None = None,
-                      tokenizer: Any = None) -> Any:
+def load_reward_model(path_or_id: str, *, dtype: torch.dtype = torch.float32,
+                      device: str | None = None, tokenizer: Any = None) -> Any:
     """AutoModelForSequenceClassification with one output, its pad id set, on ``device``.
 
     fp32 by default: transformers 5 loads a bf16 checkpoint as bf16 otherwise, and bf16 weights do
@@ -116,7 +121,8 @@ def load_reward_model(path_or_id: str, *, dtype: torch.dtype = torch.float32, de
     _checked_source(path_or_id, needs_config=True, needs_tokenizer=tokenizer is None)
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(path_or_id)
     try:
-        model = AutoModelForSequenceClassification.from_pretrained(path_or_id, num_labels=1, dtype=dtype)
+        model = AutoModelForSequenceClassification.from_pretrained(path_or_id, num_labels=1,
+                                                                   dtype=dtype)
     except (OSError, ValueError, KeyError) as error:
         raise ModelLoadError(f"model {path_or_id}: cannot load its weights: {error}") from error
     model.config.pad_token_id = tokenizer.pad_token_id
@@ -127,7 +133,8 @@ def load_reward_model(path_or_id: str, *, dtype: torch.dtype = torch.float32, de
 
 def cast_parameters(model: Any, dtype: torch.dtype) -> None:
     """The weights in ``dtype``, as ``from_pretrained(dtype=...)`` would load them: buffers such as
-    the rotary frequencies stay fp32 (``model.to(dtype)`` would round them and shift every score)."""
+    the rotary frequencies stay fp32 (``model.to(dtype)`` would round them and shift every
+    score)."""
     for parameter in model.parameters():
         if parameter.is_floating_point() and parameter.dtype != dtype:
             parameter.data = parameter.data.to(dtype)
@@ -184,7 +191,8 @@ def tokenize(tokenizer: Any, texts: list[str]) -> list[list[int]]:
 # What a device needs for bf16, as the skip reasons and the fallback log line name it.
 BF16_FEATURE = {
     "cuda": "torch.cuda.is_bf16_supported() is False",
-    "cpu": "torch.ops.mkldnn._is_mkldnn_bf16_supported() is False: the CPU lacks AVX512-BF16 and AMX",
+    "cpu": "torch.ops.mkldnn._is_mkldnn_bf16_supported() is False: "
+           "the CPU lacks AVX512-BF16 and AMX",
 }
 
 

@@ -120,7 +120,8 @@ def pools_last_token(model: Any) -> bool:
 
 def reads_inner_tokens(config: Any) -> bool:
     """``pools_last_token`` from a model's config, before the model is loaded: its tokenisation
-    depends on it (inputs of other models get their tokenizer's special tokens, e.g. BERT's [CLS])."""
+    depends on it (inputs of other models get their tokenizer's special tokens, e.g. BERT's
+    [CLS])."""
     name = MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES.get(getattr(config, "model_type", ""))
     cls = getattr(transformers, name, None) if name else None
     return isinstance(cls, type) and issubclass(cls, GenericForSequenceClassification)
@@ -200,7 +201,8 @@ def read_rewards(model: Any, ids: torch.Tensor, mask: torch.Tensor, rows: Sequen
 
 def tree_inputs(tree: Tree | None) -> dict[str, torch.Tensor]:
     """The base model's keyword arguments for tree rows; none for plain rows."""
-    return {} if tree is None else {"position_ids": tree.position_ids, "attention_mask": tree.allowed}
+    return {} if tree is None else {"position_ids": tree.position_ids,
+                                    "attention_mask": tree.allowed}
 
 
 def score_head(model: Any, hidden: torch.Tensor) -> torch.Tensor:
@@ -222,7 +224,8 @@ def _last_layer_at_reads(base: Any, ids: torch.Tensor, rows: list[int], position
     except _KeysAndValues as captured:
         keys, values = captured.keys, captured.values
     else:
-        raise RuntimeError(f"{type(layer).__name__} did not store keys and values through its cache")
+        raise RuntimeError(f"{type(layer).__name__} did not store keys and values through its "
+                           "cache")
 
     # Each row's distinct reads, padded to the most a row has (a pad slot reads token 0, unused).
     per_row = [sorted({p for r, p in zip(rows, positions) if r == b}) for b in range(ids.shape[0])]
@@ -230,7 +233,8 @@ def _last_layer_at_reads(base: Any, ids: torch.Tensor, rows: list[int], position
     slots = long_tensor([reads + [0] * (width - len(reads)) for reads in per_row], device)
     cos, sin = kwargs["position_embeddings"]
     at_slots = slots.unsqueeze(-1)
-    read_embeddings = tuple(t.expand(ids.shape[0], -1, -1).gather(1, at_slots.expand(-1, -1, t.shape[-1]))
+    read_embeddings = tuple(t.expand(ids.shape[0], -1, -1)
+                            .gather(1, at_slots.expand(-1, -1, t.shape[-1]))
                             for t in (cos, sin))
     if tree is None:
         # A read attends to the keys of its own row up to and including its own token.
@@ -264,5 +268,6 @@ def _last_layer_inputs(base: Any, ids: torch.Tensor, inputs: dict[str, torch.Ten
     finally:
         handle.remove()
     if len(args) > 1:
-        raise RuntimeError(f"{type(base).__name__} passes its layers unexpected positional arguments")
+        raise RuntimeError(f"{type(base).__name__} passes its layers unexpected positional "
+                           "arguments")
     return (args[0] if args else kwargs.pop("hidden_states")), kwargs

@@ -143,7 +143,8 @@ def message_dicts(trace: Trace, audience: Audience) -> list[dict[str, Any]]:
             continue
         data: dict[str, Any] = {"role": message.role, "content": message.content}
         if message.tool_calls:
-            data["tool_calls"] = [{"name": c.name, "arguments": c.arguments} for c in message.tool_calls]
+            data["tool_calls"] = [{"name": c.name, "arguments": c.arguments}
+                                  for c in message.tool_calls]
         out.append(data)
     return out
 
@@ -156,7 +157,8 @@ def evaluation_context_text(trace: Trace, audience: Audience) -> str | None:
     return context if isinstance(context, str) else json.dumps(context, ensure_ascii=False)
 
 
-def render_trace(tokenizer: Any, trace: Trace, audience: Audience, *, open_end: bool = False) -> str:
+def render_trace(tokenizer: Any, trace: Trace, audience: Audience, *,
+                 open_end: bool = False) -> str:
     """The trace as the model reads it.
 
     ``open_end`` leaves the final assistant message unclosed, so the text ends at the last token of
@@ -235,7 +237,8 @@ def render_side(tokenizer: Any, side: PairSide, audience: Audience) -> str:
     return render_trace(tokenizer, side.trace, audience, open_end=side.action_id is not None)
 
 
-def action_end_offsets(tokenizer: Any, trace: Trace, audience: Audience) -> tuple[str, dict[str, int]]:
+def action_end_offsets(tokenizer: Any, trace: Trace,
+                       audience: Audience) -> tuple[str, dict[str, int]]:
     """The whole rendering and, per action id, where that action's own rendering ends inside it.
 
     An action's own rendering is its context plus the action (``action_messages``) rendered open;

@@ -113,8 +113,9 @@ def write_scores(job_dir: Path, settings: contract.JobSettings, model: Any, toke
         progress.info("no action comparisons in training: no action scores")
         actions = False
     elif actions and action_stats is None:
-        raise InputError("this model was not trained on action comparisons and cannot score actions; "
-                         "train it again with action comparisons", file=ACTION_REWARD_STATS_FILE)
+        raise InputError("this model was not trained on action comparisons and cannot score "
+                         "actions; train it again with action comparisons",
+                         file=ACTION_REWARD_STATS_FILE)
     if whole or actions:
         # Whole traces and actions in the same forwards; progress at least every few seconds.
         reporter = PhaseProgress(progress.info, "scoring", {"traces": 0, "actions": 0}, work=1)
@@ -147,18 +148,22 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
     with phase("inputs"):
         config = load_config(base)
         tokenizer = load_tokenizer(base, max_length=settings.max_length, config=config)
-        train_pairs, train_encoded = encoded_pairs(job_dir, contract.TRAIN_PAIRS, tokenizer, audience)
+        train_pairs, train_encoded = encoded_pairs(job_dir, contract.TRAIN_PAIRS, tokenizer,
+                                                   audience)
         eval_pairs, eval_encoded = encoded_pairs(job_dir, contract.EVAL_PAIRS, tokenizer, audience)
-        traces = traces_to_score(job_dir) if {"scores", "action_scores"} & set(settings.outputs) else []
+        traces = (traces_to_score(job_dir) if {"scores", "action_scores"} & set(settings.outputs)
+                  else [])
         window = record_window(job_dir, settings, tokenizer)
         progress.info(f"{len(train_pairs)} training pairs, {len(eval_pairs)} held out, "
                       f"{len(traces)} traces to score, device {device}, window {window}, "
                       f"chat template {template_kind(template_of(tokenizer))}")
-        # Checked before the model is loaded, as the seed asks (a real base model is a large download).
+        # Checked before the model is loaded, as the seed asks (a real base model is a large
+        # download).
         if len(train_pairs) + len(eval_pairs) < MIN_PAIRS:
             raise NotEnoughPairsError(len(train_pairs) + len(eval_pairs))
         if not train_pairs:
-            raise InputError("a training job needs at least one training pair", file=contract.TRAIN_PAIRS)
+            raise InputError("a training job needs at least one training pair",
+                             file=contract.TRAIN_PAIRS)
     with phase("load"):
         torch.manual_seed(settings.seed)  # the new score head's initialisation
         model = load_reward_model(base, device=device, tokenizer=tokenizer)
@@ -200,7 +205,8 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
                         for ids in (train_encoded[i].chosen_ids, train_encoded[i].rejected_ids)]
 
             stats = reward_stats(side_rewards(scale_pairs))
-            action_stats = reward_stats(side_rewards(action_scale_pairs)) if action_scale_pairs else None
+            action_stats = (reward_stats(side_rewards(action_scale_pairs)) if action_scale_pairs
+                            else None)
         metrics = training_metrics(
             train_pairs=train_pairs, eval_pairs=eval_pairs, eval_rewards=eval_rewards,
             excluded_cross_trace_pairs=settings.excluded_cross_trace_pairs,
@@ -214,9 +220,10 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
             archive(job_dir / contract.CHECKPOINT_DIR, job_dir / contract.ARCHIVE_NAME)
     write_losses(job_dir, result.step_losses)
     with phase("scoring"), scoring_precision(settings.score_dtype, device):
-        # A model trained without action comparisons has no action credit: it scores whole traces only.
-        write_scores(job_dir, settings, model, tokenizer, audience, traces, stats, action_stats, progress,
-                     actions_need_stats=False, known=known)
+        # A model trained without action comparisons has no action credit: it scores whole traces
+        # only.
+        write_scores(job_dir, settings, model, tokenizer, audience, traces, stats, action_stats,
+                     progress, actions_need_stats=False, known=known)
     # The loss curve the viewer draws: losses.json stays in scratch, the metrics are stored.
     return {**metrics, "loss_curve": downsample(result.step_losses)}
 
@@ -230,16 +237,16 @@ def score_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
     with phase("load"), open_checkpoint(job_dir / settings.checkpoint) as saved:
         audience = saved.audience
         if settings.audience is not None and settings.audience != audience:
-            raise InputError(f"checkpoint {settings.checkpoint} was trained for the {audience} audience; "
-                             "a scoring job scores with the audience it was trained for",
+            raise InputError(f"checkpoint {settings.checkpoint} was trained for the {audience} "
+                             "audience; a scoring job scores with the audience it was trained for",
                              file=contract.SETTINGS, field="audience")
         model, tokenizer = saved.load_model(device=device, max_length=settings.max_length)
     with phase("inputs"):
         traces = traces_to_score(job_dir)
     progress.info(scoring_precision_note(settings.score_dtype, device))
     with phase("scoring"), scoring_precision(settings.score_dtype, device):
-        counts = write_scores(job_dir, settings, model, tokenizer, audience, traces, saved.reward_stats,
-                              saved.action_reward_stats, progress)
+        counts = write_scores(job_dir, settings, model, tokenizer, audience, traces,
+                              saved.reward_stats, saved.action_reward_stats, progress)
     return {**counts, "audience": audience, "device": device,
             "max_length": tokenizer.model_max_length}
 
@@ -255,14 +262,16 @@ def run_job(job_dir: Path, progress: Progress | None = None, phase: Phases | Non
     attempt = settings.attempt or attempt or contract.new_attempt_id()
     run = train_job if settings.is_training else score_job
     metrics = run(job_dir, settings, progress, phase)
-    metrics.update(seconds=time.perf_counter() - started, attempt=attempt, phases=dict(phase.seconds))
+    metrics.update(seconds=time.perf_counter() - started, attempt=attempt,
+                   phases=dict(phase.seconds))
     write_metrics(job_dir, metrics)
     progress.info(f"metrics: {json.dumps(metrics)}")
     return metrics
 
 
 def main(job_dir: str) -> int:
-    """Run a job with logging to worker.log; on failure the log ends with the reason, exit status 1."""
+    """Run a job with logging to worker.log; on failure the log ends with the reason, exit status
+    1."""
     path = Path(job_dir)
     if not path.is_dir():
         print(f"job directory {job_dir} does not exist", file=sys.stderr)
@@ -296,8 +305,8 @@ def main(job_dir: str) -> int:
             where = f" in phase {phase.current}" if phase is not None and phase.current else ""
             # The last line names what failed (the phase, the file or model path) and why: the
             # seed's `error` is the log's tail.
-            logger.error("job failed%s\n%s\njob failed%s: %s: %s", where, traceback.format_exc().rstrip(),
-                         where, type(error).__name__, error)
+            logger.error("job failed%s\n%s\njob failed%s: %s: %s", where,
+                         traceback.format_exc().rstrip(), where, type(error).__name__, error)
             if pipes is not None:
                 pipes.log.error(f"job failed{where}: {type(error).__name__}: {error}")
             return 1

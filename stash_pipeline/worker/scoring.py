@@ -63,7 +63,8 @@ def plan_action_rows(tokenizer: Any, trace: Trace, audience: Audience, *,
     full_ids, counts = _tokens_up_to(tokenizer, full, [ends[a] for a in action_ids])
     unsure = [i for i, count in enumerate(counts) if count is None]
     alone = dict(zip(unsure, _token_ids(tokenizer, [full[: ends[action_ids[i]]] for i in unsure])))
-    prefix_ids = [full_ids[:count] if count is not None else alone[i] for i, count in enumerate(counts)]
+    prefix_ids = [full_ids[:count] if count is not None else alone[i]
+                  for i, count in enumerate(counts)]
     head_reads: list[tuple[int, Hashable]] = []
     windows: list[Row] = []
     for action_id, ids in zip(action_ids, prefix_ids):
@@ -87,8 +88,8 @@ def score_trace_actions(model: Any, tokenizer: Any, traces: Sequence[Trace], aud
                         batch_tokens: int | None = None) -> dict[str, float]:
     """Raw reward of every assistant action and tool call, each from its preceding context only.
 
-    Equal (to float rounding) to scoring each action's own rendering alone; see ``plan_action_rows``.
-    All traces' forwards are batched together by length.
+    Equal (to float rounding) to scoring each action's own rendering alone; see
+    ``plan_action_rows``. All traces' forwards are batched together by length.
     """
     one_pass = pools_last_token(model)
     rows: list[Row] = []
@@ -191,7 +192,8 @@ def _tokens_up_to(tokenizer: Any, text: str, cuts: list[int]) -> tuple[list[int]
 
 
 def _token_ids(tokenizer: Any, texts: list[str]) -> list[list[int]]:
-    """Untruncated token ids, tokenised exactly as ``modeling.tokenize`` does before it truncates."""
+    """Untruncated token ids, tokenised exactly as ``modeling.tokenize`` does before it
+    truncates."""
     if not texts:
         return []  # the tokenizer rejects an empty batch
     # verbose=False: the "longer than the maximum" warning is wrong here, we truncate ourselves.
@@ -202,10 +204,10 @@ def _token_ids(tokenizer: Any, texts: list[str]) -> list[list[int]]:
 class RewardModel:
     """A downloaded checkpoint, loaded for scoring exactly as it was trained.
 
-    ``path`` is the ``reward-model/`` directory or the ``reward-model.tar.gz`` archive. The tokenizer
-    keeps the checkpoint's left truncation to 1024 tokens and its saved ``chat_template.jinja``;
-    ``credit`` and ``calibrated`` use the checkpoint's own reward statistics (scores are comparable
-    only within one model).
+    ``path`` is the ``reward-model/`` directory or the ``reward-model.tar.gz`` archive. The
+    tokenizer keeps the checkpoint's left truncation to 1024 tokens and its saved
+    ``chat_template.jinja``; ``credit`` and ``calibrated`` use the checkpoint's own reward
+    statistics (scores are comparable only within one model).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, audience: Audience | None = None,
@@ -247,7 +249,8 @@ class RewardModel:
         if self.action_reward_stats is None:
             raise NotFoundError(
                 f"this checkpoint has no {ACTION_REWARD_STATS_FILE}: it was not trained on action "
-                "comparisons, so it gives no action credit; train a new model with action comparisons"
+                "comparisons, so it gives no action credit; train a new model with action "
+                "comparisons"
             )
         return action_credit(raw, self.action_reward_stats)
 

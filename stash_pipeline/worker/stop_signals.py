@@ -17,7 +17,8 @@ class WorkerStopped(BaseException):
 
     def __init__(self, signal_number: int):
         self.signal_number = signal_number
-        super().__init__(f"stopped by signal {signal_number} ({signal.Signals(signal_number).name})")
+        super().__init__(f"stopped by signal {signal_number} "
+                         f"({signal.Signals(signal_number).name})")
 
 
 @contextmanager

@@ -23,7 +23,8 @@ SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Qwen adds these as non-special added tokens: they are split off before pre-tokenisation.
 ADDED_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>",
                 "</think>"]
-# "tiny" (tests, the embedded demo): 2 layers, 64 wide; "small" (CPU benchmarks): 4 layers, 256 wide.
+# "tiny" (tests, the embedded demo): 2 layers, 64 wide; "small" (CPU benchmarks): 4 layers, 256
+# wide.
 SHAPES = {
     "tiny": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16},

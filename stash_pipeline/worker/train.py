@@ -14,10 +14,11 @@ Speed comes from doing less arithmetic, not a leaner loop (see the ML notes):
 Batches themselves are drawn at random with seed 0, as TRL draws them (see ``shuffled_batches``).
 
 Memory: a 4-pair step holds the activations of at most ``backward_tokens`` tokens at a time. The
-Bradley-Terry loss is a sum over pairs, so the step's pairs are split into groups (``backward_groups``),
-each group runs forward and backward on its own, and the gradients add up in ``.grad``: exactly the
-gradient of the whole batch, with the activations of one group (one pair of two full windows by
-default) instead of eight sequences. The optimizer steps once per batch, as before.
+Bradley-Terry loss is a sum over pairs, so the step's pairs are split into groups
+(``backward_groups``), each group runs forward and backward on its own, and the gradients add up in
+``.grad``: exactly the gradient of the whole batch, with the activations of one group (one pair of
+two full windows by default) instead of eight sequences. The optimizer steps once per batch, as
+before.
 
 Host syncs: on an accelerator the losses stay on the device and are read every ``SYNC_EVERY``
 steps (progress lines then catch up), and index tensors reach the device through pinned memory;
@@ -95,8 +96,10 @@ def bradley_terry_loss(chosen: torch.Tensor, rejected: torch.Tensor) -> torch.Te
     return -F.logsigmoid(chosen - rejected).mean()
 
 
-def shuffled_batches(count: int, rng: random.Random, batch_size: int = BATCH_SIZE) -> list[list[int]]:
-    """Pair indices in batches of ``batch_size``, in a seeded random order, as TRL's trainer draws them.
+def shuffled_batches(count: int, rng: random.Random,
+                     batch_size: int = BATCH_SIZE) -> list[list[int]]:
+    """Pair indices in batches of ``batch_size``, in a seeded random order, as TRL's trainer draws
+    them.
 
     Batches stay random on purpose. Grouping pairs that share a side (one trace's step ratings)
     would let a batch compute fewer sides, but correlated batches learn less per step: on 200
@@ -138,7 +141,8 @@ def pair_rewards(model: Any, pairs: list[EncodedPair], device: str, *, pad_id: i
 
 def backward_groups(pairs: list[EncodedPair], budget: int | None, *, share_prefixes: bool,
                     branches: bool = True) -> list[list[int]]:
-    """The batch's pairs in groups that each run forward and backward alone (indices into ``pairs``).
+    """The batch's pairs in groups that each run forward and backward alone (indices into
+    ``pairs``).
 
     A group's rows (``packed_tokens``: a shared prompt counted once) hold at most ``budget``
     tokens, or one pair when that pair alone holds more. Pairs join the first group they fit,
@@ -156,7 +160,8 @@ def backward_groups(pairs: list[EncodedPair], budget: int | None, *, share_prefi
     for index in range(len(pairs)):
         sides = {tuple(pairs[index].chosen_ids), tuple(pairs[index].rejected_ids)}
         sharing = [g for g in groups
-                   if sides & {tuple(s) for i in g for s in (pairs[i].chosen_ids, pairs[i].rejected_ids)}]
+                   if sides & {tuple(s) for i in g
+                               for s in (pairs[i].chosen_ids, pairs[i].rejected_ids)}]
         others = [g for g in groups if g not in sharing]
         home = next((g for g in sharing + others if cost(g + [index]) <= budget), None)
         if home is None:
@@ -196,9 +201,10 @@ def make_optimizer(model: Any, device: str) -> torch.optim.Optimizer:
                              fused=torch.device(device).type in FUSED_ADAMW_DEVICES or None)
 
 
-def train_step(model: Any, optimizer: torch.optim.Optimizer, batch: list[EncodedPair], *, device: str,
-               pad_id: int, use_autocast: bool = True, share_prefixes: bool = True,
-               backward_tokens: int | None = DEFAULT_BACKWARD_TOKENS, batch_tokens: int | None = None
+def train_step(model: Any, optimizer: torch.optim.Optimizer, batch: list[EncodedPair], *,
+               device: str, pad_id: int, use_autocast: bool = True, share_prefixes: bool = True,
+               backward_tokens: int | None = DEFAULT_BACKWARD_TOKENS,
+               batch_tokens: int | None = None
                ) -> torch.Tensor:
     """One optimizer step on one batch; its mean Bradley-Terry loss, still on the device."""
     share_prefixes = share_prefixes and pools_last_token(model)
@@ -208,7 +214,8 @@ def train_step(model: Any, optimizer: torch.optim.Optimizer, batch: list[Encoded
                                  branches=reads_tree_rows(model)):
         with autocast(device, use_autocast):
             chosen, rejected = pair_rewards(model, [batch[i] for i in group], device, pad_id=pad_id,
-                                            share_prefixes=share_prefixes, batch_tokens=batch_tokens)
+                                            share_prefixes=share_prefixes,
+                                            batch_tokens=batch_tokens)
         # The batch's mean loss is the sum of its groups' parts: each group's gradient adds up in
         # .grad, which is exactly the batch's gradient.
         part = bradley_terry_loss(chosen, rejected) * (len(group) / len(batch))
@@ -262,9 +269,10 @@ def train(model: Any, pairs: list[EncodedPair], *, epochs: int, device: str, pad
     for _ in range(epochs):
         first_step = len(result.step_losses)  # report() read every step of the epoch before
         for batch in shuffled_batches(len(pairs), rng):
-            loss = train_step(model, optimizer, [pairs[i] for i in batch], device=device, pad_id=pad_id,
-                              use_autocast=use_autocast, share_prefixes=share_prefixes,
-                              backward_tokens=backward_tokens, batch_tokens=batch_tokens)
+            loss = train_step(model, optimizer, [pairs[i] for i in batch], device=device,
+                              pad_id=pad_id, use_autocast=use_autocast,
+                              share_prefixes=share_prefixes, backward_tokens=backward_tokens,
+                              batch_tokens=batch_tokens)
             step += 1
             result.pairs_seen += len(batch)
             unread.append((step, result.pairs_seen, loss))

@@ -2,9 +2,9 @@
 
 Each asset is a step of ``pipelines.personal_training`` over the SQL store (MaterializeResult, no IO
 manager). Any failure marks the model failed with its reason (for the worker: the last 2000
-characters of worker.log) before the step fails, and no checkpoint of a failed attempt stays visible.
-What a step hands the next travels through the store or the object store, found by the model id
-and attempt: no step reads another's job directory, so each may run in a task of its own.
+characters of worker.log) before the step fails, and no checkpoint of a failed attempt stays
+visible. What a step hands the next travels through the store or the object store, found by the
+model id and attempt: no step reads another's job directory, so each may run in a task of its own.
 """
 
 import time

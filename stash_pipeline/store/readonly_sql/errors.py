@@ -1,4 +1,5 @@
-"""Why the SQL endpoint did not answer a query: the caller's fault (422) or the deployment's (503)."""
+"""Why the SQL endpoint did not answer a query: the caller's fault (422) or the deployment's
+(503)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """The functions a caller's query may call: aggregates, window functions and plain scalar ones.
 
-Nothing that reads outside the query's tables (``query_to_xml``, ``pg_read_file``, ``current_setting``),
-changes state (``set_config``, ``nextval``) or waits (``pg_sleep``). Names are lower case; SQLite
-reports operators ``->``/``->>`` and ``LIKE``/``GLOB`` to its authorizer as functions too.
+Nothing that reads outside the query's tables (``query_to_xml``, ``pg_read_file``,
+``current_setting``), changes state (``set_config``, ``nextval``) or waits (``pg_sleep``). Names are
+lower case; SQLite reports operators ``->``/``->>`` and ``LIKE``/``GLOB`` to its authorizer as
+functions too.
 """
 
 from __future__ import annotations

@@ -1,16 +1,16 @@
 """Caller SQL on PostgreSQL, isolated by the database.
 
-- **Who runs it**: a separate session logged in as ``stash_sql_reader``, a role that owns nothing and
-  may only read the four views in schema ``stash_sql``. It is the session user, not a ``SET ROLE``:
-  a query could undo ``SET ROLE`` with ``set_config('role', 'none', true)`` and read everything the
-  application's role can (a test shows it), but it can never become another login.
+- **Who runs it**: a separate session logged in as ``stash_sql_reader``, a role that owns nothing
+  and may only read the four views in schema ``stash_sql``. It is the session user, not a
+  ``SET ROLE``: a query could undo ``SET ROLE`` with ``set_config('role', 'none', true)`` and read
+  everything the application's role can (a test shows it), but it can never become another login.
 - **Whose rows**: each view reads the application's tables as the view's owner and keeps the rows of
-  the account in ``stash_sql.callers`` for the reading session's ``pg_backend_pid()``. The API writes
-  that row through its own connection before the query and deletes it after; the reader can neither
-  write it nor fake its own pid. No row: the views are empty. ``security_barrier`` keeps the views'
-  owner filter below any function of the query, so errors cannot leak other rows.
-- **What it may do**: a ``READ ONLY`` transaction with ``SET LOCAL statement_timeout``, always rolled
-  back; rows are fetched from a server-side cursor, at most the row limit plus one.
+  the account in ``stash_sql.callers`` for the reading session's ``pg_backend_pid()``. The API
+  writes that row through its own connection before the query and deletes it after; the reader can
+  neither write it nor fake its own pid. No row: the views are empty. ``security_barrier`` keeps the
+  views' owner filter below any function of the query, so errors cannot leak other rows.
+- **What it may do**: a ``READ ONLY`` transaction with ``SET LOCAL statement_timeout``, always
+  rolled back; rows are fetched from a server-side cursor, at most the row limit plus one.
 
 ``prepare`` creates the schema, the callers table, the views and the role (which needs CREATEROLE,
 or an operator who creates ``stash_sql_reader`` beforehand) and grants; every API start runs it.
@@ -76,7 +76,8 @@ def prepare(engine: sa.Engine) -> str | None:
         problem = _ensure_role(c)
         if problem:
             return problem
-        database = c.dialect.identifier_preparer.quote(c.scalar(sa.text("SELECT current_database()")))
+        database = c.dialect.identifier_preparer.quote(
+            c.scalar(sa.text("SELECT current_database()")))
         c.execute(sa.text(f"GRANT CONNECT ON DATABASE {database} TO {READER_ROLE}"))
         c.execute(sa.text(f"GRANT USAGE ON SCHEMA {SCHEMA} TO {READER_ROLE}"))
         views = ", ".join(f"{SCHEMA}.{name}" for name in VIEW_NAMES)

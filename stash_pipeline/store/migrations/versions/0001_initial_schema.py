@@ -1,5 +1,5 @@
-"""Initial schema: every table of DESIGN §3 (traces, actions, feedback, reward models, pairs, scores,
-action scores, releases, benchmark comparisons, accounts, scoring marks).
+"""Initial schema: every table of DESIGN §3 (traces, actions, feedback, reward models, pairs,
+scores, action scores, releases, benchmark comparisons, accounts, scoring marks).
 
 Revision ID: 0001
 Revises: (none)
@@ -19,7 +19,8 @@ def upgrade() -> None:
     op.create_table('accounts',
     sa.Column('id', sa.String(length=64), nullable=False),
     sa.Column('api_key_hash', sa.String(length=128), nullable=True),
-    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(),
+              nullable=False),
     sa.Column('reward_models_enabled', sa.Boolean(), server_default=sa.true(), nullable=False),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_accounts')),
     sa.UniqueConstraint('api_key_hash', name=op.f('uq_accounts_api_key_hash'))
@@ -30,18 +31,21 @@ def upgrade() -> None:
     sa.Column('incumbent', sa.String(length=128), nullable=True),
     sa.Column('passed', sa.Boolean(), nullable=False),
     sa.Column('report', sa.JSON(), nullable=False),
-    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(),
+              nullable=False),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_benchmark_comparisons'))
     )
     with op.batch_alter_table('benchmark_comparisons', schema=None) as batch_op:
-        batch_op.create_index(batch_op.f('ix_benchmark_comparisons_candidate'), ['candidate'], unique=False)
+        batch_op.create_index(batch_op.f('ix_benchmark_comparisons_candidate'), ['candidate'],
+                              unique=False)
 
     op.create_table('releases',
     sa.Column('version', sa.String(length=128), nullable=False),
     sa.Column('checkpoint_uri', sa.String(length=1024), nullable=False),
     sa.Column('benchmark_report', sa.JSON(), nullable=False),
     sa.Column('data_snapshot', sa.JSON(), nullable=False),
-    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(),
+              nullable=False),
     sa.PrimaryKeyConstraint('version', name=op.f('pk_releases'))
     )
     op.create_table('reward_models',
@@ -56,10 +60,12 @@ def upgrade() -> None:
     sa.Column('error', sa.Text(), nullable=True),
     sa.Column('metrics', sa.JSON(), nullable=True),
     sa.Column('checkpoint_uri', sa.String(length=1024), nullable=True),
-    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(),
+              nullable=False),
     sa.Column('started_at', sa.DateTime(timezone=True), nullable=True),
     sa.Column('finished_at', sa.DateTime(timezone=True), nullable=True),
-    sa.ForeignKeyConstraint(['owner'], ['accounts.id'], name=op.f('fk_reward_models_owner_accounts')),
+    sa.ForeignKeyConstraint(['owner'], ['accounts.id'],
+                            name=op.f('fk_reward_models_owner_accounts')),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_reward_models'))
     )
     with op.batch_alter_table('reward_models', schema=None) as batch_op:
@@ -79,8 +85,10 @@ def upgrade() -> None:
     sa.Column('action_count', sa.Integer(), nullable=False),
     sa.Column('contribute', sa.Boolean(), server_default=sa.false(), nullable=False),
     sa.Column('version', sa.Integer(), nullable=False),
-    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(), nullable=False),
-    sa.Column('updated_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(),
+              nullable=False),
+    sa.Column('updated_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(),
+              nullable=False),
     sa.ForeignKeyConstraint(['owner'], ['accounts.id'], name=op.f('fk_traces_owner_accounts')),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_traces'))
     )
@@ -95,8 +103,10 @@ def upgrade() -> None:
     sa.Column('trace_version', sa.Integer(), nullable=False),
     sa.Column('raw', sa.Float(), nullable=False),
     sa.Column('credit', sa.Float(), nullable=True),
-    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(), nullable=False),
-    sa.ForeignKeyConstraint(['trace_id'], ['traces.id'], name=op.f('fk_action_scores_trace_id_traces')),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(),
+              nullable=False),
+    sa.ForeignKeyConstraint(['trace_id'], ['traces.id'],
+                            name=op.f('fk_action_scores_trace_id_traces')),
     sa.PrimaryKeyConstraint('action_id', 'evaluator', name=op.f('pk_action_scores'))
     )
     with op.batch_alter_table('action_scores', schema=None) as batch_op:
@@ -120,7 +130,8 @@ def upgrade() -> None:
     sa.Column('action_id', sa.String(length=160), nullable=True),
     sa.Column('text', sa.Text(), nullable=False),
     sa.Column('author', sa.String(length=256), nullable=True),
-    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(),
+              nullable=False),
     sa.ForeignKeyConstraint(['trace_id'], ['traces.id'], name=op.f('fk_comments_trace_id_traces')),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_comments'))
     )
@@ -145,14 +156,18 @@ def upgrade() -> None:
     sa.Column('generated', sa.Boolean(), nullable=False),
     sa.Column('chosen', sa.JSON(), nullable=False),
     sa.Column('rejected', sa.JSON(), nullable=False),
-    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(), nullable=False),
-    sa.CheckConstraint('(reward_model_id IS NULL) <> (candidate IS NULL)', name=op.f('ck_pairs_one_user')),
-    sa.ForeignKeyConstraint(['reward_model_id'], ['reward_models.id'], name=op.f('fk_pairs_reward_model_id_reward_models')),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(),
+              nullable=False),
+    sa.CheckConstraint('(reward_model_id IS NULL) <> (candidate IS NULL)',
+                       name=op.f('ck_pairs_one_user')),
+    sa.ForeignKeyConstraint(['reward_model_id'], ['reward_models.id'],
+                            name=op.f('fk_pairs_reward_model_id_reward_models')),
     sa.PrimaryKeyConstraint('row_id', name=op.f('pk_pairs'))
     )
     with op.batch_alter_table('pairs', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_pairs_candidate'), ['candidate'], unique=False)
-        batch_op.create_index(batch_op.f('ix_pairs_reward_model_id'), ['reward_model_id'], unique=False)
+        batch_op.create_index(batch_op.f('ix_pairs_reward_model_id'), ['reward_model_id'],
+                              unique=False)
 
     op.create_table('ratings',
     sa.Column('id', sa.String(length=64), nullable=False),
@@ -160,7 +175,8 @@ def upgrade() -> None:
     sa.Column('action_id', sa.String(length=160), nullable=True),
     sa.Column('value', sa.Float(), nullable=False),
     sa.Column('author', sa.String(length=256), nullable=True),
-    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(),
+              nullable=False),
     sa.ForeignKeyConstraint(['trace_id'], ['traces.id'], name=op.f('fk_ratings_trace_id_traces')),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_ratings'))
     )
@@ -176,14 +192,19 @@ def upgrade() -> None:
     sa.Column('reviewer', sa.String(length=256), nullable=True),
     sa.Column('status', sa.String(length=16), nullable=False),
     sa.Column('rationale', sa.Text(), nullable=True),
-    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(), nullable=False),
-    sa.ForeignKeyConstraint(['chosen_trace_id'], ['traces.id'], name=op.f('fk_reviewed_comparisons_chosen_trace_id_traces')),
-    sa.ForeignKeyConstraint(['rejected_trace_id'], ['traces.id'], name=op.f('fk_reviewed_comparisons_rejected_trace_id_traces')),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(),
+              nullable=False),
+    sa.ForeignKeyConstraint(['chosen_trace_id'], ['traces.id'],
+                            name=op.f('fk_reviewed_comparisons_chosen_trace_id_traces')),
+    sa.ForeignKeyConstraint(['rejected_trace_id'], ['traces.id'],
+                            name=op.f('fk_reviewed_comparisons_rejected_trace_id_traces')),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_reviewed_comparisons'))
     )
     with op.batch_alter_table('reviewed_comparisons', schema=None) as batch_op:
-        batch_op.create_index(batch_op.f('ix_reviewed_comparisons_chosen_trace_id'), ['chosen_trace_id'], unique=False)
-        batch_op.create_index(batch_op.f('ix_reviewed_comparisons_rejected_trace_id'), ['rejected_trace_id'], unique=False)
+        batch_op.create_index(batch_op.f('ix_reviewed_comparisons_chosen_trace_id'),
+                              ['chosen_trace_id'], unique=False)
+        batch_op.create_index(batch_op.f('ix_reviewed_comparisons_rejected_trace_id'),
+                              ['rejected_trace_id'], unique=False)
 
     op.create_table('scores',
     sa.Column('trace_id', sa.String(length=64), nullable=False),
@@ -191,7 +212,8 @@ def upgrade() -> None:
     sa.Column('trace_version', sa.Integer(), nullable=False),
     sa.Column('raw', sa.Float(), nullable=False),
     sa.Column('calibrated', sa.Float(), nullable=True),
-    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(), nullable=False),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(),
+              nullable=False),
     sa.ForeignKeyConstraint(['trace_id'], ['traces.id'], name=op.f('fk_scores_trace_id_traces')),
     sa.PrimaryKeyConstraint('trace_id', 'evaluator', name=op.f('pk_scores'))
     )
@@ -199,8 +221,10 @@ def upgrade() -> None:
     sa.Column('trace_id', sa.String(length=64), nullable=False),
     sa.Column('evaluator', sa.String(length=128), nullable=False),
     sa.Column('trace_version', sa.Integer(), nullable=False),
-    sa.Column('scored_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(), nullable=False),
-    sa.ForeignKeyConstraint(['trace_id'], ['traces.id'], name=op.f('fk_scoring_marks_trace_id_traces')),
+    sa.Column('scored_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(),
+              nullable=False),
+    sa.ForeignKeyConstraint(['trace_id'], ['traces.id'],
+                            name=op.f('fk_scoring_marks_trace_id_traces')),
     sa.PrimaryKeyConstraint('trace_id', 'evaluator', name=op.f('pk_scoring_marks'))
     )
     op.create_table('verified_outcomes',
@@ -208,12 +232,15 @@ def upgrade() -> None:
     sa.Column('trace_id', sa.String(length=64), nullable=False),
     sa.Column('reward', sa.Float(), nullable=False),
     sa.Column('source', sa.String(length=256), nullable=True),
-    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(), nullable=False),
-    sa.ForeignKeyConstraint(['trace_id'], ['traces.id'], name=op.f('fk_verified_outcomes_trace_id_traces')),
+    sa.Column('created_at', sa.DateTime(timezone=True), server_default=sa.func.current_timestamp(),
+              nullable=False),
+    sa.ForeignKeyConstraint(['trace_id'], ['traces.id'],
+                            name=op.f('fk_verified_outcomes_trace_id_traces')),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_verified_outcomes'))
     )
     with op.batch_alter_table('verified_outcomes', schema=None) as batch_op:
-        batch_op.create_index(batch_op.f('ix_verified_outcomes_trace_id'), ['trace_id'], unique=False)
+        batch_op.create_index(batch_op.f('ix_verified_outcomes_trace_id'), ['trace_id'],
+                              unique=False)
 
 
 

@@ -1,4 +1,5 @@
-"""The pipeline's bookkeeping: reward-model attempts and Score again requests, and each pair's split.
+"""The pipeline's bookkeeping: reward-model attempts and Score again requests, and each pair's
+split.
 
 Revision ID: 0003_pipeline
 Revises: 0002

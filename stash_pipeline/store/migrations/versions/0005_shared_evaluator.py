@@ -1,4 +1,5 @@
-"""The shared evaluator: comparison authors (independent review), benchmark pairs, training requests.
+"""The shared evaluator: comparison authors (independent review), benchmark pairs, training
+requests.
 
 Revision ID: 0005_shared_evaluator
 Revises: 0004_api
