@@ -1,6 +1,7 @@
 """Tiny models built from configs, and real traces to train and score them on (no hub needed).
 
-Importable from every suite (the top-level conftest's folder is on sys.path): `from tiny_models import ...`.
+Importable from every suite (the top-level conftest's folder is on sys.path):
+`from tiny_models import ...`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ AGENTPROCESSBENCH = SHARED_DATA / "agentprocessbench" / "hotpotqa.jsonl"
 
 
 def _openai_tool(tool: dict) -> dict:
-    properties = {p["name"]: {"type": p.get("type", "string"), "description": p.get("description", "")}
+    properties = {p["name"]: {"type": p.get("type", "string"),
+                              "description": p.get("description", "")}
                   for p in tool.get("parameters", [])}
     required = [p["name"] for p in tool.get("parameters", []) if p.get("required")]
     return {"type": "function", "function": {
@@ -35,7 +37,8 @@ def _domain_tools(domain: str) -> tuple[dict, ...]:
 
 
 def tau2_traces(run: str = "airline_gpt-4o_azure", limit: int = 3) -> list[Trace]:
-    """The first ``limit`` simulations of a run, with the domain's tools and its policy as system."""
+    """The first ``limit`` simulations of a run, with the domain's tools and its policy as
+    system."""
     data = json.loads((TAU2_RUNS / f"{run}.json").read_text())
     domain = run.split("_", 1)[0]
     policy = (data.get("info") or {}).get("environment_info", {}).get("policy") or ""
@@ -44,9 +47,11 @@ def tau2_traces(run: str = "airline_gpt-4o_azure", limit: int = 3) -> list[Trace
         messages = [Message("system", policy)] if policy else []
         for raw in simulation["messages"]:
             if raw["role"] == "tool":
-                messages.append(Message("tool", raw.get("content") or "", tool_call_id=raw.get("id")))
+                messages.append(Message("tool", raw.get("content") or "",
+                                        tool_call_id=raw.get("id")))
                 continue
-            calls = tuple(ToolCall(c["id"], c["name"], c["arguments"]) for c in raw.get("tool_calls") or ())
+            calls = tuple(ToolCall(c["id"], c["name"], c["arguments"])
+                          for c in raw.get("tool_calls") or ())
             messages.append(Message(raw["role"], raw.get("content") or "", tool_calls=calls))
         traces.append(Trace(
             id=content_trace_id("tau2", simulation["id"]), messages=tuple(messages), domain=domain,

@@ -30,7 +30,8 @@ def bound(seconds: float) -> float:
 
 def wait_until(condition: Callable[[], bool], *, timeout_s: float, what: str,
                interval_s: float = 0.02) -> None:
-    """Poll ``condition`` until it holds; past the scaled bound, fail naming ``what`` was awaited."""
+    """Poll ``condition`` until it holds; past the scaled bound, fail naming ``what`` was
+    awaited."""
     deadline = time.monotonic() + bound(timeout_s)
     while not condition():
         if time.monotonic() > deadline:

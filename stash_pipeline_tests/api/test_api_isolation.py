@@ -1,4 +1,5 @@
-"""A second account tries every route and every SQL trick on the first one's rows: it gets nothing."""
+"""A second account tries every route and every SQL trick on the first one's rows: it gets
+nothing."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`stash-pipeline accounts`: keys printed once and stored hashed, pre-rollout accounts, new keys."""
+"""`stash-pipeline accounts`: keys printed once and stored hashed, pre-rollout accounts, new
+keys."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""`stash-pipeline evaluator ...` and the trace list's scoring columns, on the CLI's own instance."""
+"""`stash-pipeline evaluator ...` and the trace list's scoring columns, on the CLI's own
+instance."""
 
 from __future__ import annotations
 

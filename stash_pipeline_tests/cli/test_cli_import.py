@@ -78,7 +78,8 @@ def test_traces_list_shows_every_trace(capsys):
 
 def test_bad_batch_stores_nothing_and_names_file_record_field(tmp_path, capsys):
     good = tmp_path / "good.jsonl"
-    good.write_text(json.dumps({"id": "g1", "messages": [{"role": "user", "content": "hi"}]}) + "\n")
+    good.write_text(json.dumps({"id": "g1", "messages": [{"role": "user", "content": "hi"}]})
+                    + "\n")
     bad = tmp_path / "z_bad.jsonl"
     bad.write_text(
         json.dumps({"id": "b1", "messages": [{"role": "user", "content": "hi"}]}) + "\n"

@@ -1,4 +1,5 @@
-"""`stash-pipeline rm ...` end to end on the embedded default: SQLite, local objects, local Dagster."""
+"""`stash-pipeline rm ...` end to end on the embedded default: SQLite, local objects, local
+Dagster."""
 
 from __future__ import annotations
 

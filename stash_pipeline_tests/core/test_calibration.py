@@ -1,4 +1,5 @@
-"""Action credit and the calibrated score: the seed's formulas, their edge cases, the stats files."""
+"""Action credit and the calibrated score: the seed's formulas, their edge cases, the stats
+files."""
 
 import math
 import random

@@ -199,7 +199,8 @@ def test_trace_ratings_of_same_task_id_in_different_domains_are_not_paired():
         return Trace(id=tid, messages=(Message("user", "q"), Message("assistant", "a")),
                      domain=domain, metadata={"task_id": "12"})
 
-    traces = {t.id: t for t in (trace("a1", "airline"), trace("r1", "retail"), trace("a2", "airline"))}
+    traces = {t.id: t
+              for t in (trace("a1", "airline"), trace("r1", "retail"), trace("a2", "airline"))}
     ratings = [Rating(f"r-{tid}", tid, value) for tid, value in (("a1", 1), ("r1", 0), ("a2", 0))]
     pairs = trace_rating_pairs(traces, ratings)
     assert [(p.chosen.trace.id, p.rejected.trace.id) for p in pairs] == [("a1", "a2")]

@@ -1,4 +1,5 @@
-"""The release gate: overall, per slice, the first release, and the interval that sizes tolerance."""
+"""The release gate: overall, per slice, the first release, and the interval that sizes
+tolerance."""
 
 from __future__ import annotations
 

@@ -50,7 +50,8 @@ def shared_checkpoint(tmp_path_factory: pytest.TempPathFactory, tiny_base_model:
     pairs = build_feedback_pairs([r.trace for r in records],
                                  [f for r in records for f in r.feedback], "shared")
     job_dir = tmp_path_factory.mktemp("shared-checkpoint")
-    write_job(job_dir, JobSettings(evaluator="r1", audience="shared", base_model=str(tiny_base_model),
+    write_job(job_dir,
+              JobSettings(evaluator="r1", audience="shared", base_model=str(tiny_base_model),
                                    outputs=("checkpoint",)), train_pairs=pairs)
     assert main(str(job_dir)) == 0, failure_reason(job_dir)
     return job_dir / ARCHIVE_NAME

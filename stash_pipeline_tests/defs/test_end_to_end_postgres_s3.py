@@ -75,4 +75,5 @@ def test_agentprocessbench_to_a_downloaded_checkpoint(deployment, instance, tiny
     for trace in sample[:2]:
         for action in store.action_scores_for(trace.id, model.id):
             assert actions[action.action_id] == pytest.approx(action.raw, abs=1e-4)
-            assert loaded.credit(actions[action.action_id]) == pytest.approx(action.credit, abs=1e-4)
+            assert loaded.credit(actions[action.action_id]) == pytest.approx(action.credit,
+                                                                             abs=1e-4)

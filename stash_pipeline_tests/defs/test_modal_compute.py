@@ -81,7 +81,8 @@ def test_the_job_runs_in_the_modal_function_and_uploads_to_s3(store, instance, t
     assert any(message.startswith("step 1/") for message in logs)
     # The owner downloads the archive through a presigned URL.
     url = reward_models.weights_url(store, _s3_objects(), "ana", model.id)
-    with urllib.request.urlopen(url) as response, tarfile.open(fileobj=response, mode="r|gz") as tar:
+    with urllib.request.urlopen(url) as response, tarfile.open(fileobj=response,
+                                                               mode="r|gz") as tar:
         assert "reward-model/model.safetensors" in tar.getnames()
 
 

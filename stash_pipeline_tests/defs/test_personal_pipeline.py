@@ -254,7 +254,8 @@ def test_a_worker_killed_mid_training_fails_the_model_with_the_log_and_the_signa
     model_id = request(store, [r.trace.id for r in records], str(tiny_base_model), epochs=50)
     job_dir = job_directory(home / "jobs", model_id, attempt_name(1))
     stop, killed = threading.Event(), []
-    watcher = threading.Thread(target=lambda: killed.extend(_kill_worker_when_training(job_dir, stop)))
+    watcher = threading.Thread(
+        target=lambda: killed.extend(_kill_worker_when_training(job_dir, stop)))
     watcher.start()
     try:
         runs = run_sensor_requests(instance, definitions(), "queued_reward_models")
@@ -321,11 +322,13 @@ def test_score_again_uses_the_audience_the_checkpoint_was_trained_for(store, ins
 
     # Short traces with a system turn: the shared rendering (system instructions kept) differs
     # from the personal one inside the 1024-token window.
-    samples = Path(__file__).resolve().parents[2] / "stash_pipeline" / "samples" / "travel-agent.jsonl"
+    samples = (Path(__file__).resolve().parents[2] / "stash_pipeline" / "samples"
+               / "travel-agent.jsonl")
     records = [dataclasses.replace(r, feedback=()) for r in read_path(samples, owner="ana")][:3]
     store.import_traces(records)
     stored = store.get_traces([r.trace.id for r in records])
-    model = reward_models.create(store, "ana", {"name": "shared-view", "trace_ids": [t.id for t in stored],
+    model = reward_models.create(store, "ana",
+                                 {"name": "shared-view", "trace_ids": [t.id for t in stored],
                                                 "base_model": str(tiny_base_model)})
     pairs = _trace_pairs(stored)
     job_dir = home / "shared-job"
@@ -335,7 +338,8 @@ def test_score_again_uses_the_audience_the_checkpoint_was_trained_for(store, ins
     assert main(str(job_dir)) == 0, failure_reason(job_dir)
     trained = read_results(job_dir, model.id)
     objects = object_store_from_env()
-    uri = objects.put_file(reward_model_checkpoint_key(model.id, attempt_name(1)), job_dir / ARCHIVE_NAME)
+    uri = objects.put_file(reward_model_checkpoint_key(model.id, attempt_name(1)),
+                           job_dir / ARCHIVE_NAME)
     store.mark_running(model.id, "run-0")
     personal_training.succeed(store, model.id, trained, uri)
 

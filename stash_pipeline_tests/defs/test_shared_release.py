@@ -24,7 +24,8 @@ pytestmark = pytest.mark.slow
 EPOCHS = 3
 
 
-def train(store: Store, instance: dg.DagsterInstance, defs: dg.Definitions, base_model) -> dg.DagsterRun:
+def train(store: Store, instance: dg.DagsterInstance, defs: dg.Definitions,
+          base_model) -> dg.DagsterRun:
     """`evaluator train --wait`: a request, and the sensor's run of the chain executed here."""
     request = store.request_shared_training(base_model=str(base_model), epochs=EPOCHS)
     [run] = run_sensor_requests(instance, defs, "shared_training_requests",
@@ -42,7 +43,8 @@ def opt(store: Store, records, flag: bool) -> None:
 
 
 def check_result(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dg.AssetCheckEvaluation:
-    [evaluation] = [event.dagster_event.event_specific_data for event in instance.all_logs(run.run_id)
+    [evaluation] = [event.dagster_event.event_specific_data
+                    for event in instance.all_logs(run.run_id)
                     if event.dagster_event and event.dagster_event.event_type
                     == dg.DagsterEventType.ASSET_CHECK_EVALUATION]
     return evaluation
@@ -143,7 +145,8 @@ def test_a_first_release_from_learnable_contributions(scenario):
     assert report["first_release"] and report["passed"] and report["reviewed_training_pairs"] > 0
     assert report["overall"]["pairs"] == 19 and report["overall"]["decision"] == "above chance"
     assert report["overall"]["candidate_low"] > 0.5
-    assert release.checkpoint_uri.endswith(f"shared-evaluator/{release.version}/reward-model.tar.gz")
+    assert release.checkpoint_uri.endswith(
+        f"shared-evaluator/{release.version}/reward-model.tar.gz")
     trained = set(release.data_snapshot["training_traces"])
     group = scenario["group"]
     assert trained == {r.trace.id for name in ("airline-", "retail+", "weather+")

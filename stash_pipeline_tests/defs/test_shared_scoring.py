@@ -57,7 +57,8 @@ def test_fifty_imports_between_two_ticks_are_all_scored(store, instance, release
     first = tick(instance)
     handed_out = [p for batch in batches(first) for p in batch]
     assert [len(batch) for batch in batches(first)] == [25, 25]
-    assert sorted(handed_out) == sorted(store.traces_pending_scoring("r1")) and len(handed_out) == 50
+    assert (sorted(handed_out) == sorted(store.traces_pending_scoring("r1"))
+            and len(handed_out) == 50)
     assert len({r.run_key for r in first.run_requests}) == 2
     assert {r.tags[RELEASE_TAG] for r in first.run_requests} == {"r1"}
 

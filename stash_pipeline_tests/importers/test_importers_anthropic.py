@@ -67,7 +67,8 @@ def test_blocks_map_onto_the_model(tmp_path):
 
 def test_a_string_system_and_the_explicit_format(tmp_path):
     # Plain text turns read the same in both formats: without a hint it is OpenAI, the default.
-    plain = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
+    plain = {"messages": [{"role": "user", "content": "hi"},
+                          {"role": "assistant", "content": "yo"}]}
     path = write_jsonl(tmp_path, "p.jsonl", [plain])
     assert detect_format(path) == "openai"
     [record] = read_all(path, format="anthropic")
@@ -94,9 +95,11 @@ def test_feedback_message_index_counts_source_messages(tmp_path):
 
 @pytest.mark.parametrize(("messages", "field", "reason"), [
     ([{"role": "system", "content": "x"}], "messages[0].role", "unknown role"),
-    ([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "nope", "content": "x"}]}],
+    ([{"role": "user",
+       "content": [{"type": "tool_result", "tool_use_id": "nope", "content": "x"}]}],
      "messages[0].content[0].tool_use_id", "matches no earlier tool_use"),
-    ([{"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": [1]}]}],
+    ([{"role": "assistant",
+       "content": [{"type": "tool_use", "id": "t", "name": "f", "input": [1]}]}],
      "messages[0].content[0].input", "must be a JSON object"),
     ([{"role": "assistant", "content": [{"type": "tool_use", "id": "t", "input": {}}]}],
      "messages[0].content[0].name", "needs a name"),

@@ -24,9 +24,10 @@ def test_tau2_leaves_out_the_user_simulators_own_tools(tmp_path):
         {"role": "tool", "id": "u1", "content": "4G", "requestor": "user", "error": False},
         {"role": "user", "content": "It shows 4G."},
         {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "a1", "name": "get_line", "arguments": {"phone": "555"}, "requestor": "assistant"}]},
-        {"role": "tool", "id": "a1", "content": "{\"status\": \"active\"}", "requestor": "assistant",
-         "error": True},
+            {"id": "a1", "name": "get_line", "arguments": {"phone": "555"},
+             "requestor": "assistant"}]},
+        {"role": "tool", "id": "a1", "content": "{\"status\": \"active\"}",
+         "requestor": "assistant", "error": True},
         {"role": "assistant", "content": None, "tool_calls": None},
     ]
     path = write_json(tmp_path, "run.json", tau2_run([

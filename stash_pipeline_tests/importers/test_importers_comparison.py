@@ -43,7 +43,8 @@ def test_a_reviewed_comparison_of_two_actions(tmp_path):
     ({"chosen": "m3", "rejected": "m1", "status": "done"}, "feedback[0].status", "done"),
     ({"chosen": "m3", "rejected": "m1", "status": "approved"}, "feedback[0].reviewer",
      "needs its reviewer"),
-    ({"chosen": "m3", "rejected": "m1", "action_id": "m3"}, "feedback[0]", "'chosen' and 'rejected'"),
+    ({"chosen": "m3", "rejected": "m1", "action_id": "m3"}, "feedback[0]",
+     "'chosen' and 'rejected'"),
 ])
 def test_a_bad_comparison_names_its_field(tmp_path, item, field, words):
     with pytest.raises(InputError) as caught:

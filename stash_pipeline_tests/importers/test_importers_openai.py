@@ -57,7 +57,8 @@ def test_a_trace_object_maps_onto_the_model(tmp_path):
 def test_every_file_layout_reads_the_same(tmp_path, layout):
     traces = [weather_trace(id="a"), weather_trace(id="b")]
     if layout == "object":
-        paths = [write_json(tmp_path, "a.json", traces[0]), write_json(tmp_path, "b.json", traces[1])]
+        paths = [write_json(tmp_path, "a.json", traces[0]),
+                 write_json(tmp_path, "b.json", traces[1])]
     elif layout == "array":
         paths = [write_json(tmp_path, "all.json", traces)]
     elif layout == "jsonl":
@@ -166,7 +167,8 @@ def test_feedback_list_targets(tmp_path):
      "feedback[0].message_index", "at most one"),
 ])
 def test_bad_feedback_names_the_field(tmp_path, item, field, reason):
-    path = write_jsonl(tmp_path, "t.jsonl", [weather_trace(id="ok"), weather_trace(feedback=[item])])
+    path = write_jsonl(tmp_path, "t.jsonl",
+                       [weather_trace(id="ok"), weather_trace(feedback=[item])])
     error = import_error(path)
     assert (error.file, error.record, error.field) == (str(path), "line 2", field)
     assert reason in error.reason

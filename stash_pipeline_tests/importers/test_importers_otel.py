@@ -131,12 +131,14 @@ def test_bad_spans_name_the_span_and_attribute(tmp_path):
     path = write_jsonl(tmp_path, "otel.jsonl", [export(bad_role)])
     error = import_error(path)
     assert (error.file, error.record, error.field) == (
-        str(path), "line 1 resourceSpans[0].scopeSpans[0].spans[0]", "gen_ai.input.messages[0].role")
+        str(path), "line 1 resourceSpans[0].scopeSpans[0].spans[0]",
+        "gen_ai.input.messages[0].role")
 
     bad_args = span("c1", 1, 2, outputs=[{"role": "assistant", "parts": [
         {"type": "tool_call", "id": "x", "name": "f", "arguments": "[1, 2]"}]}])
     pretty = tmp_path / "args.json"  # a multi-line export: its spans are streamed one by one
-    pretty.write_text(json.dumps(export(span("ok", 0, 1, conversation="other"), bad_args), indent=2))
+    pretty.write_text(json.dumps(export(span("ok", 0, 1, conversation="other"), bad_args),
+                                 indent=2))
     error = import_error(pretty)
     assert (error.record, error.field) == ("span 1", "gen_ai.output.messages[0].parts[0].arguments")
 
@@ -149,5 +151,6 @@ def test_bad_spans_name_the_span_and_attribute(tmp_path):
     error = import_error(write_json(tmp_path, "notjson.json", export(not_json)))
     assert error.field == "attributes.gen_ai.input.messages"
 
-    error = import_error(write_json(tmp_path, "none.json", export(span("x", 1, 2, conversation=None))))
+    error = import_error(write_json(tmp_path, "none.json",
+                                    export(span("x", 1, 2, conversation=None))))
     assert "no GenAI spans" in error.reason

@@ -41,7 +41,8 @@ def test_tau2_run_counts_and_mapping(run):
         expected["messages"] += 1 + len(simulation["messages"])  # the policy is the system message
         for m in simulation["messages"]:
             expected["actions"] += _actions_of(m["role"], m.get("content"), m.get("tool_calls"))
-            expected["tool_calls"] += len(m.get("tool_calls") or []) if m["role"] == "assistant" else 0
+            expected["tool_calls"] += (len(m.get("tool_calls") or []) if m["role"] == "assistant"
+                                       else 0)
     assert summarize([r.trace for r in records]) == expected
 
     assert detect_format(run) == "tau2"
@@ -56,7 +57,8 @@ def test_tau2_run_counts_and_mapping(run):
         outcomes = [f for f in record.feedback if isinstance(f, VerifiedOutcome)]
         assert [o.reward for o in outcomes] == [simulation["reward_info"]["reward"]]
         assert outcomes[0].trace_id == trace.id
-        source_errors = [bool(m.get("error")) for m in simulation["messages"] if m["role"] == "tool"]
+        source_errors = [bool(m.get("error")) for m in simulation["messages"]
+                         if m["role"] == "tool"]
         assert [m.error for m in trace.messages if m.role == "tool"] == source_errors
         source_results = [m["id"] for m in simulation["messages"] if m["role"] == "tool"]
         assert [m.tool_call_id for m in trace.messages if m.role == "tool"] == source_results
@@ -91,14 +93,16 @@ def test_agentprocessbench_counts_and_labels():
     assert summarize([r.trace for r in records]) == expected
 
     step = [f for r in records for f in r.feedback if isinstance(f, Rating) and f.is_step_rating]
-    whole = [f for r in records for f in r.feedback if isinstance(f, Rating) and not f.is_step_rating]
+    whole = [f for r in records for f in r.feedback
+             if isinstance(f, Rating) and not f.is_step_rating]
     assert len(step) == expected_step_ratings
     assert [w.value for w in whole] == [row["final_label"] for row in source]
     for row, record in zip(source, records, strict=True):
         trace = record.trace
         assert trace.task_id == str(row["query_index"])
         tools = ast.literal_eval(row["tools"]) if isinstance(row["tools"], str) else row["tools"]
-        assert [t["function"]["name"] for t in trace.tools] == [t["function"]["name"] for t in tools]
+        assert [t["function"]["name"] for t in trace.tools] == \
+            [t["function"]["name"] for t in tools]
         by_action = {f.action_id: f.value for f in record.feedback
                      if isinstance(f, Rating) and f.is_step_rating}
         for index, label in row["step_labels"].items():
@@ -131,7 +135,8 @@ def test_reimporting_gives_identical_trace_and_action_ids():
         assert [r.trace.id for r in first] == [r.trace.id for r in second]
         assert [a.id for r in first for a in r.trace.actions()] == \
             [a.id for r in second for a in r.trace.actions()]
-        assert [f.id for r in first for f in r.feedback] == [f.id for r in second for f in r.feedback]
+        assert [f.id for r in first for f in r.feedback] == \
+            [f.id for r in second for f in r.feedback]
         assert len({r.trace.id for r in first}) == len(first)
 
 

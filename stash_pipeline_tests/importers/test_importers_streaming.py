@@ -41,7 +41,8 @@ def test_a_json_array_is_read_item_by_item(tmp_path):
 
 
 def test_tau2_simulations_are_read_one_at_a_time(tmp_path):
-    simulations = ",\n".join(json.dumps({"id": f"s{i}", "task_id": i, "messages": trace(i)["messages"]})
+    simulations = ",\n".join(json.dumps({"id": f"s{i}", "task_id": i,
+                                         "messages": trace(i)["messages"]})
                              for i in range(RECORDS))
     path = tmp_path / "run.json"
     path.write_text('{"info": {"environment_info": {"domain_name": "d", "policy": "P"}},\n'

@@ -23,7 +23,8 @@ def test_checkpoint_key_layout() -> None:
 
 def test_a_jobs_results_lie_beside_its_checkpoint() -> None:
     checkpoint = reward_model_checkpoint_key("m1", "attempt-2")
-    assert result_key(checkpoint, "metrics.json") == "reward-models/m1/attempt-2/results/metrics.json"
+    assert result_key(checkpoint, "metrics.json") == \
+        "reward-models/m1/attempt-2/results/metrics.json"
     assert result_key(shared_evaluator_checkpoint_key("v1"), "scores.jsonl") == \
         "shared-evaluator/v1/results/scores.jsonl"
     with pytest.raises(ObjectLocationError, match="result file name"):

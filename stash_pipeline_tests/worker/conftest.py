@@ -18,7 +18,8 @@ def tau2_sample() -> list[Trace]:
 
 
 CITIES = ["Paris", "Berlin", "Tokyo", "Lima", "Oslo", "Cairo", "Quito", "Dakar", "Hanoi", "Perth",
-          "Seoul", "Rome", "Delhi", "Dublin", "Madrid", "Vienna", "Prague", "Athens", "Sofia", "Riga"]
+          "Seoul", "Rome", "Delhi", "Dublin", "Madrid", "Vienna", "Prague", "Athens", "Sofia",
+          "Riga"]
 
 
 def synthetic_trace(i: int) -> Trace:
@@ -26,7 +27,8 @@ def synthetic_trace(i: int) -> Trace:
     city = CITIES[i % len(CITIES)]
     return Trace(id=f"s{i}", messages=(
         Message("user", f"Please book flight {i} to {city} for me."),
-        Message("assistant", "", tool_calls=(ToolCall(f"c{i}", "search_direct_flight", {"destination": city}),)),
+        Message("assistant", "",
+                tool_calls=(ToolCall(f"c{i}", "search_direct_flight", {"destination": city}),)),
         Message("tool", f'{{"flight": "HAT{i:03d}", "seats": {i % 7 + 1}}}', tool_call_id=f"c{i}"),
         Message("assistant", "I cannot help with that, goodbye."),
     ))
@@ -45,8 +47,9 @@ def build_synthetic_pairs(start: int, count: int) -> list[Pair]:
             refusal = Message("assistant", "I cannot help with that, goodbye.")
             rejected = PairSide(trace.with_messages(trace.messages[:1] + (refusal,)), good.id)
         pairs.append(Pair(id=f"p{i}", kind="action", chosen=chosen, rejected=rejected,
-                          source_kind="step_rating", source_id=f"r{i}", source_trace_ids=(trace.id,),
-                          is_tool_call=True, tool_name="search_direct_flight"))
+                          source_kind="step_rating", source_id=f"r{i}",
+                          source_trace_ids=(trace.id,), is_tool_call=True,
+                          tool_name="search_direct_flight"))
     return pairs
 
 

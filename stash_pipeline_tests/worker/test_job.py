@@ -42,8 +42,8 @@ def trained_job(tmp_path_factory, tiny_base_model, synthetic_pairs, tau2_sample)
     settings = JobSettings(evaluator="model-1", base_model=str(tiny_base_model), epochs=2,
                            excluded_cross_trace_pairs=3)
     score_traces = [p.chosen.trace for p in synthetic_pairs(900, 2)] + tau2_sample[:1]
-    write_job(job_dir, settings, train_pairs=synthetic_pairs(0, 10), eval_pairs=synthetic_pairs(100, 4),
-              score_traces=score_traces)
+    write_job(job_dir, settings, train_pairs=synthetic_pairs(0, 10),
+              eval_pairs=synthetic_pairs(100, 4), score_traces=score_traces)
     assert main(str(job_dir)) == 0, failure_reason(job_dir)
     return job_dir, score_traces
 
@@ -104,7 +104,8 @@ def test_training_job_writes_every_output(trained_job):
     assert [s["trace_id"] for s in scores] == [t.id for t in score_traces]
     assert {s["evaluator"] for s in scores} == {"model-1"}
     action_scores = read_jsonl(job_dir / "action_scores.jsonl")
-    assert [a["action_id"] for a in action_scores] == [a.id for t in score_traces for a in t.actions()]
+    assert [a["action_id"] for a in action_scores] == [a.id for t in score_traces
+                                                       for a in t.actions()]
     assert all(-1 < a["credit"] < 1 for a in action_scores)
 
     assert sorted(p.name for p in (job_dir / "reward-model").iterdir()) == sorted([
@@ -134,38 +135,45 @@ def test_scoring_job_from_the_archive_gives_identical_scores(trained_job, tmp_pa
         reloaded = [row[key] for row in read_jsonl(tmp_path / name)]
         assert reloaded == pytest.approx(trained, abs=1e-6)
     metrics = json.loads((tmp_path / "metrics.json").read_text())
-    assert metrics["scored_traces"] == 3 and metrics["scored_actions"] == len(read_jsonl(tmp_path / "action_scores.jsonl"))
-    assert metrics["audience"] == "personal" and set(metrics["phases"]) == {"load", "inputs", "scoring"}
+    assert (metrics["scored_traces"] == 3
+            and metrics["scored_actions"] == len(read_jsonl(tmp_path / "action_scores.jsonl")))
+    assert (metrics["audience"] == "personal"
+            and set(metrics["phases"]) == {"load", "inputs", "scoring"})
     calibrated = [row["calibrated"] for row in read_jsonl(job_dir / "scores.jsonl")]
-    assert [row["calibrated"] for row in read_jsonl(tmp_path / "scores.jsonl")] == pytest.approx(calibrated, abs=1e-6)
+    assert [row["calibrated"] for row in read_jsonl(tmp_path / "scores.jsonl")] == \
+        pytest.approx(calibrated, abs=1e-6)
 
 
 @pytest.mark.slow
 def test_bf16_asked_for_on_a_device_without_it_scores_in_fp32_and_says_so(trained_job, tmp_path,
                                                                          monkeypatch):
     """The fallback itself, on every machine: the device is made to report no bf16 (as a CPU
-    without AVX512-BF16 or AMX does); the job scores exactly as fp32 and its log names the reason."""
+    without AVX512-BF16 or AMX does); the job scores exactly as fp32 and its log names the
+    reason."""
     from stash_pipeline.worker import modeling
 
     monkeypatch.setattr(modeling, "supports_bf16", lambda device: False)
     job_dir, score_traces = trained_job
-    write_job(tmp_path, JobSettings(evaluator="model-1", score_dtype="bfloat16", outputs=("scores",),
+    write_job(tmp_path,
+              JobSettings(evaluator="model-1", score_dtype="bfloat16", outputs=("scores",),
                                     checkpoint=str(job_dir / "reward-model.tar.gz")),
               score_traces=score_traces)
     assert main(str(tmp_path)) == 0, failure_reason(tmp_path)
     trained = [row["score"] for row in read_jsonl(job_dir / "scores.jsonl")]
-    assert [row["score"] for row in read_jsonl(tmp_path / "scores.jsonl")] == pytest.approx(trained, abs=1e-6)
+    assert [row["score"] for row in read_jsonl(tmp_path / "scores.jsonl")] == \
+        pytest.approx(trained, abs=1e-6)
     log = (tmp_path / "worker.log").read_text()
     assert ("score_dtype bfloat16 asks for bfloat16 but device cpu has no bf16 support "
-            "(torch.ops.mkldnn._is_mkldnn_bf16_supported() is False: the CPU lacks AVX512-BF16 and AMX): "
-            "scores computed in float32") in log
+            "(torch.ops.mkldnn._is_mkldnn_bf16_supported() is False: the CPU lacks AVX512-BF16 and "
+            "AMX): scores computed in float32") in log
 
 
 @pytest.mark.slow
 def test_benchmark_pairs_get_the_rewards_their_held_out_twins_get(trained_job, tmp_path,
                                                                   synthetic_pairs):
     """pair_rewards.jsonl scores each side as training renders it: a benchmark pair scored by a
-    scoring-only job agrees with the held-out accuracy the training job computed on the same pairs."""
+    scoring-only job agrees with the held-out accuracy the training job computed on the same
+    pairs."""
     job_dir, _ = trained_job
     settings = JobSettings(evaluator="model-1", checkpoint=str(job_dir / "reward-model.tar.gz"),
                            outputs=("pair_rewards",))
@@ -181,14 +189,16 @@ def test_benchmark_pairs_get_the_rewards_their_held_out_twins_get(trained_job, t
     assert not (tmp_path / "scores.jsonl").exists()
 
 
-def test_a_bad_pair_fails_the_job_with_the_record_and_field_last_in_the_log(tmp_path, tiny_base_model,
+def test_a_bad_pair_fails_the_job_with_the_record_and_field_last_in_the_log(tmp_path,
+                                                                            tiny_base_model,
                                                                           synthetic_pairs):
     write_job(tmp_path, JobSettings(evaluator="m", base_model=str(tiny_base_model)),
               train_pairs=synthetic_pairs(0, 3))
     lines = (tmp_path / "train_pairs.jsonl").read_text().splitlines()
     broken = json.loads(lines[1])
     del broken["chosen"]["trace"]["messages"]
-    (tmp_path / "train_pairs.jsonl").write_text("\n".join([lines[0], json.dumps(broken), lines[2]]) + "\n")
+    (tmp_path / "train_pairs.jsonl").write_text("\n".join([lines[0], json.dumps(broken), lines[2]])
+                                                + "\n")
     assert main(str(tmp_path)) == 1
     last = (tmp_path / "worker.log").read_text().rstrip().splitlines()[-1]
     assert "InputError" in last and "record 1" in last and "train_pairs" in last
@@ -234,7 +244,8 @@ def test_fewer_than_two_pairs_fail_before_the_model_loads(tmp_path, tiny_base_mo
 
 
 def test_the_module_entry_point_exits_non_zero_with_the_reason(tmp_path):
-    (tmp_path / "settings.json").write_text(json.dumps({"evaluator": "m", "base_model": "x", "epochs": 0}))
+    (tmp_path / "settings.json").write_text(json.dumps({"evaluator": "m", "base_model": "x",
+                                                        "epochs": 0}))
     done = subprocess.run([sys.executable, "-m", "stash_pipeline.worker", str(tmp_path)], cwd=REPO,
                           capture_output=True, text=True, timeout=bound(PROCESS_EXIT_S))
     assert done.returncode == 1
@@ -261,42 +272,49 @@ def test_settings_errors_name_the_field(data, field):
 
 
 def test_settings_round_trip(tmp_path):
-    settings = JobSettings(evaluator="release-3", audience="shared", base_model="Qwen/Qwen3-0.6B", epochs=2,
-                           checkpoint_dtype="float32", score_dtype="bfloat16")
+    settings = JobSettings(evaluator="release-3", audience="shared", base_model="Qwen/Qwen3-0.6B",
+                           epochs=2, checkpoint_dtype="float32", score_dtype="bfloat16")
     written = write_job(tmp_path, settings)
-    assert written.attempt and written == JobSettings(**{**settings.to_dict(), "outputs": settings.outputs,
+    assert written.attempt and written == JobSettings(**{**settings.to_dict(),
+                                                         "outputs": settings.outputs,
                                                          "attempt": written.attempt})
     assert read_settings(tmp_path) == written
     assert write_job(tmp_path, settings).attempt != written.attempt  # a new attempt id each time
 
 
 @pytest.mark.slow
-def test_score_again_scores_with_the_audience_the_checkpoint_was_trained_for(tmp_path, tiny_base_model,
-                                                                            synthetic_pairs, tau2_sample):
+def test_score_again_scores_with_the_audience_the_checkpoint_was_trained_for(
+        tmp_path, tiny_base_model, synthetic_pairs, tau2_sample):
     trained = tmp_path / "trained"
-    write_job(trained, JobSettings(evaluator="shared-1", audience="shared", base_model=str(tiny_base_model)),
-              train_pairs=synthetic_pairs(0, 4), eval_pairs=synthetic_pairs(100, 2), score_traces=tau2_sample[:2])
+    write_job(trained,
+              JobSettings(evaluator="shared-1", audience="shared", base_model=str(tiny_base_model)),
+              train_pairs=synthetic_pairs(0, 4), eval_pairs=synthetic_pairs(100, 2),
+              score_traces=tau2_sample[:2])
     assert main(str(trained)) == 0, failure_reason(trained)
     again = tmp_path / "again"
     # The settings Score again writes name no audience: the checkpoint's own is used.
-    write_job(again, JobSettings(evaluator="shared-1", checkpoint=str(trained / "reward-model.tar.gz"),
+    write_job(again,
+              JobSettings(evaluator="shared-1", checkpoint=str(trained / "reward-model.tar.gz"),
                                  outputs=("scores",)), score_traces=tau2_sample[:2])
     assert main(str(again)) == 0, failure_reason(again)
     assert json.loads((again / "metrics.json").read_text())["audience"] == "shared"
     stored = [row["score"] for row in read_jsonl(trained / "scores.jsonl")]
-    assert [row["score"] for row in read_jsonl(again / "scores.jsonl")] == pytest.approx(stored, abs=1e-6)
+    assert [row["score"] for row in read_jsonl(again / "scores.jsonl")] == \
+        pytest.approx(stored, abs=1e-6)
 
     write_job(again, JobSettings(evaluator="shared-1", audience="personal", outputs=("scores",),
-                                 checkpoint=str(trained / "reward-model")), score_traces=tau2_sample[:2])
+                                 checkpoint=str(trained / "reward-model")),
+              score_traces=tau2_sample[:2])
     assert main(str(again)) == 1
     assert failure_reason(again).endswith(
-        "field 'audience': checkpoint " + str(trained / "reward-model") + " was trained for the shared "
-        "audience; a scoring job scores with the audience it was trained for")
+        "field 'audience': checkpoint " + str(trained / "reward-model")
+        + " was trained for the shared audience; a scoring job scores with the audience it was "
+        "trained for")
 
 
 @pytest.mark.slow
-def test_the_checkpoint_is_stored_in_the_base_models_dtype(tmp_path, tiny_base_model, synthetic_pairs,
-                                                           tau2_sample):
+def test_the_checkpoint_is_stored_in_the_base_models_dtype(tmp_path, tiny_base_model,
+                                                           synthetic_pairs, tau2_sample):
     import torch
     from safetensors import safe_open
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -304,11 +322,13 @@ def test_the_checkpoint_is_stored_in_the_base_models_dtype(tmp_path, tiny_base_m
     from stash_pipeline.worker.scoring import RewardModel
 
     base = tmp_path / "bf16-base"  # stored in bf16, as Qwen3-0.6B is
-    AutoModelForCausalLM.from_pretrained(tiny_base_model, dtype=torch.bfloat16).save_pretrained(base)
+    AutoModelForCausalLM.from_pretrained(tiny_base_model,
+                                         dtype=torch.bfloat16).save_pretrained(base)
     AutoTokenizer.from_pretrained(tiny_base_model).save_pretrained(base)
     job_dir = tmp_path / "job"
-    write_job(job_dir, JobSettings(evaluator="m", base_model=str(base)), train_pairs=synthetic_pairs(0, 4),
-              eval_pairs=synthetic_pairs(100, 2), score_traces=tau2_sample[:2])
+    write_job(job_dir, JobSettings(evaluator="m", base_model=str(base)),
+              train_pairs=synthetic_pairs(0, 4), eval_pairs=synthetic_pairs(100, 2),
+              score_traces=tau2_sample[:2])
     assert main(str(job_dir)) == 0, failure_reason(job_dir)
     with safe_open(job_dir / "reward-model" / "model.safetensors", "pt") as weights:
         assert {weights.get_tensor(name).dtype for name in weights.keys()} == {torch.bfloat16}
@@ -328,15 +348,17 @@ def test_the_checkpoint_is_stored_in_the_base_models_dtype(tmp_path, tiny_base_m
 
 @pytest.mark.parametrize("content, expected", [
     ((), "the directory has no config.json (it holds nothing: the directory is empty)"),
-    (("config.json",), "the directory has no tokenizer, none of tokenizer.json, tokenizer_config.json"),
+    (("config.json",),
+     "the directory has no tokenizer, none of tokenizer.json, tokenizer_config.json"),
 ])
-def test_a_base_model_directory_without_a_model_names_the_path_and_what_it_lacks(tmp_path, synthetic_pairs,
-                                                                                 tiny_base_model, content, expected):
+def test_a_base_model_directory_without_a_model_names_the_path_and_what_it_lacks(
+        tmp_path, synthetic_pairs, tiny_base_model, content, expected):
     base = tmp_path / "base"
     base.mkdir()
     for name in content:
         (base / name).write_bytes((tiny_base_model / name).read_bytes())
-    write_job(tmp_path / "job", JobSettings(evaluator="m", base_model=str(base)), train_pairs=synthetic_pairs(0, 2))
+    write_job(tmp_path / "job", JobSettings(evaluator="m", base_model=str(base)),
+              train_pairs=synthetic_pairs(0, 2))
     assert main(str(tmp_path / "job")) == 1
     last = failure_reason(tmp_path / "job").splitlines()[-1]
     assert last.startswith(f"job failed in phase inputs: ModelLoadError: model {base}: ")
@@ -344,14 +366,17 @@ def test_a_base_model_directory_without_a_model_names_the_path_and_what_it_lacks
 
 
 @pytest.mark.slow
-def test_a_failed_retry_where_a_job_succeeded_leaves_no_success_behind(tmp_path, tiny_base_model, synthetic_pairs):
-    write_job(tmp_path, JobSettings(evaluator="m", base_model=str(tiny_base_model), outputs=("scores",)),
+def test_a_failed_retry_where_a_job_succeeded_leaves_no_success_behind(tmp_path, tiny_base_model,
+                                                                       synthetic_pairs):
+    write_job(tmp_path,
+              JobSettings(evaluator="m", base_model=str(tiny_base_model), outputs=("scores",)),
               train_pairs=synthetic_pairs(0, 2))
     assert main(str(tmp_path)) == 0, failure_reason(tmp_path)
     (tmp_path / "settings.json").write_text("{not json")  # the retry fails before anything else
     assert main(str(tmp_path)) == 1
     assert not (tmp_path / "metrics.json").exists() and not (tmp_path / "scores.jsonl").exists()
-    assert failure_reason(tmp_path).splitlines()[-1].startswith("job failed: InputError: file settings.json: not JSON")
+    assert failure_reason(tmp_path).splitlines()[-1].startswith(
+        "job failed: InputError: file settings.json: not JSON")
     assert len(list((tmp_path / "attempt-logs").iterdir())) == 1
 
 

@@ -45,11 +45,13 @@ def test_a_kill_the_worker_could_not_log_ends_the_reason_and_the_log(tmp_path):
 
 
 def test_an_exit_status_that_is_not_a_signal_adds_nothing(tmp_path):
-    (tmp_path / "worker.log").write_text(LOG + "x" * 3000 + "\njob failed in phase training: boom\n")
+    (tmp_path / "worker.log").write_text(LOG + "x" * 3000
+                                         + "\njob failed in phase training: boom\n")
     for code in (None, 0, 1):
         reason = failure_reason(tmp_path, code)
         assert len(reason) == 2000 and reason.endswith("job failed in phase training: boom")
-    assert failure_reason(tmp_path / "nowhere", -15) == "worker.log missing\nworker killed (signal 15)"
+    assert failure_reason(tmp_path / "nowhere", -15) == \
+        "worker.log missing\nworker killed (signal 15)"
 
 
 def test_phases_are_read_from_the_log(tmp_path):
@@ -75,7 +77,8 @@ def test_write_job_starts_a_clean_attempt_where_one_succeeded_before(tmp_path):
     again = write_job(tmp_path, JobSettings(evaluator="m", base_model="b"))
     assert again.attempt != settings.attempt
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "attempt-logs", "benchmark_pairs.jsonl", "eval_pairs.jsonl", "score_traces.jsonl", "settings.json", "train_pairs.jsonl"]
+        "attempt-logs", "benchmark_pairs.jsonl", "eval_pairs.jsonl", "score_traces.jsonl",
+        "settings.json", "train_pairs.jsonl"]
     assert [p.name for p in (tmp_path / "attempt-logs").iterdir()] == ["001-abc123.log"]
 
 
@@ -86,7 +89,8 @@ def test_metrics_of_another_attempt_are_not_this_jobs_success(tmp_path):
     (tmp_path / "metrics.json").write_text(json.dumps({"attempt": "older"}))
     with pytest.raises(InputError, match="written by attempt 'older'"):
         read_metrics(tmp_path)
-    (tmp_path / "metrics.json").write_text(json.dumps({"attempt": settings.attempt, "train_pairs": 3}))
+    (tmp_path / "metrics.json").write_text(json.dumps({"attempt": settings.attempt,
+                                                       "train_pairs": 3}))
     assert read_metrics(tmp_path)["train_pairs"] == 3
 
 

@@ -63,13 +63,15 @@ KILLS = [("inputs", signal.SIGTERM), ("load", signal.SIGKILL),
 
 def killed_attempt(job_dir: Path, stop_at: str, kill: signal.Signals, scratch: Path) -> int:
     reached = scratch / f"reached-{stop_at}"
-    process = subprocess.Popen([sys.executable, "-c", PAUSING_WORKER, str(job_dir), stop_at, str(reached)],
+    process = subprocess.Popen([sys.executable, "-c", PAUSING_WORKER, str(job_dir), stop_at,
+                                str(reached)],
                                cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + bound(PROCESS_EXIT_S)
     while not reached.exists():
         if process.poll() is not None or time.monotonic() > deadline:
             process.kill()
-            raise AssertionError(f"never reached {stop_at}: {process.communicate()[1].decode()[-2000:]}")
+            raise AssertionError(f"never reached {stop_at}: "
+                                 f"{process.communicate()[1].decode()[-2000:]}")
         time.sleep(0.05)
     process.send_signal(kill)
     return process.wait(timeout=bound(PROCESS_EXIT_S))
@@ -82,7 +84,8 @@ def test_killed_in_every_phase_then_retried_succeeds(tmp_path, tiny_base_model, 
               score_traces=[synthetic_pairs(200, 1)[0].chosen.trace])
     # Killed while the pairs file becomes a dataset: the retry finds no half-written dataset.
     assert killed_attempt(job_dir, "dataset", signal.SIGKILL, tmp_path) == -9
-    assert [p.name.split("-")[0] for p in job_dir.iterdir() if ".partial" in p.name] == ["train_pairs.partial"]
+    assert [p.name.split("-")[0] for p in job_dir.iterdir() if ".partial" in p.name] == \
+        ["train_pairs.partial"]
     assert not (job_dir / "train_pairs").exists()
     reasons = [failure_reason(job_dir, -9).splitlines()[-1]]
     assert main(str(job_dir)) == 0, failure_reason(job_dir)  # now a directory that succeeded before
@@ -96,7 +99,8 @@ def test_killed_in_every_phase_then_retried_succeeds(tmp_path, tiny_base_model, 
             assert reason.splitlines()[-2].endswith(f"interrupted in phase {where}")
         else:
             assert code == 1  # it logged why and exited through its failure path
-            assert reason.endswith(f"job failed in phase {where}: WorkerStopped: stopped by signal 15 (SIGTERM)")
+            assert reason.endswith(f"job failed in phase {where}: WorkerStopped: stopped by signal "
+                                   "15 (SIGTERM)")
         # Killed after an earlier success: nothing on disk looks like a success.
         assert not (job_dir / "metrics.json").exists()
         reasons.append(reason.splitlines()[-1])

@@ -20,23 +20,25 @@ def test_action_and_tool_slices(synthetic_pairs):
     whole = replace(synthetic_pairs(5, 1)[0], kind="trace", is_tool_call=False)
     eval_pairs = [actions[0], actions[1], text_action, whole]
     rewards = [(1.0, 0.0), (0.0, 1.0), (1.0, 0.0), (1.0, 1.0)]
-    metrics = training_metrics(train_pairs=actions + [whole], eval_pairs=eval_pairs, eval_rewards=rewards,
-                               excluded_cross_trace_pairs=2, final_loss=0.25, epochs=1, device="cpu",
-                               seconds=1.5)
+    metrics = training_metrics(train_pairs=actions + [whole], eval_pairs=eval_pairs,
+                               eval_rewards=rewards, excluded_cross_trace_pairs=2, final_loss=0.25,
+                               epochs=1, device="cpu", seconds=1.5)
     assert metrics == {
         "num_pairs": 9, "train_pairs": 5, "eval_pairs": 4, "eval_accuracy": 0.5,
         "eval_unavailable_reason": None, "max_length": 1024, "chat_template": None,
         "action_scoring_version": 1, "action_train_pairs": 4,
         "action_eval_pairs": 3, "action_eval_accuracy": pytest.approx(2 / 3),
         "tool_eval_pairs": 2, "tool_eval_accuracy": 0.5,
-        "excluded_cross_trace_pairs": 2, "final_loss": 0.25, "epochs": 1, "device": "cpu", "seconds": 1.5,
+        "excluded_cross_trace_pairs": 2, "final_loss": 0.25, "epochs": 1, "device": "cpu",
+        "seconds": 1.5,
     }
 
 
 def test_nulls_without_held_out_or_action_pairs(synthetic_pairs):
     whole = [replace(p, kind="trace", is_tool_call=False) for p in synthetic_pairs(0, 3)]
-    metrics = training_metrics(train_pairs=whole, eval_pairs=[], eval_rewards=[], excluded_cross_trace_pairs=0,
-                               final_loss=0.6, epochs=2, device="cpu", seconds=3.0)
+    metrics = training_metrics(train_pairs=whole, eval_pairs=[], eval_rewards=[],
+                               excluded_cross_trace_pairs=0, final_loss=0.6, epochs=2, device="cpu",
+                               seconds=3.0)
     assert metrics["eval_accuracy"] is None and metrics["eval_pairs"] == 0
     assert metrics["num_pairs"] == 3
     assert metrics["eval_unavailable_reason"] == "the job was given no held-out pairs"
@@ -51,5 +53,6 @@ def test_nulls_without_held_out_or_action_pairs(synthetic_pairs):
 
 def test_rewards_must_match_eval_pairs(synthetic_pairs):
     with pytest.raises(ValueError, match="eval rewards"):
-        training_metrics(train_pairs=[], eval_pairs=synthetic_pairs(0, 2), eval_rewards=[(1.0, 0.0)],
-                         excluded_cross_trace_pairs=0, final_loss=None, epochs=1, device="cpu", seconds=0.0)
+        training_metrics(train_pairs=[], eval_pairs=synthetic_pairs(0, 2),
+                         eval_rewards=[(1.0, 0.0)], excluded_cross_trace_pairs=0, final_loss=None,
+                         epochs=1, device="cpu", seconds=0.0)

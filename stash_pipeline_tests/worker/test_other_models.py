@@ -29,21 +29,25 @@ WINDOW = 128  # BERT's positions end here: the window is cut to it
 
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory):
-    """A BERT base model with a WordPiece tokenizer built with `tokenizers`, saved like a real one."""
+    """A BERT base model with a WordPiece tokenizer built with `tokenizers`, saved like a real
+    one."""
     directory = tmp_path_factory.mktemp("tiny-bert")
     wordpiece = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     wordpiece.normalizer = normalizers.BertNormalizer(lowercase=True)
     wordpiece.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    wordpiece.train_from_iterator(corpus_text(), trainers.WordPieceTrainer(vocab_size=800, special_tokens=specials))
+    wordpiece.train_from_iterator(
+        corpus_text(), trainers.WordPieceTrainer(vocab_size=800, special_tokens=specials))
     wordpiece.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=wordpiece, unk_token="[UNK]", pad_token="[PAD]",
-                                        cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=wordpiece, unk_token="[UNK]",
+                                        pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
+                                        mask_token="[MASK]")
     tokenizer.save_pretrained(directory)
     torch.manual_seed(0)
-    BertModel(BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=64, max_position_embeddings=WINDOW)).save_pretrained(directory)
+    BertModel(BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
+                         num_attention_heads=2, intermediate_size=64,
+                         max_position_embeddings=WINDOW)).save_pretrained(directory)
     return directory
 
 
@@ -58,7 +62,8 @@ def test_bert_inputs_get_its_special_tokens_and_its_window(tiny_bert, tau2_sampl
 def test_bert_trains_and_scores_through_the_job(tmp_path, tiny_bert, synthetic_pairs, tau2_sample):
     traces = tau2_sample[:2] + [p.chosen.trace for p in synthetic_pairs(300, 2)]
     write_job(tmp_path, JobSettings(evaluator="bert-1", base_model=str(tiny_bert)),
-              train_pairs=synthetic_pairs(0, 12), eval_pairs=synthetic_pairs(100, 4), score_traces=traces)
+              train_pairs=synthetic_pairs(0, 12), eval_pairs=synthetic_pairs(100, 4),
+              score_traces=traces)
     assert main(str(tmp_path)) == 0, failure_reason(tmp_path)
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["train_pairs"] == 12 and metrics["final_loss"] > 0
@@ -72,9 +77,11 @@ def test_bert_trains_and_scores_through_the_job(tmp_path, tiny_bert, synthetic_p
     assert len(scores) == 4 and len(actions) == sum(len(t.actions()) for t in traces)
     assert len({round(a["raw_reward"], 5) for a in actions}) > 1
 
-    # The checkpoint scores the same: each action is its own window, read through BERT's own forward.
+    # The checkpoint scores the same: each action is its own window, read through BERT's own
+    # forward.
     loaded = RewardModel(tmp_path / "reward-model.tar.gz", device="cpu")
     assert loaded.tokenizer.model_max_length == WINDOW
     assert loaded.score_traces(traces) == pytest.approx([s["score"] for s in scores], abs=1e-5)
     again = loaded.score_actions(traces)
-    assert [again[a["action_id"]] for a in actions] == pytest.approx([a["raw_reward"] for a in actions], abs=1e-5)
+    assert [again[a["action_id"]] for a in actions] == \
+        pytest.approx([a["raw_reward"] for a in actions], abs=1e-5)

@@ -36,7 +36,8 @@ def classifier(model_type: str) -> torch.nn.Module:
     torch.manual_seed(0)
     config = CONFIGS[model_type]()
     config.num_labels = 1
-    return AutoModelForSequenceClassification.from_config(config, attn_implementation="sdpa").float()
+    return AutoModelForSequenceClassification.from_config(config,
+                                                          attn_implementation="sdpa").float()
 
 
 def reference(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
@@ -63,7 +64,8 @@ def test_rewards_equal_the_full_forward(model_type: str) -> None:
     assert torch.allclose(ours, theirs, atol=1e-5), (ours - theirs).abs().max()
     # A row read alone gives the same rewards as inside a padded batch.
     with torch.no_grad():
-        alone = read_rewards(model, torch.tensor([SEQUENCES[1]]), torch.ones(1, 75), [0, 0], [74, 30])
+        alone = read_rewards(model, torch.tensor([SEQUENCES[1]]), torch.ones(1, 75), [0, 0],
+                             [74, 30])
     assert torch.allclose(alone, ours[3:5], atol=1e-5)
 
 
@@ -100,13 +102,14 @@ def test_other_attention_and_encoders_run_whole() -> None:
     torch.manual_seed(0)
     config = Qwen3Config(head_dim=16, **SMALL)
     config.num_labels = 1
-    eager = AutoModelForSequenceClassification.from_config(config, attn_implementation="eager").eval()
+    eager = AutoModelForSequenceClassification.from_config(config,
+                                                           attn_implementation="eager").eval()
     assert not reads_last_layer_partly(eager)
     ids, mask = right_padded(SEQUENCES, 0, "cpu")
     rows, positions = zip(*READS)
     with torch.no_grad():
-        assert torch.allclose(read_rewards(eager, ids, mask, rows, positions), reference(eager, ids),
-                              atol=1e-6)
+        assert torch.allclose(read_rewards(eager, ids, mask, rows, positions),
+                              reference(eager, ids), atol=1e-6)
     bert = AutoModelForSequenceClassification.from_config(BertConfig(
         vocab_size=97, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
         intermediate_size=64, num_labels=1)).eval()

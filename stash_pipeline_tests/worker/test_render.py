@@ -43,13 +43,15 @@ def small_trace() -> Trace:
 
 
 @pytest.mark.parametrize("audience", ["personal", "shared"])
-def test_every_action_rendering_is_a_token_prefix_of_the_real_trace(tokenizer, tau2_sample, audience):
+def test_every_action_rendering_is_a_token_prefix_of_the_real_trace(tokenizer, tau2_sample,
+                                                                    audience):
     for trace in tau2_sample:
         full, offsets = action_end_offsets(tokenizer, trace, audience)
         assert len(offsets) == len(trace.actions()) >= 3
         full_ids = tokenizer(full, add_special_tokens=False)["input_ids"]
         for action in trace.actions():
-            prefix = render_trace(tokenizer, cut_at_action(trace, action.id), audience, open_end=True)
+            prefix = render_trace(tokenizer, cut_at_action(trace, action.id), audience,
+                                  open_end=True)
             assert full[: offsets[action.id]] == prefix
             # One forward pass reads the action's score at its last token: the prefix's tokens must
             # be exactly the first tokens of the whole rendering.
@@ -61,7 +63,8 @@ def test_stock_qwen3_style_template_would_fail_the_prefix_check(tokenizer):
     # A template that renders only the final assistant turn differently (as Qwen3's stock one does)
     # must be caught, or one-pass scores would silently differ from per-action scores.
     broken = CHAT_TEMPLATE.replace("{{- '<|im_start|>assistant\\n<think>\\n\\n</think>\\n\\n'",
-                                   "{{- '<|im_start|>assistant\\n' + ('<think>\\n\\n</think>\\n\\n' if loop.last else '')")
+                                   "{{- '<|im_start|>assistant\\n' + "
+                                   "('<think>\\n\\n</think>\\n\\n' if loop.last else '')")
     assert broken != CHAT_TEMPLATE
     tokenizer = load_tokenizer(tokenizer.name_or_path)
     tokenizer.chat_template = broken
@@ -89,7 +92,8 @@ def test_shared_rendering_without_tools_or_system_still_carries_evaluation_conte
     trace = Trace(id="t2", messages=(Message("user", "hi"), Message("assistant", "hello")),
                   metadata={"evaluation_context": {"task": "greet"}})
     shared = render_trace(tokenizer, trace, "shared")
-    assert shared.startswith('<|im_start|>system\n# Evaluation context\n\n{"task": "greet"}<|im_end|>\n')
+    assert shared.startswith('<|im_start|>system\n# Evaluation context\n\n'
+                             '{"task": "greet"}<|im_end|>\n')
     assert render_trace(tokenizer, trace, "personal").startswith("<|im_start|>user\nhi")
 
 
@@ -97,7 +101,8 @@ def test_open_end_stops_at_the_action_and_closed_end_closes_the_turn(tokenizer):
     trace = small_trace()
     text_action = cut_at_action(trace, "t1/m2")
     call_action = cut_at_action(trace, "t1/m2.call1")
-    assert render_trace(tokenizer, text_action, "personal", open_end=True).endswith("Checking the order.")
+    assert render_trace(tokenizer, text_action, "personal", open_end=True).endswith(
+        "Checking the order.")
     assert render_trace(tokenizer, call_action, "personal", open_end=True).endswith(
         '<tool_call>\n{"name": "get_policy", "arguments": {"kind": "refund"}}\n</tool_call>')
     assert render_trace(tokenizer, trace, "personal").endswith("Refunded.<|im_end|>\n")
@@ -148,4 +153,5 @@ def test_action_messages_of_a_generated_alternative_render_open(tokenizer):
     alternative = replace(messages[-1], tool_calls=(ToolCall("x", "refund", {"order_id": 7}),))
     side = PairSide(trace.with_messages(messages[:-1] + (alternative,)), "t1/m2.call0")
     assert render_side(tokenizer, side, "personal").endswith(
-        'Checking the order.<tool_call>\n{"name": "refund", "arguments": {"order_id": 7}}\n</tool_call>')
+        'Checking the order.<tool_call>\n'
+        '{"name": "refund", "arguments": {"order_id": 7}}\n</tool_call>')

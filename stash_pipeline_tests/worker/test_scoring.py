@@ -97,22 +97,26 @@ def test_one_pass_equals_per_action_scores_on_real_traces(model, tokenizer, shor
     heads, windows = read_counts(tokenizer, short_traces, "personal")
     assert heads >= 10 and windows >= 5, "both paths must be exercised"
     fast = score_trace_actions(model, tokenizer, short_traces, "personal")
-    assert max_difference(fast, per_action_scores(model, tokenizer, short_traces, "personal")) <= TOLERANCE
+    assert max_difference(
+        fast, per_action_scores(model, tokenizer, short_traces, "personal")) <= TOLERANCE
 
 
 def test_traces_longer_than_the_window_fall_back_to_exact_windows(model, tokenizer, tau2_sample):
-    # With the policy and tool schemas every real trace is longer than 1024 tokens of this tokenizer.
+    # With the policy and tool schemas every real trace is longer than 1024 tokens of this
+    # tokenizer.
     heads, windows = read_counts(tokenizer, tau2_sample, "shared")
     assert windows == sum(len(t.actions()) for t in tau2_sample) and heads == 0
     fast = score_trace_actions(model, tokenizer, tau2_sample, "shared")
-    assert max_difference(fast, per_action_scores(model, tokenizer, tau2_sample, "shared")) <= TOLERANCE
+    assert max_difference(fast,
+                          per_action_scores(model, tokenizer, tau2_sample, "shared")) <= TOLERANCE
 
 
 def test_a_wider_window_reads_whole_long_traces_in_one_pass(tiny_base_model, model, short_traces):
     wide = load_tokenizer(str(tiny_base_model), max_length=2048)
     traces = short_traces[:2]
     heads, _ = read_counts(wide, traces, "personal")
-    assert heads >= 8 and heads > read_counts(load_tokenizer(str(tiny_base_model)), traces, "personal")[0]
+    assert (heads >= 8
+            and heads > read_counts(load_tokenizer(str(tiny_base_model)), traces, "personal")[0])
     fast = score_trace_actions(model, wide, traces, "personal")
     assert max_difference(fast, per_action_scores(model, wide, traces, "personal")) <= TOLERANCE
 
@@ -131,7 +135,8 @@ def test_text_and_several_tool_calls_of_one_message(model, tokenizer, audience):
     assert len({round(v, 4) for v in fast.values()}) == len(fast)
 
 
-def test_an_action_whose_tokens_merge_across_its_end_gets_its_own_window(model, tokenizer, monkeypatch):
+def test_an_action_whose_tokens_merge_across_its_end_gets_its_own_window(model, tokenizer,
+                                                                         monkeypatch):
     # Cut inside a word: the prefix ends in a piece of a token that the whole text merges further,
     # so the token at the cut in the full pass is not the prefix's last token.
     trace = multi_call_trace()
@@ -145,7 +150,8 @@ def test_an_action_whose_tokens_merge_across_its_end_gets_its_own_window(model, 
 
     cut = next(c for c in range(start + 1, start + 19) if splits_a_token(c))
     action_id = trace.actions()[-1].id
-    monkeypatch.setattr(scoring, "action_end_offsets", lambda tok, tr, aud: (full, {action_id: cut}))
+    monkeypatch.setattr(scoring, "action_end_offsets",
+                        lambda tok, tr, aud: (full, {action_id: cut}))
     heads, windows = plan_action_rows(tokenizer, trace, "personal")
     assert not heads and len(windows) == 1
     fast = score_trace_actions(model, tokenizer, [trace], "personal")
@@ -153,12 +159,14 @@ def test_an_action_whose_tokens_merge_across_its_end_gets_its_own_window(model, 
 
 
 @pytest.mark.parametrize("audience", ["personal", "shared"])
-def test_every_action_ends_where_one_tokenisation_of_the_trace_serves(tokenizer, tau2_sample, audience):
+def test_every_action_ends_where_one_tokenisation_of_the_trace_serves(tokenizer, tau2_sample,
+                                                                      audience):
     for trace in tau2_sample + [multi_call_trace()]:
         full, ends = render.action_end_offsets(tokenizer, trace, audience)
         full_ids, counts = scoring._tokens_up_to(tokenizer, full, list(ends.values()))
         assert None not in counts
-        alone = tokenizer([full[:end] for end in ends.values()], add_special_tokens=False)["input_ids"]
+        alone = tokenizer([full[:end] for end in ends.values()],
+                          add_special_tokens=False)["input_ids"]
         assert [full_ids[:count] for count in counts] == alone
 
 
@@ -239,7 +247,8 @@ def test_models_that_do_not_pool_the_last_token_are_scored_window_by_window(toke
     assert not pools_last_token(bert)
     trace = multi_call_trace()
     fast = score_trace_actions(bert, tokenizer, [trace], "personal")
-    assert max_difference(fast, per_action_scores(bert, tokenizer, [trace], "personal")) <= TOLERANCE
+    assert max_difference(fast,
+                          per_action_scores(bert, tokenizer, [trace], "personal")) <= TOLERANCE
     with pytest.raises(ValueError, match="last token"):
         read_rows(bert, [Row((1, 2, 3), ((1, "inner"),))], pad_id=tokenizer.pad_token_id)
 

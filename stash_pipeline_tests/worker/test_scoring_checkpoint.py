@@ -1,4 +1,5 @@
-"""RewardModel: a saved checkpoint (directory or archive) scores exactly as the model that wrote it."""
+"""RewardModel: a saved checkpoint (directory or archive) scores exactly as the model that wrote
+it."""
 
 from __future__ import annotations
 
@@ -82,8 +83,10 @@ def test_credit_and_calibration_use_the_checkpoint_stats(checkpoint):
 def test_an_explicit_audience_overrides_the_saved_one(checkpoint, tau2_sample):
     loaded = RewardModel(checkpoint, device="cpu", audience="personal")
     assert loaded.audience == "personal"
-    assert not loaded.render(tau2_sample[0]).startswith("<|im_start|>system\n# Airline Agent Policy")
-    assert loaded.render(tau2_sample[0], "shared").startswith("<|im_start|>system\n# Airline Agent Policy")
+    assert not loaded.render(tau2_sample[0]).startswith(
+        "<|im_start|>system\n# Airline Agent Policy")
+    assert loaded.render(tau2_sample[0], "shared").startswith(
+        "<|im_start|>system\n# Airline Agent Policy")
 
 
 def test_a_model_without_action_stats_gives_no_credit(trained, tmp_path):
@@ -117,7 +120,8 @@ def test_bad_checkpoints_name_what_is_wrong(checkpoint, tmp_path):
     with pytest.raises(InputError) as caught:
         RewardModel(broken, device="cpu")
     assert caught.value.field == "std" and "reward_stats.json" in str(caught.value)
-    (broken / "reward_stats.json").write_text(json.dumps({"mean": 0.0, "std": 1.0, "audience": "team"}))
+    (broken / "reward_stats.json").write_text(json.dumps({"mean": 0.0, "std": 1.0,
+                                                          "audience": "team"}))
     with pytest.raises(InputError) as caught:
         RewardModel(broken, device="cpu")
     assert caught.value.field == "audience" and "'team'" in str(caught.value)

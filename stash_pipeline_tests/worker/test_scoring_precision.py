@@ -27,13 +27,14 @@ STATS = RewardStats(mean=0.0, std=1.0, count=2)
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    """The benchmarks' model shape (4 layers, 256 wide), default initialisation, a unit-variance head."""
+    """The benchmarks' model shape (4 layers, 256 wide), default initialisation, a unit-variance
+    head."""
     base = tmp_path_factory.mktemp("base")
     build_tokenizer().save_pretrained(base)
     tokenizer = load_tokenizer(str(base))
-    config = Qwen3Config(vocab_size=len(tokenizer), hidden_size=256, intermediate_size=768, num_hidden_layers=4,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=64,
-                         max_position_embeddings=2048, tie_word_embeddings=True)
+    config = Qwen3Config(vocab_size=len(tokenizer), hidden_size=256, intermediate_size=768,
+                         num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                         head_dim=64, max_position_embeddings=2048, tie_word_embeddings=True)
     torch.manual_seed(0)
     AutoModelForCausalLM.from_config(config).save_pretrained(base)
     model = load_reward_model(str(base), device="cpu", tokenizer=tokenizer)
@@ -68,7 +69,8 @@ def test_bf16_scores_rank_real_traces_as_fp32_does(checkpoint):
     spread = max(exact) - min(exact)
     largest = max(abs(a - b) for a, b in zip(exact + exact_actions, fast + fast_actions))
     print(f"largest difference {largest:.4f} on a spread of {spread:.2f}; "
-          f"tau {kendall_tau(exact, fast):.4f} (traces), {kendall_tau(exact_actions, fast_actions):.4f} (actions)")
+          f"tau {kendall_tau(exact, fast):.4f} (traces), "
+          f"{kendall_tau(exact_actions, fast_actions):.4f} (actions)")
     assert largest <= 0.01 * spread
 
 

@@ -43,7 +43,8 @@ def classifier(model_type: str, attention: str = "sdpa") -> torch.nn.Module:
     torch.manual_seed(0)
     config = CONFIGS[model_type]()
     config.num_labels = 1
-    return AutoModelForSequenceClassification.from_config(config, attn_implementation=attention).float()
+    return AutoModelForSequenceClassification.from_config(config,
+                                                          attn_implementation=attention).float()
 
 
 def tokens(rng: random.Random, count: int) -> list[int]:

@@ -46,7 +46,8 @@ def test_step_rating_pairs_nest_and_alternatives_share_their_prompt(tokenizer, s
     alternative, step = encoded
     shared = common_prefix(alternative.chosen_ids, alternative.rejected_ids)
     # The generated alternative diverges after the user's turn: a prompt counted once.
-    assert MIN_SHARED_PREFIX <= shared < min(len(alternative.chosen_ids), len(alternative.rejected_ids))
+    assert MIN_SHARED_PREFIX <= shared < min(len(alternative.chosen_ids),
+                                             len(alternative.rejected_ids))
     assert alternative.cost == len(alternative.chosen_ids) + len(alternative.rejected_ids) - shared
     # The step rating's earlier action is read inside the later one.
     assert common_prefix(step.chosen_ids, step.rejected_ids) == len(step.chosen_ids)
@@ -54,7 +55,8 @@ def test_step_rating_pairs_nest_and_alternatives_share_their_prompt(tokenizer, s
 
 
 @pytest.mark.slow
-def test_one_forward_for_a_shared_prefix_reads_the_same_rewards_as_two(tiny_base_model, tokenizer, synthetic_pairs):
+def test_one_forward_for_a_shared_prefix_reads_the_same_rewards_as_two(tiny_base_model, tokenizer,
+                                                                       synthetic_pairs):
     model = fresh_model(tiny_base_model, tokenizer)
     encoded = encode(tokenizer, synthetic_pairs(0, 6))
     # Half the pairs nest, half share their prompt: three tree rows among the rows run.
@@ -103,7 +105,8 @@ def test_bradley_terry_loss_is_minus_log_sigmoid_of_the_gap():
 
 
 @pytest.mark.slow
-def test_bradley_terry_loss_equals_trl_reward_trainer_loss(tiny_base_model, tokenizer, synthetic_pairs, tmp_path):
+def test_bradley_terry_loss_equals_trl_reward_trainer_loss(tiny_base_model, tokenizer,
+                                                           synthetic_pairs, tmp_path):
     from datasets import Dataset
     from trl import RewardConfig, RewardTrainer
 
@@ -113,7 +116,8 @@ def test_bradley_terry_loss_equals_trl_reward_trainer_loss(tiny_base_model, toke
                                  "rejected_ids": [p.rejected_ids for p in encoded]})
     args = RewardConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, report_to=[],
                         use_cpu=True, max_length=None, center_rewards_coefficient=None)
-    trainer = RewardTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+    trainer = RewardTrainer(model=model, args=args, train_dataset=dataset,
+                            processing_class=tokenizer)
     batch = trainer.data_collator([dataset[i] for i in range(4)])
     model.eval()
     with torch.no_grad():
@@ -123,9 +127,11 @@ def test_bradley_terry_loss_equals_trl_reward_trainer_loss(tiny_base_model, toke
 
 
 @pytest.mark.slow
-def test_training_learns_a_synthetic_preference_that_holds_out(tiny_base_model, tokenizer, synthetic_pairs):
+def test_training_learns_a_synthetic_preference_that_holds_out(tiny_base_model, tokenizer,
+                                                               synthetic_pairs):
     model = fresh_model(tiny_base_model, tokenizer)
-    train_pairs, eval_pairs = encode(tokenizer, synthetic_pairs(0, 96)), encode(tokenizer, synthetic_pairs(500, 24))
+    train_pairs, eval_pairs = (encode(tokenizer, synthetic_pairs(0, 96)),
+                               encode(tokenizer, synthetic_pairs(500, 24)))
     before = pairwise_accuracy(pair_rewards_from(model, eval_pairs, tokenizer.pad_token_id))
     result = train(model, train_pairs, epochs=3, device="cpu", pad_id=tokenizer.pad_token_id)
     after = pairwise_accuracy(pair_rewards_from(model, eval_pairs, tokenizer.pad_token_id))
@@ -191,7 +197,8 @@ def test_group_by_group_backward_gives_the_same_losses(tiny_base_model, tokenize
         runs[budget] = train(model, pairs, epochs=2, device="cpu", pad_id=tokenizer.pad_token_id,
                              use_autocast=use_autocast, backward_tokens=budget)
         runs[budget].weights = model.score.weight.detach().clone()
-    assert max(len(backward_groups(pairs[i:i + 4], 2048, share_prefixes=True)) for i in range(0, 24, 4)) > 1
+    assert max(len(backward_groups(pairs[i:i + 4], 2048, share_prefixes=True))
+               for i in range(0, 24, 4)) > 1
     for budget in (1, 2048):
         assert runs[budget].step_losses == pytest.approx(runs[None].step_losses, abs=tolerance)
         assert torch.allclose(runs[budget].weights, runs[None].weights, atol=tolerance)
