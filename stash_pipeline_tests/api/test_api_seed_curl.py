@@ -38,7 +38,7 @@ DOWNLOAD = """set -euo pipefail
 reward_weights_url="$(curl -fsS "$STASH_URL/api/v1/rm/reward-models/<id>/weights" -H "Authorization: Bearer $STASH_API_KEY" | jq -er '.url')"
 curl -fL "$reward_weights_url" --output reward-model.tar.gz
 tar xzf reward-model.tar.gz
-"""
+"""  # noqa: E501 - the seed's command, as a user pastes it
 
 pytestmark = pytest.mark.skipif(not (shutil.which("curl") and shutil.which("jq")),
                                 reason="the seed's snippets need curl and jq")
