@@ -40,12 +40,25 @@ from stash_pipeline.core.pair_builders import AUDIENCES, Audience
 from stash_pipeline.core.ranking import kendall_tau
 from stash_pipeline.core.traces import Trace, trace_actions
 from stash_pipeline.importers import read_path
-from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, scoring_precision, tokenize
+from stash_pipeline.worker.modeling import (
+    load_reward_model,
+    load_tokenizer,
+    scoring_precision,
+    tokenize,
+)
 from stash_pipeline.worker.render import cut_at_action, render_trace
 from stash_pipeline.worker.scoring import plan_action_rows, score_trace_actions
+
 from models import (
-    APB_FILE, TAU2_FILE, add_common_arguments, base_model, describe_device, peak_memory_gib, reset_peak_memory,
-    synchronize, whole_last_layer,
+    APB_FILE,
+    TAU2_FILE,
+    add_common_arguments,
+    base_model,
+    describe_device,
+    peak_memory_gib,
+    reset_peak_memory,
+    synchronize,
+    whole_last_layer,
 )
 
 TOLERANCE = {"tiny": 1e-4, "qwen3-0.6b-shape": 1e-3}  # fp32, ours against naive
@@ -73,10 +86,12 @@ def cut_to_fit(tokenizer, trace: Trace, audience: Audience, max_length: int) -> 
     return None
 
 
-# --- the scorers ------------------------------------------------------------------------------------
+# --- the scorers
+# ------------------------------------------------------------------------------------
 
 @torch.inference_mode()
-def naive_scores(model, tokenizer, traces: Sequence[Trace], audience: Audience, device: str) -> dict[str, float]:
+def naive_scores(model, tokenizer, traces: Sequence[Trace], audience: Audience,
+                 device: str) -> dict[str, float]:
     """One forward per action, over that action's own rendering (the definition), through the
     model's own sequence-classification forward, with the training truncation, in fp32."""
     scores = {}
@@ -89,7 +104,8 @@ def naive_scores(model, tokenizer, traces: Sequence[Trace], audience: Audience, 
 
 
 def our_scores(precision: str) -> Callable[..., dict[str, float]]:
-    def score(model, tokenizer, traces: Sequence[Trace], audience: Audience, device: str) -> dict[str, float]:
+    def score(model, tokenizer, traces: Sequence[Trace], audience: Audience,
+              device: str) -> dict[str, float]:
         with scoring_precision(precision, device):
             return score_trace_actions(model, tokenizer, traces, audience)
     return score
@@ -114,14 +130,16 @@ def compare(name: str, scorers: dict[str, Callable], model, tokenizer, traces: S
         raise SystemExit(f"{name}: scores differ (max abs difference {difference:.2e})")
     medians = {label: statistics.median(times) for label, times in timings.items()}
     windows = sum(len(plan_action_rows(tokenizer, t, audience)[1]) for t in traces)
-    rates = ", ".join(f"{label} {actions / seconds:.1f} actions/s ({seconds:.2f} s)" for label, seconds in medians.items())
-    print(f"{name}: {len(traces)} traces, {actions} actions ({windows} need their own window); {rates}; "
-          f"fp32 max abs difference from naive {difference:.1e}", flush=True)
+    rates = ", ".join(f"{label} {actions / seconds:.1f} actions/s ({seconds:.2f} s)"
+                      for label, seconds in medians.items())
+    print(f"{name}: {len(traces)} traces, {actions} actions ({windows} need their own window); "
+          f"{rates}; fp32 max abs difference from naive {difference:.1e}", flush=True)
     if "ours_bf16" in results:
         exact = [results["ours_fp32"][k] for k in keys]
         fast = [results["ours_bf16"][k] for k in keys]
-        print(f"{name}: bf16 against fp32: Kendall tau {kendall_tau(exact, fast):.4f}, largest difference "
-              f"{max(abs(a - b) for a, b in zip(exact, fast)):.4f} on a spread of {max(exact) - min(exact):.3f}")
+        print(f"{name}: bf16 against fp32: Kendall tau {kendall_tau(exact, fast):.4f}, largest "
+              f"difference {max(abs(a - b) for a, b in zip(exact, fast)):.4f} on a spread of "
+              f"{max(exact) - min(exact):.3f}")
     return medians
 
 
@@ -133,7 +151,8 @@ def main() -> None:
     # Personal models read no system steps; the shared evaluator adds tau2's long policy, which
     # alone exceeds the window, so no tau2 trace could be cut to fit for set (c).
     parser.add_argument("--audience", choices=AUDIENCES, default="personal")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads (default: torch's)")
     parser.add_argument("--readout-gain", action="store_true",
                         help="also score with the whole last layer; prints readout_gain")
     args = parser.parse_args()
@@ -157,23 +176,26 @@ def main() -> None:
     ours = "ours_bf16" if default == "bfloat16" else "ours_fp32"
     if args.readout_gain:
         scorers["ours_whole_last_layer"] = whole_last_layer(scorers[ours])
-    print(f"model {args.model}, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, "
-          f"vocab {len(tokenizer)}, window {max_length}, audience {audience}, device {describe_device(device)}, "
-          f"load average {os.getloadavg()[0]:.2f}; {len(fitted)} of {2 * args.traces} traces fit once cut; "
-          f"ratios are naive fp32 over {ours}")
+    print(f"model {args.model}, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M "
+          f"parameters, vocab {len(tokenizer)}, window {max_length}, audience {audience}, device "
+          f"{describe_device(device)}, load average {os.getloadavg()[0]:.2f}; {len(fitted)} of "
+          f"{2 * args.traces} traces fit once cut; ratios are naive fp32 over {ours}")
     # Warm-up: the first forwards of each shape pay for kernel selection and allocation.
     for scorer in scorers.values():
         scorer(model, tokenizer, fitted[:2] + tau2[:1], audience, device)
     reset_peak_memory(device)
     tolerance = TOLERANCE[args.model]
-    sets = {"fit": ("(c) cut to fit", fitted), "tau2": ("(b) tau2-bench", tau2), "apb": ("(a) AgentProcessBench", apb)}
-    medians = {key: compare(name, scorers, model, tokenizer, traces, audience, device, args.repeats, tolerance)
+    sets = {"fit": ("(c) cut to fit", fitted), "tau2": ("(b) tau2-bench", tau2),
+            "apb": ("(a) AgentProcessBench", apb)}
+    medians = {key: compare(name, scorers, model, tokenizer, traces, audience, device, args.repeats,
+                            tolerance)
                for key, (name, traces) in sets.items()}
     memory_name, memory = peak_memory_gib(device)
     print(f"{memory_name}: {memory:.2f}")
     if args.readout_gain:
         gains = [m["ours_whole_last_layer"] / m[ours] for m in medians.values()]
-        print(f"readout_gain: {statistics.fmean(gains):.3f} (fit, tau2, apb: {', '.join(f'{g:.3f}' for g in gains)})")
+        print(f"readout_gain: {statistics.fmean(gains):.3f} (fit, tau2, apb: "
+              f"{', '.join(f'{g:.3f}' for g in gains)})")
     print(f"fit_ratio: {medians['fit']['naive'] / medians['fit'][ours]:.2f}")
     print(f"tau2_ratio: {medians['tau2']['naive'] / medians['tau2'][ours]:.2f}")
     print(f"ratio: {medians['apb']['naive'] / medians['apb'][ours]:.2f}")

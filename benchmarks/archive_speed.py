@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from stash_pipeline.worker.checkpoint import ARCHIVE_LEVEL, CHECKPOINT_DIR, archive
+
 from models import add_common_arguments, base_model
 
 
@@ -53,12 +54,14 @@ def main() -> None:
         folder = Path(scratch) / CHECKPOINT_DIR
         shutil.copytree(base_model(args.model, args.data, args.cache), folder)
         size = sum(p.stat().st_size for p in folder.iterdir())
-        print(f"model {args.model}: {size / 2**20:.0f} MiB in {len(list(folder.iterdir()))} files; {cores} cores")
+        print(f"model {args.model}: {size / 2**20:.0f} MiB in {len(list(folder.iterdir()))} files; "
+              f"{cores} cores")
         settings = [("tarfile gzip 9 (before)", lambda d: tarfile_gzip(folder, d, 9))]
         for level in (6, 1, 0):
             for threads in sorted({1, cores}):
                 settings.append((f"parallel gzip {level}, {threads} threads",
-                                 lambda d, level=level, threads=threads: archive(folder, d, level=level, threads=threads)))
+                                 lambda d, level=level,
+                                 threads=threads: archive(folder, d, level=level, threads=threads)))
         seconds = {}
         for index, (name, make) in enumerate(settings):
             destination = Path(scratch) / f"archive-{index}.tar.gz"
@@ -67,7 +70,8 @@ def main() -> None:
             seconds[name] = time.perf_counter() - started
             check(destination, folder)
             archived = destination.stat().st_size
-            print(f"{name}: {seconds[name]:.2f} s, {archived / 2**20:.0f} MiB ({archived / size:.3f} of the folder), "
+            print(f"{name}: {seconds[name]:.2f} s, {archived / 2**20:.0f} MiB "
+                  f"({archived / size:.3f} of the folder), "
                   f"{size / 2**20 / seconds[name]:.0f} MiB/s", flush=True)
             destination.unlink()
         print(f"archive_seconds: {seconds[f'parallel gzip {ARCHIVE_LEVEL}, {cores} threads']:.2f}")

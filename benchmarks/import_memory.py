@@ -107,7 +107,8 @@ def sample_trace(i: int) -> dict:
                  "function": {"name": "get_order", "arguments": json.dumps({"order_id": i})}}]},
             {"role": "tool", "tool_call_id": f"call_{i}",
              "content": json.dumps({"order_id": i, "status": "in transit", "items": ["x"] * 40})},
-            {"role": "assistant", "content": f"Your order #{i} is in transit and arrives soon. " * 8},
+            {"role": "assistant",
+             "content": f"Your order #{i} is in transit and arrives soon. " * 8},
         ],
     }
 

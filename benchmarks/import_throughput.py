@@ -139,7 +139,8 @@ def main() -> None:
     with fresh_store(args.server) as store:
         bulk, naive = [], []
         for round_index in range(args.rounds):
-            # Fresh ids are made outside the timed region: they are the benchmark's, not the store's.
+            # Fresh ids are made outside the timed region: they are the benchmark's, not the
+            # store's.
             batch = [with_fresh_ids(r, f"bulk{round_index}") for r in records]
             start = time.perf_counter()
             summary = store.import_traces(batch)

@@ -6,7 +6,8 @@ tokenizer trained on the benchmark's own trace text.
 
   tiny              4 layers, 256 wide (a few million parameters): the CPU benchmarks
   qwen3-0.6b-shape  Qwen/Qwen3-0.6B's exact config (28 layers, 1024 wide, vocab 151,936; 440M
-                    parameters outside the embedding), random weights, stored in bf16 as the real one
+                    parameters outside the embedding), random weights, stored in bf16 as the real
+                    one
 
 Also: the data folder (``--data``, default ../shared/data; docs in benchmarks/README.md), model
 FLOPs utilisation against the device's bf16 peak, and peak memory (CUDA's allocator; on CPU the
@@ -21,8 +22,8 @@ import resource
 import shutil
 import sys
 import tempfile
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
@@ -60,7 +61,8 @@ def config_for(kind: str, vocab_size: int) -> Qwen3Config:
     raise ValueError(f"unknown model {kind!r}: one of {MODELS}")
 
 
-def build_base_model(kind: str, directory: Path, texts: list[str], vocab_size: int = VOCAB_SIZE) -> None:
+def build_base_model(kind: str, directory: Path, texts: list[str],
+                     vocab_size: int = VOCAB_SIZE) -> None:
     """Save a base model of ``kind`` and a tokenizer trained on ``texts`` to ``directory``."""
     tokenizer = build_tokenizer(texts, vocab_size)
     tokenizer.save_pretrained(directory)
@@ -81,7 +83,8 @@ def corpus_texts(data: Path) -> list[str]:
     traces = [r.trace for r in read_path(data / APB_FILE, format="agentprocessbench")]
     traces += [r.trace for r in read_path(data / TAU2_FILE, format="tau2")]
     texts = [m.content for t in traces for m in t.messages]
-    return texts + [json.dumps(c.arguments) for t in traces for m in t.messages for c in m.tool_calls]
+    return texts + [json.dumps(c.arguments) for t in traces for m in t.messages
+                    for c in m.tool_calls]
 
 
 def base_model(kind: str, data: Path, cache: Path | None = None) -> Path:
@@ -106,7 +109,8 @@ def base_model(kind: str, data: Path, cache: Path | None = None) -> Path:
 
 
 def non_embedding_parameters(model: Any) -> int:
-    """Parameters outside the input embedding: the ones every token multiplies (6N FLOPs a token)."""
+    """Parameters outside the input embedding: the ones every token multiplies (6N FLOPs a
+    token)."""
     embedding = model.get_input_embeddings().weight
     return sum(p.numel() for p in model.parameters() if p is not embedding)
 
@@ -154,13 +158,15 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--peak-tflops", type=float, default=None,
                         help="the device's dense bf16 peak, for MFU where it is not known")
     parser.add_argument("--cache", type=Path, default=None,
-                        help="keep the built base models here and reuse them (default: build each time)")
+                        help="keep the built base models here and reuse them (default: build each "
+                             "time)")
 
 
 def describe_device(device: str) -> str:
     if device == "cuda":
         return f"{torch.cuda.get_device_name()}, torch {torch.__version__}"
-    return f"{device}, {torch.get_num_threads()} threads, torch {torch.__version__}, python {sys.version.split()[0]}"
+    return (f"{device}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
+            f"python {sys.version.split()[0]}")
 
 
 def whole_last_layer(run: Callable[..., T]) -> Callable[..., T]:

@@ -14,8 +14,8 @@ from pathlib import Path
 from stash_pipeline.core.pair_builders import build_feedback_pairs
 from stash_pipeline.core.sampling import cap_pairs
 from stash_pipeline.core.split import split_pairs
-from stash_pipeline.pipelines.training_pairs import training_pairs
 from stash_pipeline.importers import read_path
+from stash_pipeline.pipelines.training_pairs import training_pairs
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

@@ -70,6 +70,7 @@ from stash_pipeline.core.sampling import cap_pairs
 from stash_pipeline.core.traces import Message, Trace
 from stash_pipeline.core.training_settings import BATCH_SIZE, LEARNING_RATE, SEED
 from stash_pipeline.importers import read_path
+from stash_pipeline.worker.evaluation import pair_rewards_from
 from stash_pipeline.worker.modeling import (
     load_reward_model,
     load_tokenizer,
@@ -78,13 +79,7 @@ from stash_pipeline.worker.modeling import (
     tokenize,
 )
 from stash_pipeline.worker.render import render_side, template_kind, template_of
-from stash_pipeline.worker.train import (
-    MAX_GRAD_NORM,
-    WEIGHT_DECAY,
-    EncodedPair,
-    shuffled_batches,
-)
-from stash_pipeline.worker.evaluation import pair_rewards_from
+from stash_pipeline.worker.train import MAX_GRAD_NORM, WEIGHT_DECAY, EncodedPair, shuffled_batches
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data"

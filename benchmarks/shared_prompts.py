@@ -31,10 +31,15 @@ from stash_pipeline.core.pair_builders import build_feedback_pairs
 from stash_pipeline.importers import read_path
 from stash_pipeline.worker import readout
 from stash_pipeline.worker.modeling import (
-    autocast, load_reward_model, load_tokenizer, supports_bf16, tokenize,
+    autocast,
+    load_reward_model,
+    load_tokenizer,
+    supports_bf16,
+    tokenize,
 )
 from stash_pipeline.worker.render import render_side
 from stash_pipeline.worker.train import EncodedPair, pair_rewards
+
 from models import add_common_arguments, base_model, describe_device, synchronize
 
 HH_FILE = Path("hh-rlhf") / "harmless-base-dev.jsonl.gz"
@@ -42,7 +47,8 @@ HH_FILE = Path("hh-rlhf") / "harmless-base-dev.jsonl.gz"
 
 def hh_pairs(tokenizer, data: Path) -> list[EncodedPair]:
     records = list(read_path(data / HH_FILE, format="preference", skip_invalid=True))
-    pairs = build_feedback_pairs([r.trace for r in records], [f for r in records for f in r.feedback])
+    pairs = build_feedback_pairs([r.trace for r in records],
+                                 [f for r in records for f in r.feedback])
     chosen = tokenize(tokenizer, [render_side(tokenizer, p.chosen, "personal") for p in pairs])
     rejected = tokenize(tokenizer, [render_side(tokenizer, p.rejected, "personal") for p in pairs])
     return [EncodedPair(c, r) for c, r in zip(chosen, rejected)]
@@ -60,7 +66,8 @@ def timed_rewards(model, pairs: list[EncodedPair], device: str, pad_id: int, *, 
         started = time.perf_counter()
         for start in range(0, len(pairs), size):
             with torch.set_grad_enabled(backward), autocast(device):
-                chosen, rejected = pair_rewards(model, pairs[start:start + size], device, pad_id=pad_id)
+                chosen, rejected = pair_rewards(model, pairs[start:start + size], device,
+                                                pad_id=pad_id)
             if backward:
                 (chosen.sum() - rejected.sum()).backward()
             rewards += [r for pair in zip(chosen.tolist(), rejected.tolist()) for r in pair]
@@ -100,7 +107,8 @@ def main() -> None:
         for backward in (True, False):
             results = {trees: timed_rewards(model, sample, device, pad_id, trees=trees,
                                             backward=backward) for trees in (False, True)}
-            gap = max(abs(a - b) / max(1.0, abs(b)) for a, b in zip(results[False][1], results[True][1]))
+            gap = max(abs(a - b) / max(1.0, abs(b))
+                      for a, b in zip(results[False][1], results[True][1]))
             if gap > tolerance:
                 raise SystemExit(f"packed and unpacked rewards differ by {gap} (relative)")
             gaps.append(gap)

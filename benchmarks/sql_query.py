@@ -20,11 +20,11 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from import_throughput import with_fresh_ids
-
 from stash_pipeline.importers import read_path
 from stash_pipeline.store import Store
 from stash_pipeline.store.readonly_sql import ReadonlySql
+
+from import_throughput import with_fresh_ids
 
 QUERIES = {
     "count": "SELECT count(*) FROM traces",

@@ -27,9 +27,22 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from transformers import AutoModelForSequenceClassification
 
 from stash_pipeline.core.training_settings import BATCH_SIZE, MAX_LENGTH
-from stash_pipeline.worker.train import DEFAULT_BACKWARD_TOKENS, EncodedPair, make_optimizer, train_step
+from stash_pipeline.worker.train import (
+    DEFAULT_BACKWARD_TOKENS,
+    EncodedPair,
+    make_optimizer,
+    train_step,
+)
+
 from memory_tracking import PeakTensorMemory, gib
-from models import MODELS, config_for, describe_device, peak_memory_gib, reset_peak_memory, synchronize
+from models import (
+    MODELS,
+    config_for,
+    describe_device,
+    peak_memory_gib,
+    reset_peak_memory,
+    synchronize,
+)
 
 PAD_ID = 0
 
@@ -61,7 +74,8 @@ def measure(kind: str, layers: int | None, device: str, backward_tokens: int | N
         reset_peak_memory(device)
         with tracker:
             for _ in range(2):
-                train_step(model, optimizer, batch, device=device, pad_id=PAD_ID, backward_tokens=backward_tokens)
+                train_step(model, optimizer, batch, device=device, pad_id=PAD_ID,
+                           backward_tokens=backward_tokens)
         synchronize(device)
     allocator = peak_memory_gib(device)[1] if device == "cuda" else None
     return gib(tracker.peak), allocator, time.perf_counter() - started
@@ -71,21 +85,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--model", choices=MODELS, default="qwen3-0.6b-shape")
-    parser.add_argument("--layers", type=int, default=None, help="fewer decoder layers (same widths)")
-    parser.add_argument("--real", action="store_true", help="on CPU, real tensors instead of fake ones")
+    parser.add_argument("--layers", type=int, default=None,
+                        help="fewer decoder layers (same widths)")
+    parser.add_argument("--real", action="store_true",
+                        help="on CPU, real tensors instead of fake ones")
     args = parser.parse_args()
     fake = args.device == "cpu" and not args.real
     print(f"model {args.model}{f' ({args.layers} layers)' if args.layers else ''}, device "
-          f"{describe_device(args.device)}, {'fake' if fake else 'real'} tensors, {BATCH_SIZE} pairs x 2 sides x "
-          f"{MAX_LENGTH} tokens, bf16 autocast over fp32 weights, fused AdamW, two steps")
+          f"{describe_device(args.device)}, {'fake' if fake else 'real'} tensors, {BATCH_SIZE} "
+          f"pairs x 2 sides x {MAX_LENGTH} tokens, bf16 autocast over fp32 weights, fused AdamW, "
+          "two steps")
     peaks = {}
     for label, budget in (("whole_batch", None), ("per_group", DEFAULT_BACKWARD_TOKENS)):
         counted, allocator, seconds = measure(args.model, args.layers, args.device, budget, fake)
         peaks[label] = counted
         print(f"peak_gib_{label}: {counted:.2f} (backward_tokens {budget}; {seconds:.0f} s)"
-              + (f"; cuda max_memory_allocated {allocator:.2f} GiB" if allocator is not None else ""), flush=True)
+              + (f"; cuda max_memory_allocated {allocator:.2f} GiB" if allocator is not None
+                 else ""), flush=True)
     if args.device == "cpu" and args.real:
-        print(f"{peak_memory_gib('cpu')[0]}: {peak_memory_gib('cpu')[1]:.2f} (both settings, this process)")
+        print(f"{peak_memory_gib('cpu')[0]}: {peak_memory_gib('cpu')[1]:.2f} (both settings, this "
+              "process)")
     print(f"peak_gib: {peaks['per_group']:.2f}")
 
 

@@ -34,18 +34,33 @@ from stash_pipeline.importers import read_path
 from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, tokenize
 from stash_pipeline.worker.render import render_side
 from stash_pipeline.worker.train import (
-    DEFAULT_BACKWARD_TOKENS, EncodedPair, compile_decoder_layers, make_optimizer, shuffled_batches,
-    train, train_step,
+    DEFAULT_BACKWARD_TOKENS,
+    EncodedPair,
+    compile_decoder_layers,
+    make_optimizer,
+    shuffled_batches,
+    train,
+    train_step,
 )
+
 from models import (
-    APB_FILE, add_common_arguments, base_model, describe_device, mfu, non_embedding_parameters,
-    peak_memory_gib, reset_peak_memory, synchronize, whole_last_layer,
+    APB_FILE,
+    add_common_arguments,
+    base_model,
+    describe_device,
+    mfu,
+    non_embedding_parameters,
+    peak_memory_gib,
+    reset_peak_memory,
+    synchronize,
+    whole_last_layer,
 )
 
 
 def benchmark_pairs(tokenizer, data: Path, count: int) -> list[EncodedPair]:
     items = list(read_path(data / APB_FILE, format="agentprocessbench"))
-    pairs = build_feedback_pairs([i.trace for i in items], [f for i in items for f in i.feedback], "personal")
+    pairs = build_feedback_pairs([i.trace for i in items], [f for i in items for f in i.feedback],
+                                 "personal")
     sample = random.Random(0).sample(pairs, min(count, len(pairs)))
     chosen = tokenize(tokenizer, [render_side(tokenizer, p.chosen, "personal") for p in sample])
     rejected = tokenize(tokenizer, [render_side(tokenizer, p.rejected, "personal") for p in sample])
@@ -82,12 +97,14 @@ def run_trl(base: Path, tokenizer, pairs: list[EncodedPair], output: Path, devic
     dataset = Dataset.from_dict({"chosen_ids": [p.chosen_ids for p in pairs],
                                  "rejected_ids": [p.rejected_ids for p in pairs]})
     args = RewardConfig(
-        output_dir=str(output), per_device_train_batch_size=4, learning_rate=1e-5, num_train_epochs=1,
-        lr_scheduler_type="constant", warmup_steps=0, seed=0, bf16=True, use_cpu=device == "cpu",
-        gradient_checkpointing=False, max_length=None, center_rewards_coefficient=None,
-        logging_steps=1, save_strategy="no", report_to=[], disable_tqdm=True,
+        output_dir=str(output), per_device_train_batch_size=4, learning_rate=1e-5,
+        num_train_epochs=1, lr_scheduler_type="constant", warmup_steps=0, seed=0, bf16=True,
+        use_cpu=device == "cpu", gradient_checkpointing=False, max_length=None,
+        center_rewards_coefficient=None, logging_steps=1, save_strategy="no", report_to=[],
+        disable_tqdm=True,
     )
-    trainer = RewardTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+    trainer = RewardTrainer(model=model, args=args, train_dataset=dataset,
+                            processing_class=tokenizer)
     trainer.remove_callback(PrinterCallback)  # it prints every step's log dict; we read log_history
     reset_peak_memory(device)
     synchronize(device)
@@ -99,7 +116,8 @@ def run_trl(base: Path, tokenizer, pairs: list[EncodedPair], output: Path, devic
     return len(pairs) / seconds, statistics.fmean(losses), peak_memory_gib(device)[1]
 
 
-def profile(base: Path, tokenizer, pairs: list[EncodedPair], device: str, directory: Path, steps: int = 8) -> None:
+def profile(base: Path, tokenizer, pairs: list[EncodedPair], device: str, directory: Path,
+            steps: int = 8) -> None:
     """A torch.profiler trace of ``steps`` training steps after two warm-up steps."""
     from torch.profiler import ProfilerActivity, profile as torch_profile
 
@@ -108,12 +126,14 @@ def profile(base: Path, tokenizer, pairs: list[EncodedPair], device: str, direct
     optimizer = make_optimizer(model, device)
     batches = shuffled_batches(len(pairs), random.Random(0))[: steps + 2]
     for batch in batches[:2]:
-        train_step(model, optimizer, [pairs[i] for i in batch], device=device, pad_id=tokenizer.pad_token_id)
+        train_step(model, optimizer, [pairs[i] for i in batch], device=device,
+                   pad_id=tokenizer.pad_token_id)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     synchronize(device)
     with torch_profile(activities=activities, record_shapes=False) as prof:
         for batch in batches[2:]:
-            train_step(model, optimizer, [pairs[i] for i in batch], device=device, pad_id=tokenizer.pad_token_id)
+            train_step(model, optimizer, [pairs[i] for i in batch], device=device,
+                       pad_id=tokenizer.pad_token_id)
         synchronize(device)
     directory.mkdir(parents=True, exist_ok=True)
     prof.export_chrome_trace(str(directory / "train_trace.json"))
@@ -135,11 +155,13 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true", help="torch.compile the decoder layers")
     parser.add_argument("--backward-tokens", default=str(DEFAULT_BACKWARD_TOKENS),
                         help="tokens a forward-and-backward holds; 'none': the whole batch at once")
-    parser.add_argument("--profile", type=Path, default=None, help="folder for a torch.profiler trace")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="folder for a torch.profiler trace")
     args = parser.parse_args()
     device = args.device
     backward_tokens = None if args.backward_tokens == "none" else int(args.backward_tokens)
-    with_trl = args.trl == "on" or (args.trl == "auto" and importlib.util.find_spec("trl") is not None)
+    with_trl = args.trl == "on" or (args.trl == "auto"
+                                    and importlib.util.find_spec("trl") is not None)
     with tempfile.TemporaryDirectory() as scratch:
         base = base_model(args.model, args.data, args.cache)
         tokenizer = load_tokenizer(str(base))
@@ -147,9 +169,10 @@ def main() -> None:
         tokens = sum(len(p.chosen_ids) + len(p.rejected_ids) for p in pairs)
         probe = fresh_model(base, tokenizer, "cpu")
         flops = 6 * non_embedding_parameters(probe) * tokens
-        print(f"model {args.model}: {non_embedding_parameters(probe) / 1e6:.0f}M parameters outside the "
-              f"embedding; {len(pairs)} pairs, {tokens / len(pairs):.0f} tokens a pair (both sides); "
-              f"device {describe_device(device)}; backward tokens {backward_tokens}; compile {args.compile}")
+        print(f"model {args.model}: {non_embedding_parameters(probe) / 1e6:.0f}M parameters "
+              f"outside the embedding; {len(pairs)} pairs, {tokens / len(pairs):.0f} tokens a pair "
+              f"(both sides); device {describe_device(device)}; backward tokens {backward_tokens}; "
+              f"compile {args.compile}")
         del probe
         configs = {"ours": lambda: run_ours(base, tokenizer, pairs, device, compile=args.compile,
                                             backward_tokens=backward_tokens)}
@@ -158,7 +181,8 @@ def main() -> None:
         if with_trl:
             configs["trl"] = lambda: run_trl(base, tokenizer, pairs, Path(scratch) / "trl", device)
         runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in configs}
-        for repeat in range(args.repeats):  # back to back, alternating: a shared machine's speed drifts
+        # Back to back, alternating: a shared machine's speed drifts.
+        for repeat in range(args.repeats):
             for name, run in configs.items():
                 runs[name].append(run())
             print(f"run {repeat}: " + "; ".join(f"{name} {r[-1][0]:.2f} pairs/s loss {r[-1][1]:.4f}"
@@ -169,13 +193,15 @@ def main() -> None:
             utilisation = mfu(flops, len(pairs) / rate, device, args.peak_tflops)
             print(f"{name}_pairs_per_s: {rate:.2f}")
             print(f"{name}_final_loss: {median([r[1] for r in results]):.4f}")
-            print(f"{name}_mfu: {utilisation:.3f}" if utilisation is not None else f"{name}_mfu: n/a")
+            print(f"{name}_mfu: {utilisation:.3f}" if utilisation is not None
+                  else f"{name}_mfu: n/a")
             print(f"{name}_{memory_name}: {max(r[2] for r in results):.2f}")
         if args.profile:
             profile(base, tokenizer, pairs, device, args.profile)
         ours = median([r[0] for r in runs["ours"]])
         if args.readout_gain:
-            print(f"readout_gain: {ours / median([r[0] for r in runs['ours_whole_last_layer']]):.3f}")
+            print("readout_gain: "
+                  f"{ours / median([r[0] for r in runs['ours_whole_last_layer']]):.3f}")
         if with_trl:
             print(f"ratio: {ours / median([r[0] for r in runs['trl']]):.2f}")
         else:

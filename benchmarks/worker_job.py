@@ -19,7 +19,8 @@ scorer, one forward per action over its own rendering (``action_scoring.naive_sc
 here on a seed-0 sample of ``--naive-traces`` traces with the job's own checkpoint, in fp32:
 ``scoring_s_per_1000_actions``, ``naive_s_per_1000_actions`` and ``naive_over_scoring``.
 
-    .venv/bin/python benchmarks/worker_job.py [--device cuda] [--model qwen3-0.6b-shape] [--data DIR]
+    .venv/bin/python benchmarks/worker_job.py [--device cuda] [--model qwen3-0.6b-shape] [--data
+    DIR]
         [--max-pairs N] [--keep DIR]
 """
 
@@ -36,14 +37,30 @@ import time
 from pathlib import Path
 
 from stash_pipeline.compute.job import (
-    ARCHIVE_NAME, CHECKPOINT_DIR, LOG, JobSettings, failure_reason, logged_phase, phase_seconds,
-    read_metrics, write_job,
+    ARCHIVE_NAME,
+    CHECKPOINT_DIR,
+    LOG,
+    JobSettings,
+    failure_reason,
+    logged_phase,
+    phase_seconds,
+    read_metrics,
+    write_job,
 )
 from stash_pipeline.core.pair_builders import build_feedback_pairs
 from stash_pipeline.core.split import split_pairs
 from stash_pipeline.core.training_settings import DEFAULT_MAX_PAIRS
 from stash_pipeline.importers import read_path
-from models import A10G_TFLOPS, APB_FILE, REPO, add_common_arguments, base_model, describe_device, peak_tflops
+
+from models import (
+    A10G_TFLOPS,
+    APB_FILE,
+    REPO,
+    add_common_arguments,
+    base_model,
+    describe_device,
+    peak_tflops,
+)
 
 DEFAULT_JOB_TRACES = 10_000  # the seed's budget figure: the owner's traces a default job scores
 GPU_BOUND = ("training", "evaluation", "scoring")
@@ -58,8 +75,10 @@ def a10g_minutes(phases: dict[str, float], *, train_pairs: int, all_pairs: int, 
         "evaluation": phases.get("evaluation", 0.0) * DEFAULT_MAX_PAIRS / train_pairs * speedup,
         "scoring": phases["scoring"] * DEFAULT_JOB_TRACES / traces * speedup,
         # Rendering and tokenising run on the host's CPU: they grow with the inputs, not the GPU.
-        "inputs": phases.get("inputs", 0.0) * (DEFAULT_MAX_PAIRS + DEFAULT_JOB_TRACES) / (all_pairs + traces),
-        "fixed": sum(phases.get(name, 0.0) for name in ("load", "save", "archive", "upload")) + startup,
+        "inputs": phases.get("inputs", 0.0) * (DEFAULT_MAX_PAIRS + DEFAULT_JOB_TRACES) / (all_pairs
+                                                                                          + traces),
+        "fixed": sum(phases.get(name, 0.0) for name in ("load", "save", "archive", "upload"))
+        + startup,
     }
     return sum(parts.values()) / 60, parts
 
@@ -68,8 +87,9 @@ def naive_seconds_per_action(checkpoint: Path, traces: list, device: str, count:
     """Seconds per action of the naive scorer on a seed-0 sample, with the job's checkpoint."""
     import random
 
-    from action_scoring import naive_scores
     from stash_pipeline.worker.checkpoint import open_checkpoint
+
+    from action_scoring import naive_scores
 
     with open_checkpoint(checkpoint) as saved:
         model, tokenizer = saved.load_model(device=device)
@@ -91,27 +111,32 @@ def main() -> None:
     try:
         items = list(read_path(args.data / APB_FILE, format="agentprocessbench"))
         traces = [item.trace for item in items]
-        pairs = build_feedback_pairs(traces, [f for item in items for f in item.feedback], "personal")
+        pairs = build_feedback_pairs(traces, [f for item in items for f in item.feedback],
+                                     "personal")
         if args.max_pairs:
             pairs = pairs[: args.max_pairs]
         split = split_pairs(pairs)
         started = time.perf_counter()
         base = base_model(args.model, args.data, args.cache)
-        print(f"model {args.model} ready in {time.perf_counter() - started:.0f} s; device {describe_device(args.device)}")
+        print(f"model {args.model} ready in {time.perf_counter() - started:.0f} s; device "
+              f"{describe_device(args.device)}")
         job_dir = args.keep or scratch / "job"
         write_job(job_dir, JobSettings(evaluator="benchmark", base_model=str(base),
                                        excluded_cross_trace_pairs=split.excluded_cross_trace_pairs),
                   train_pairs=split.train, eval_pairs=split.eval, score_traces=traces)
-        print(f"{len(split.train)} training pairs, {len(split.eval)} held out, {len(traces)} traces to score")
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+        print(f"{len(split.train)} training pairs, {len(split.eval)} held out, {len(traces)} "
+              "traces to score")
+        env = {**os.environ,
+               "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
         if args.device == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = ""
         started = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "stash_pipeline.worker", str(job_dir)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        done = subprocess.run([sys.executable, "-m", "stash_pipeline.worker", str(job_dir)],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wall = time.perf_counter() - started
         if done.returncode != 0:
-            raise SystemExit(f"the worker failed ({done.returncode}):\n{failure_reason(job_dir, done.returncode)}")
+            raise SystemExit("the worker failed "
+                             f"({done.returncode}):\n{failure_reason(job_dir, done.returncode)}")
         metrics = read_metrics(job_dir)
         with logged_phase(job_dir, "upload"):  # the caller's upload, here a copy to a local store
             shutil.copyfile(job_dir / ARCHIVE_NAME, scratch / "uploaded.tar.gz")
@@ -119,28 +144,33 @@ def main() -> None:
         archive_mib = (job_dir / ARCHIVE_NAME).stat().st_size / 2**20
         weights_mib = (job_dir / CHECKPOINT_DIR / "model.safetensors").stat().st_size / 2**20
         print(f"device {metrics['device']}; final loss {metrics['final_loss']:.4f}; eval accuracy "
-              f"{metrics['eval_accuracy']}; model.safetensors {weights_mib:.0f} MiB, archive {archive_mib:.0f} MiB")
+              f"{metrics['eval_accuracy']}; model.safetensors {weights_mib:.0f} MiB, archive "
+              f"{archive_mib:.0f} MiB")
         for name, seconds in phases.items():
             print(f"{name}_seconds: {seconds:.2f}")
         startup = wall - metrics["seconds"]
-        print(f"worker_wall_seconds: {wall:.2f} (phases {sum(v for k, v in phases.items() if k != 'upload'):.2f}, "
-              f"interpreter start and imports {startup:.2f})")
+        print(f"worker_wall_seconds: {wall:.2f} (phases "
+              f"{sum(v for k, v in phases.items() if k != 'upload'):.2f}, interpreter start and "
+              f"imports {startup:.2f})")
         print(f"training_pairs_per_s: {len(split.train) / phases['training']:.2f}")
         print(f"scoring_traces_per_s: {len(traces) / phases['scoring']:.2f}")
         actions = sum(len(t.actions()) for t in traces)
         naive = naive_seconds_per_action(job_dir / CHECKPOINT_DIR, traces, args.device,
                                          args.naive_traces)
         ours = phases["scoring"] / actions
-        print(f"scoring_s_per_1000_actions: {1000 * ours:.2f} ({actions} actions, whole traces too)")
+        print(f"scoring_s_per_1000_actions: {1000 * ours:.2f} "
+              f"({actions} actions, whole traces too)")
         print(f"naive_s_per_1000_actions: {1000 * naive:.2f}")
         print(f"naive_over_scoring: {naive / ours:.2f}")
         peak = peak_tflops(metrics["device"], args.peak_tflops)
         if metrics["device"] == "cuda" and peak:
-            minutes, parts = a10g_minutes(phases, train_pairs=len(split.train), all_pairs=len(pairs),
-                                          traces=len(traces), speedup=peak / A10G_TFLOPS, startup=startup)
+            minutes, parts = a10g_minutes(phases, train_pairs=len(split.train),
+                                          all_pairs=len(pairs), traces=len(traces),
+                                          speedup=peak / A10G_TFLOPS, startup=startup)
             print("a10g_seconds_by_part: " + json.dumps({k: round(v, 1) for k, v in parts.items()}))
             print(f"a10g_minutes_estimate: {minutes:.1f}")
-        print(f"job_over_compute: {(wall + phases.get('upload', 0.0)) / (phases['training'] + phases['scoring']):.2f}")
+        compute_s = phases["training"] + phases["scoring"]
+        print(f"job_over_compute: {(wall + phases.get('upload', 0.0)) / compute_s:.2f}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
