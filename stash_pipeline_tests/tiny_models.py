@@ -95,3 +95,31 @@ def write_checkpoint(model, tokenizer, directory: Path, *, audience: str, reward
                           metrics={}, reward_stats=reward_stats,
                           action_reward_stats=action_reward_stats)
     return directory
+
+
+# Three-layer decoders of each family the readout runs in parts (readout.READ_ONLY_LAST_LAYER,
+# TREE_ROW_MODELS): small enough to compare every reward against the model's own forward.
+SMALL_DECODER = {"vocab_size": 97, "hidden_size": 64, "intermediate_size": 128,
+                 "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
+                 "max_position_embeddings": 512, "pad_token_id": 0}
+SMALL_DECODER_TYPES = ("llama", "qwen2", "qwen3")
+
+
+def small_decoder_classifier(model_type: str, attention: str = "sdpa"):
+    """A one-label sequence classifier of ``SMALL_DECODER``'s shape, seed 0, in fp32."""
+    import torch
+    from transformers import (
+        AutoModelForSequenceClassification,
+        LlamaConfig,
+        Qwen2Config,
+        Qwen3Config,
+    )
+
+    configs = {"qwen3": lambda: Qwen3Config(head_dim=16, **SMALL_DECODER),
+               "qwen2": lambda: Qwen2Config(**SMALL_DECODER),
+               "llama": lambda: LlamaConfig(**SMALL_DECODER)}
+    torch.manual_seed(0)
+    config = configs[model_type]()
+    config.num_labels = 1
+    return AutoModelForSequenceClassification.from_config(
+        config, attn_implementation=attention).float()

@@ -4,13 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import (
-    AutoModelForSequenceClassification,
-    BertConfig,
-    LlamaConfig,
-    Qwen2Config,
-    Qwen3Config,
-)
+from transformers import AutoModelForSequenceClassification, BertConfig
 
 from stash_pipeline.worker.readout import (
     READ_ONLY_LAST_LAYER,
@@ -19,25 +13,12 @@ from stash_pipeline.worker.readout import (
     right_padded,
 )
 
-SMALL = {"vocab_size": 97, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 3,
-         "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 256,
-         "pad_token_id": 0}
-CONFIGS = {
-    "qwen3": lambda: Qwen3Config(head_dim=16, **SMALL),
-    "qwen2": lambda: Qwen2Config(**SMALL),
-    "llama": lambda: LlamaConfig(**SMALL),
-}
+from tiny_models import SMALL_DECODER_TYPES, small_decoder_classifier
+
 # Rows of different lengths, several reads in one row, one read at a row's first token.
 SEQUENCES = [[5 + (7 * i) % 90 for i in range(120)], [3 + (11 * i) % 90 for i in range(75)], [9, 4]]
 READS = [(0, 119), (0, 40), (0, 0), (1, 74), (1, 30), (2, 1), (0, 40)]
 
-
-def classifier(model_type: str) -> torch.nn.Module:
-    torch.manual_seed(0)
-    config = CONFIGS[model_type]()
-    config.num_labels = 1
-    return AutoModelForSequenceClassification.from_config(config,
-                                                          attn_implementation="sdpa").float()
 
 
 def reference(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
@@ -49,12 +30,12 @@ def reference(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
 
 
 def test_covers_the_decoders_it_claims() -> None:
-    assert set(CONFIGS) == READ_ONLY_LAST_LAYER
+    assert set(SMALL_DECODER_TYPES) == READ_ONLY_LAST_LAYER
 
 
-@pytest.mark.parametrize("model_type", sorted(CONFIGS))
+@pytest.mark.parametrize("model_type", SMALL_DECODER_TYPES)
 def test_rewards_equal_the_full_forward(model_type: str) -> None:
-    model = classifier(model_type).eval()
+    model = small_decoder_classifier(model_type).eval()
     assert reads_last_layer_partly(model)
     ids, mask = right_padded(SEQUENCES, 0, "cpu")
     rows, positions = zip(*READS)
@@ -71,7 +52,7 @@ def test_rewards_equal_the_full_forward(model_type: str) -> None:
 
 @pytest.mark.parametrize("model_type", ["qwen3", "llama"])
 def test_gradients_equal_the_full_forward(model_type: str) -> None:
-    model = classifier(model_type).train()
+    model = small_decoder_classifier(model_type).train()
     ids, mask = right_padded(SEQUENCES, 0, "cpu")
     rows, positions = zip(*READS)
     read_rewards(model, ids, mask, rows, positions).sum().backward()
@@ -85,7 +66,7 @@ def test_gradients_equal_the_full_forward(model_type: str) -> None:
 
 
 def test_last_layer_runs_at_read_tokens_only() -> None:
-    model = classifier("qwen3").eval()
+    model = small_decoder_classifier("qwen3").eval()
     widths: list[int] = []
     handle = model.model.layers[-1].mlp.register_forward_hook(
         lambda _module, args, _out: widths.append(args[0].shape[1]))
@@ -99,11 +80,7 @@ def test_last_layer_runs_at_read_tokens_only() -> None:
 
 
 def test_other_attention_and_encoders_run_whole() -> None:
-    torch.manual_seed(0)
-    config = Qwen3Config(head_dim=16, **SMALL)
-    config.num_labels = 1
-    eager = AutoModelForSequenceClassification.from_config(config,
-                                                           attn_implementation="eager").eval()
+    eager = small_decoder_classifier("qwen3", "eager").eval()
     assert not reads_last_layer_partly(eager)
     ids, mask = right_padded(SEQUENCES, 0, "cpu")
     rows, positions = zip(*READS)

@@ -7,7 +7,6 @@ import random
 
 import pytest
 import torch
-from transformers import AutoModelForSequenceClassification, LlamaConfig, Qwen2Config, Qwen3Config
 
 from stash_pipeline.worker import readout
 from stash_pipeline.worker.batching import (
@@ -29,22 +28,7 @@ from stash_pipeline.worker.train import (
     train_step,
 )
 
-SMALL = {"vocab_size": 97, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 3,
-         "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 512,
-         "pad_token_id": 0}
-CONFIGS = {
-    "qwen3": lambda: Qwen3Config(head_dim=16, **SMALL),
-    "qwen2": lambda: Qwen2Config(**SMALL),
-    "llama": lambda: LlamaConfig(**SMALL),
-}
-
-
-def classifier(model_type: str, attention: str = "sdpa") -> torch.nn.Module:
-    torch.manual_seed(0)
-    config = CONFIGS[model_type]()
-    config.num_labels = 1
-    return AutoModelForSequenceClassification.from_config(config,
-                                                          attn_implementation=attention).float()
+from tiny_models import SMALL_DECODER_TYPES, small_decoder_classifier
 
 
 def tokens(rng: random.Random, count: int) -> list[int]:
@@ -133,15 +117,15 @@ def test_tree_attention_gives_each_branch_its_own_causal_view():
 
 
 def test_tree_rows_only_for_checked_decoders_on_sdpa():
-    assert set(CONFIGS) == TREE_ROW_MODELS
-    assert all(reads_tree_rows(classifier(kind)) for kind in CONFIGS)
-    assert not reads_tree_rows(classifier("qwen3", "eager"))
+    assert set(SMALL_DECODER_TYPES) == TREE_ROW_MODELS
+    assert all(reads_tree_rows(small_decoder_classifier(kind)) for kind in SMALL_DECODER_TYPES)
+    assert not reads_tree_rows(small_decoder_classifier("qwen3", "eager"))
     sides = [s for p in mixed_pairs() for s in (p.chosen_ids, p.rejected_ids)]
-    assert any(row.forks for row in rows_for(classifier("qwen3"), sides))
-    assert not any(row.forks for row in rows_for(classifier("qwen3", "eager"), sides))
+    assert any(row.forks for row in rows_for(small_decoder_classifier("qwen3"), sides))
+    assert not any(row.forks for row in rows_for(small_decoder_classifier("qwen3", "eager"), sides))
     with pytest.raises(ValueError, match="cannot run tree rows"):
-        read_rows(classifier("qwen3", "eager"), [Row((1, 2, 3), ((1, "a"), (2, "b")), ((2, 0),))],
-                  pad_id=0)
+        read_rows(small_decoder_classifier("qwen3", "eager"),
+                  [Row((1, 2, 3), ((1, "a"), (2, "b")), ((2, 0),))], pad_id=0)
 
 
 def test_cost_and_backward_groups_count_a_shared_prompt_once():
@@ -156,9 +140,9 @@ def test_cost_and_backward_groups_count_a_shared_prompt_once():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model_type", sorted(CONFIGS))
+@pytest.mark.parametrize("model_type", SMALL_DECODER_TYPES)
 def test_packed_rewards_equal_unpacked_and_each_side_alone(model_type, last_layer_at_reads):
-    model = classifier(model_type).eval()
+    model = small_decoder_classifier(model_type).eval()
     pairs = mixed_pairs()
     sides = [s for p in pairs for s in (p.chosen_ids, p.rejected_ids)]
     assert sum(bool(row.forks) for row in rows_for(model, sides)) == 2
@@ -180,7 +164,7 @@ def test_packed_rewards_equal_unpacked_and_each_side_alone(model_type, last_laye
 @pytest.mark.slow
 @pytest.mark.parametrize("model_type", ["qwen3", "llama"])
 def test_a_training_step_has_the_unpacked_gradients_and_loss(model_type, last_layer_at_reads):
-    model = classifier(model_type).train()
+    model = small_decoder_classifier(model_type).train()
     pairs = mixed_pairs()
     results = {}
     for trees in (True, False):
