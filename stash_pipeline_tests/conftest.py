@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import boto3
@@ -20,6 +20,7 @@ from moto.server import ThreadedMotoServer
 from stash_pipeline.objects import S3Settings
 from stash_pipeline.store import Store, schema
 
+from dagster_storage import copy_of, created_embedded_instance, created_test_instance
 from object_helpers import ACCESS_KEY, REGION, SECRET_KEY
 
 POSTGRES_SERVER = os.environ.get("STASH_TEST_POSTGRES",
@@ -67,11 +68,37 @@ def store(request: pytest.FixtureRequest, tmp_path) -> Iterator[Store]:
     yield store
 
 
+@pytest.fixture(scope="session")
+def embedded_dagster_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``$STASH_HOME/dagster`` with its storage created, made once a session (dagster_storage.py
+    says why): each test's STASH_HOME gets a copy."""
+    return created_embedded_instance(tmp_path_factory.mktemp("dagster-template"))
+
+
+@pytest.fixture(scope="session")
+def test_instance_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The storage of ``dg.instance_for_test``, made once a session."""
+    return created_test_instance(tmp_path_factory.mktemp("test-instance-template"))
+
+
+@pytest.fixture
+def use_stash_home(monkeypatch: pytest.MonkeyPatch,
+                   embedded_dagster_template: Path) -> Callable[[Path], Path]:
+    """Makes a folder this test's STASH_HOME, its Dagster instance storage already created."""
+    def use(folder: Path) -> Path:
+        copy_of(embedded_dagster_template, folder / "dagster")
+        monkeypatch.setenv("STASH_HOME", str(folder))
+        return folder
+
+    return use
+
+
 @pytest.fixture(autouse=True)
 def _stash_home_outside_the_project(tmp_path_factory: pytest.TempPathFactory,
-                                    monkeypatch: pytest.MonkeyPatch) -> None:
+                                    monkeypatch: pytest.MonkeyPatch,
+                                    use_stash_home: Callable[[Path], Path]) -> None:
     """No test writes ./.stash or a Dagster instance into the checkout (tests may set their own)."""
-    monkeypatch.setenv("STASH_HOME", str(tmp_path_factory.mktemp("stash-home")))
+    use_stash_home(tmp_path_factory.mktemp("stash-home"))
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
 
 

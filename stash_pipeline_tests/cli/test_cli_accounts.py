@@ -13,8 +13,8 @@ from stash_pipeline.store import Store
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    monkeypatch.setenv("STASH_HOME", str(tmp_path / "stash"))
+def home(tmp_path, monkeypatch, use_stash_home):
+    use_stash_home(tmp_path / "stash")
     monkeypatch.delenv("DATABASE_URL", raising=False)
     return tmp_path / "stash"
 

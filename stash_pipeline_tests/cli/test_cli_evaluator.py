@@ -14,8 +14,8 @@ from shared_samples import contributions
 
 
 @pytest.fixture
-def store(tmp_path, monkeypatch) -> Store:
-    monkeypatch.setenv("STASH_HOME", str(tmp_path / "stash"))
+def store(tmp_path, monkeypatch, use_stash_home) -> Store:
+    use_stash_home(tmp_path / "stash")
     monkeypatch.setenv("RM_ARTIFACT_DIR", str(tmp_path / "jobs"))
     monkeypatch.setenv("STASH_EXTRACTION", "off")
     for name in ("DATABASE_URL", "DAGSTER_HOME", "S3_BUCKET", "RM_COMPUTE"):

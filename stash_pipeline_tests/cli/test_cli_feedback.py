@@ -13,8 +13,8 @@ T2 = "6f1d2c3a-0b1e-4c8e-9a51-1a2b3c4d5e02"
 
 
 @pytest.fixture(autouse=True)
-def imported(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("STASH_HOME", str(tmp_path / "stash"))
+def imported(tmp_path, monkeypatch, capsys, use_stash_home):
+    use_stash_home(tmp_path / "stash")
     monkeypatch.delenv("DATABASE_URL", raising=False)
     assert main(["import", str(SAMPLES)]) == 0
     capsys.readouterr()

@@ -14,8 +14,8 @@ SAMPLES = Path(__file__).resolve().parents[2] / "stash_pipeline" / "samples" / "
 
 
 @pytest.fixture(autouse=True)
-def stash_home(tmp_path, monkeypatch):
-    monkeypatch.setenv("STASH_HOME", str(tmp_path / "stash"))
+def stash_home(tmp_path, monkeypatch, use_stash_home):
+    use_stash_home(tmp_path / "stash")
     monkeypatch.delenv("DATABASE_URL", raising=False)
     return tmp_path / "stash"
 

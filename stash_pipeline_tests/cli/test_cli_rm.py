@@ -18,8 +18,8 @@ HOTPOTQA = SHARED_DATA / "agentprocessbench" / "hotpotqa.jsonl"
 
 
 @pytest.fixture
-def home(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("STASH_HOME", str(tmp_path / "stash"))
+def home(tmp_path, monkeypatch, use_stash_home) -> Path:
+    use_stash_home(tmp_path / "stash")
     monkeypatch.setenv("STASH_EXTRACTION", "off")
     for name in ("DATABASE_URL", "DAGSTER_HOME", "S3_BUCKET", "RM_ARTIFACT_DIR", "STASH_API_URL"):
         monkeypatch.delenv(name, raising=False)

@@ -19,8 +19,8 @@ RELEASE = "20260101-000000-abcdef12"
 
 
 @pytest.fixture(autouse=True)
-def stash_home(tmp_path, monkeypatch):
-    monkeypatch.setenv("STASH_HOME", str(tmp_path / "stash"))
+def stash_home(tmp_path, monkeypatch, use_stash_home):
+    use_stash_home(tmp_path / "stash")
     monkeypatch.delenv("DATABASE_URL", raising=False)
     monkeypatch.delenv("NO_COLOR", raising=False)
     assert main(["import", str(SAMPLES)]) == 0

@@ -10,11 +10,13 @@ import pytest
 
 from stash_pipeline.store import Store
 
+from dagster_storage import copy_of
+
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, use_stash_home) -> Path:
     """STASH_HOME, the database and the scratch directory of one test; extraction off."""
-    monkeypatch.setenv("STASH_HOME", str(tmp_path / "stash"))
+    use_stash_home(tmp_path / "stash")
     monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'stash.db'}")
     monkeypatch.setenv("RM_ARTIFACT_DIR", str(tmp_path / "jobs"))
     monkeypatch.setenv("STASH_EXTRACTION", "off")
@@ -32,8 +34,10 @@ def store(home: Path) -> Store:
 
 
 @pytest.fixture
-def instance():
-    with dg.instance_for_test() as instance:
+def instance(tmp_path: Path, test_instance_template: Path):
+    """A test instance, from a copy of storage created once a session (dagster_storage.py)."""
+    folder = copy_of(test_instance_template, tmp_path / "dagster-instance")
+    with dg.instance_for_test(temp_dir=str(folder)) as instance:
         yield instance
 
 

@@ -18,6 +18,7 @@ from stash_pipeline.defs.shared.sensors import request_run_key
 from stash_pipeline.instance import definitions, run_sensor_requests
 from stash_pipeline.store import Store
 
+from in_process_compute import with_in_process_compute
 from shared_samples import contributions
 
 pytestmark = pytest.mark.slow
@@ -75,7 +76,9 @@ def scenario(tmp_path_factory, tiny_base_model):
             store.import_traces(records)
         results: dict = {"group": group, "store": store}
         with dg.instance_for_test() as instance:
-            defs = definitions()
+            # The module's fixture is set up before the per-test swap of the compute resource
+            # (conftest's _worker_in_process), so it swaps it itself.
+            defs = with_in_process_compute(definitions())
             results["waiting"] = {s.scoring_state for s in store.list_traces()}
             results["first"] = train(store, instance, defs, tiny_base_model)
             results["first_check"] = check_result(instance, results["first"])

@@ -1,0 +1,51 @@
+"""Dagster instance folders whose storage already exists: created once a session, copied per test.
+
+Creating Dagster's SQLite storage (runs, event-log index, schedules) costs 0.2-0.7 s of CPU, and
+every test that imports through the API or the CLI, or runs a job, would pay it for its own fresh
+instance. The session creates each kind of folder once; a test starts from a copy of those empty
+files, which are the files its first use would have written. Tests of the first use itself
+(parallel first commands into a fresh STASH_HOME) set a STASH_HOME of their own and get none.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import dagster as dg
+
+
+def created_embedded_instance(stash_home: Path) -> Path:
+    """``$STASH_HOME/dagster`` as ``instance.get_instance`` creates it, under ``stash_home``."""
+    from stash_pipeline.instance import get_instance
+
+    saved = {name: os.environ.get(name) for name in ("STASH_HOME", "DAGSTER_HOME")}
+    os.environ["STASH_HOME"] = str(stash_home)
+    os.environ.pop("DAGSTER_HOME", None)
+    try:
+        with get_instance():
+            pass
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    return stash_home / "dagster"
+
+
+def created_test_instance(folder: Path) -> Path:
+    """A folder holding the storage of ``dg.instance_for_test(temp_dir=folder)``."""
+    with dg.instance_for_test(temp_dir=str(folder)) as instance:
+        # Every storage now (Dagster creates some on first use).
+        instance.get_runs(limit=1)
+        instance.all_instigator_state()
+        instance.get_latest_materialization_event(dg.AssetKey("traces"))
+    return folder
+
+
+def copy_of(template: Path, target: Path) -> Path:
+    """``target``, a copy of the created folder ``template``."""
+    shutil.copytree(template, target, dirs_exist_ok=True)
+    return target
