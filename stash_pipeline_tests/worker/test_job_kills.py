@@ -4,9 +4,8 @@ attempt's log keeps why it stopped (issue 12)."""
 from __future__ import annotations
 
 import json
+import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,66 +14,29 @@ import pytest
 from stash_pipeline.compute.job import JobSettings, failure_reason, read_metrics, write_job
 from stash_pipeline.worker.runner import main
 
+import pausing_worker
 from waiting import PROCESS_EXIT_S, bound
 
 pytestmark = pytest.mark.slow
-REPO = Path(__file__).resolve().parents[2]
-
-# Runs the real worker, paused where the test wants to kill it: at the start of a phase, or right
-# after a dataset was written but before it was renamed into place (`dataset`). The pause is a
-# sleep, so a SIGTERM arrives while the worker is inside that phase.
-PAUSING_WORKER = """
-import sys, time
-from contextlib import contextmanager
-from pathlib import Path
-from stash_pipeline.worker import job_inputs, runner
-
-job_dir, stop_at, reached = sys.argv[1], sys.argv[2], Path(sys.argv[3])
-
-def pause():
-    reached.write_text(stop_at)
-    while True:
-        time.sleep(0.05)
-
-phase = runner.Phases.__call__
-
-@contextmanager
-def pausing_phase(self, name):
-    with phase(self, name):
-        if name == stop_at:
-            pause()
-        yield
-
-save_to_disk = job_inputs.Dataset.save_to_disk
-
-def pausing_save(self, path, *args, **kwargs):
-    save_to_disk(self, path, *args, **kwargs)
-    if stop_at == "dataset":
-        pause()
-
-runner.Phases.__call__ = pausing_phase
-job_inputs.Dataset.save_to_disk = pausing_save
-sys.exit(runner.main(job_dir))
-"""
 KILLS = [("inputs", signal.SIGTERM), ("load", signal.SIGKILL),
          ("training", signal.SIGTERM), ("save", signal.SIGKILL), ("evaluation", signal.SIGTERM),
          ("archive", signal.SIGKILL), ("scoring", signal.SIGTERM)]
 
 
 def killed_attempt(job_dir: Path, stop_at: str, kill: signal.Signals, scratch: Path) -> int:
-    reached = scratch / f"reached-{stop_at}"
-    process = subprocess.Popen([sys.executable, "-c", PAUSING_WORKER, str(job_dir), stop_at,
-                                str(reached)],
-                               cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    """The exit status of a worker process (pausing_worker.py) killed with ``kill`` at
+    ``stop_at``: the signal's negative number, as subprocess reports it, or the exit code."""
+    reached, output = scratch / f"reached-{stop_at}", scratch / f"output-{stop_at}"
+    process = pausing_worker.start(job_dir, stop_at, reached, output)
     deadline = time.monotonic() + bound(PROCESS_EXIT_S)
     while not reached.exists():
-        if process.poll() is not None or time.monotonic() > deadline:
+        if not process.is_alive() or time.monotonic() > deadline:
             process.kill()
-            raise AssertionError(f"never reached {stop_at}: "
-                                 f"{process.communicate()[1].decode()[-2000:]}")
+            raise AssertionError(f"never reached {stop_at}: {output.read_text()[-2000:]}")
         time.sleep(0.05)
-    process.send_signal(kill)
-    return process.wait(timeout=bound(PROCESS_EXIT_S))
+    os.kill(process.pid, kill)
+    process.join(timeout=bound(PROCESS_EXIT_S))
+    return process.exitcode
 
 
 def test_killed_in_every_phase_then_retried_succeeds(tmp_path, tiny_base_model, synthetic_pairs):
