@@ -23,6 +23,14 @@ from stash_pipeline.store import Store, schema
 from dagster_storage import copy_of, created_embedded_instance, created_test_instance
 from object_helpers import ACCESS_KEY, REGION, SECRET_KEY
 
+# Under pytest-xdist (scripts/test.sh runs one worker per core) each worker, and every worker
+# process it starts, gets its share of the cores for torch's threads: two workers with a thread
+# per core each would make every OpenMP region spin against the other.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    _share = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_name, str(_share))
+
 POSTGRES_SERVER = os.environ.get("STASH_TEST_POSTGRES",
                                  "postgresql+psycopg://postgres@127.0.0.1:5432")
 
