@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from unittest import mock
 
 import dagster as dg
 
@@ -20,18 +21,11 @@ def created_embedded_instance(stash_home: Path) -> Path:
     """``$STASH_HOME/dagster`` as ``instance.get_instance`` creates it, under ``stash_home``."""
     from stash_pipeline.instance import get_instance
 
-    saved = {name: os.environ.get(name) for name in ("STASH_HOME", "DAGSTER_HOME")}
-    os.environ["STASH_HOME"] = str(stash_home)
-    os.environ.pop("DAGSTER_HOME", None)
-    try:
+    # The whole environment comes back afterwards: get_instance sets DAGSTER_HOME itself.
+    with mock.patch.dict(os.environ, {"STASH_HOME": str(stash_home)}):
+        os.environ.pop("DAGSTER_HOME", None)
         with get_instance():
             pass
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
     return stash_home / "dagster"
 
 
