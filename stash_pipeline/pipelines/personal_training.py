@@ -38,6 +38,23 @@ def start(store: Store, model_id: str, run_id: str, *, retry: bool = False) -> R
     return store.get_reward_model(model_id)
 
 
+def resume(store: Store, model_id: str, run_id: str, parent_run_id: str | None, *,
+           same_attempt: bool) -> RewardModelRecord:
+    """The model of a step that begins a re-execution of the run that failed it (Dagster's
+    re-execute from failure): it runs again in this run, as a new attempt whose outputs this run
+    rebuilds or, with ``same_attempt`` (the storing step), as the failed attempt, whose
+    handed-over results it stores. Any other model is left as it is."""
+    model = store.get_reward_model(model_id)
+    if parent_run_id is None or model.status != "failed" or model.run_id != parent_run_id:
+        return model
+    if same_attempt:
+        store.resume(model_id, run_id)
+    else:
+        store.requeue(model_id)
+        store.mark_running(model_id, run_id)
+    return store.get_reward_model(model_id)
+
+
 def build_pairs(store: Store, model: RewardModelRecord,
                 config: ExtractionConfig | None = None) -> dict[str, Any]:
     """Build, extract and cap the pairs of the request's traces only; store them; the report."""
@@ -92,6 +109,11 @@ def discard_checkpoint(store: Store, objects: Any, model_id: str) -> None:
     visible checkpoint."""
     model = store.get_reward_model(model_id)
     if model.status != "succeeded":
-        key = reward_model_checkpoint_key(model_id, attempt_name(model.attempt))
-        objects.delete(objects.uri_for(key))
-        discard_results(objects, key)
+        discard_attempt(objects, model_id, model.attempt)
+
+
+def discard_attempt(objects: Any, model_id: str, attempt: int) -> None:
+    """An attempt's archive and handed-over results, where there are any, go."""
+    key = reward_model_checkpoint_key(model_id, attempt_name(attempt))
+    objects.delete(objects.uri_for(key))
+    discard_results(objects, key)

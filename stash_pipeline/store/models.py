@@ -139,6 +139,23 @@ def mark_running(connection: sa.Connection, model_id: str, run_id: str | None = 
                  error=None, finished_at=None).attempt
 
 
+def resume(connection: sa.Connection, model_id: str, run_id: str) -> int:
+    """A failed attempt runs on in ``run_id``, a re-execution of the run that failed it (Dagster's
+    re-execute from failure beginning at the storing step): the same attempt, running again.
+    Only this transition leads from failed back to running; returns the attempt number."""
+    current = get_reward_model(connection, model_id)
+    if current.status != "failed":
+        raise StatusError(f"reward model {model_id} is {current.status}; only a failed attempt "
+                          "can be resumed")
+    result = connection.execute(
+        rm.update().where(rm.c.id == model_id, rm.c.status == "failed",
+                          rm.c.attempt == current.attempt)
+        .values(status="running", run_id=run_id, error=None, finished_at=None))
+    if result.rowcount != 1:
+        raise StatusError(f"reward model {model_id} changed status concurrently")
+    return current.attempt
+
+
 def requeue(connection: sa.Connection, model_id: str) -> None:
     """A failed model goes back to the queue as a new attempt, which the sensor starts."""
     _move(connection, model_id, "queued", attempt=rm.c.attempt + 1, error=None, finished_at=None)

@@ -259,6 +259,11 @@ class Store:
         with self.transaction() as c:
             return models.mark_running(c, model_id, run_id)
 
+    def resume(self, model_id: str, run_id: str) -> int:
+        """A failed attempt running again in a re-execution of its run; the attempt number."""
+        with self.transaction() as c:
+            return models.resume(c, model_id, run_id)
+
     def requeue(self, model_id: str) -> None:
         with self.transaction() as c:
             models.requeue(c, model_id)

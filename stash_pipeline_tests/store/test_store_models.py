@@ -147,6 +147,25 @@ def test_retry_runs_a_new_attempt_and_score_again_counts_requests(store: Store, 
     assert store.scores_for("t0") == [TraceScore("t0", 1, model.id, 2.0, 0.6)]
 
 
+def test_a_failed_attempt_resumes_in_a_re_execution_and_only_a_failed_one(store: Store,
+                                                                           owned) -> None:
+    model = store.create_reward_model("ana", request("m", owned))
+    with pytest.raises(StatusError, match="only a failed attempt"):
+        store.resume(model.id, "run-2")  # queued
+    store.mark_running(model.id, "run-1")
+    with pytest.raises(StatusError, match="only a failed attempt"):
+        store.resume(model.id, "run-2")  # running
+    store.mark_failed(model.id, "OSError: the database went away")
+    assert store.resume(model.id, "run-2") == 1
+    resumed = store.get_reward_model(model.id)
+    assert (resumed.status, resumed.attempt, resumed.run_id) == ("running", 1, "run-2")
+    assert resumed.error is None and resumed.finished_at is None
+    store.mark_succeeded(model.id, metrics={}, checkpoint_uri="file:///m.tar.gz")
+    with pytest.raises(StatusError, match="only a failed attempt"):
+        store.resume(model.id, "run-3")  # succeeded
+    assert store.get_reward_model(model.id).status == "succeeded"
+
+
 def test_a_split_labels_every_stored_pair(store: Store, owned) -> None:
     model = store.create_reward_model("ana", request("m", owned))
     pairs = _pairs()

@@ -5,6 +5,9 @@ manager). Any failure marks the model failed with its reason (for the worker: th
 characters of worker.log) before the step fails, and no checkpoint of a failed attempt stays
 visible. What a step hands the next travels through the store or the object store, found by the
 model id and attempt: no step reads another's job directory, so each may run in a task of its own.
+A re-execution from failure resumes the model at its first step (``pipelines.personal_training
+.resume``): a new attempt from the split or the training, the failed attempt itself from the
+storing step, whose failure keeps that attempt's handed-over files for it.
 """
 
 import time
@@ -93,7 +96,9 @@ def personal_split(context: dg.AssetExecutionContext,
     """The trace-level split: 10% of source traces held out, crossing pairs excluded, seed 0."""
     store, model_id = database.store, model_id_of(context.partition_key)
     with model_fails_with(store, model_id):
-        counts = steps.split(store, store.get_reward_model(model_id)).counts()
+        model = steps.resume(store, model_id, context.run.run_id, context.run.parent_run_id,
+                             same_attempt=False)
+        counts = steps.split(store, model).counts()
     return dg.MaterializeResult(metadata=metadata.split(counts))
 
 
@@ -107,7 +112,10 @@ def personal_checkpoint(context: dg.AssetExecutionContext, database: StoreResour
     ``personal_scores``. The job directory keeps its logs only."""
     store, model_id = database.store, model_id_of(context.partition_key)
     with model_fails_with(store, model_id, objects, compute.scratch):
-        model = store.get_reward_model(model_id)
+        model = steps.resume(store, model_id, context.run.run_id, context.run.parent_run_id,
+                             same_attempt=False)
+        if model.attempt > 1:  # a failed storing step kept the attempt before's files
+            steps.discard_attempt(objects.objects, model_id, model.attempt - 1)
         job_dir = job_directory(compute.scratch, model_id, steps.attempt_name(model.attempt))
         key = reward_model_checkpoint_key(model_id, steps.attempt_name(model.attempt))
         uri, results = run_job(
@@ -144,10 +152,13 @@ def personal_scores(context: dg.AssetExecutionContext, database: StoreResource,
     and traces imported later are scored by the ``trace_scores`` runs (defs/scoring).
 
     It reads what ``personal_checkpoint`` handed over beside the attempt's checkpoint in the object
-    store, so it runs in a task of its own (a re-execution, a step launcher) as well."""
+    store, so it runs in a task of its own (a re-execution, a step launcher) as well. Its failure
+    keeps those files and the archive (not visible: a failed model has no checkpoint), so a
+    re-execution from failure stores them without training again."""
     store, model_id = database.store, model_id_of(context.partition_key)
-    with model_fails_with(store, model_id, objects):
-        model = store.get_reward_model(model_id)
+    with model_fails_with(store, model_id):
+        model = steps.resume(store, model_id, context.run.run_id, context.run.parent_run_id,
+                             same_attempt=True)
         key = reward_model_checkpoint_key(model_id, steps.attempt_name(model.attempt))
         results = handed_over_results(objects.objects, key, model_id)
         steps.succeed(store, model_id, results, objects.objects.uri_for(key))
