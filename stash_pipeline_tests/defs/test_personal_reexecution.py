@@ -29,27 +29,50 @@ def objects_of(home: Path, model_id: str) -> list[str]:
                   if p.is_file() and model_id in str(p))
 
 
-@pytest.fixture
-def failed_storing(store, instance, tiny_base_model, monkeypatch) -> tuple[str, dg.DagsterRun]:
-    """A model whose run trained it and then failed to store its results (the database went
-    away for a moment): the model id and the failed run."""
+def fails_once(monkeypatch: pytest.MonkeyPatch, step: str, error: Exception) -> None:
+    """``personal_training.<step>`` raises ``error`` on its first call only."""
+    original, calls = getattr(personal_training, step), []
+
+    def first_call_fails(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 1:
+            raise error
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(personal_training, step, first_call_fails)
+
+
+def queued_model(store, instance, tiny_base_model) -> str:
     records = agentprocessbench_records(6)
     store.import_traces(records)
     model_id = request(store, [r.trace.id for r in records], str(tiny_base_model))
     instance.add_dynamic_partitions("personal_reward_model", [model_id])
-    succeed, calls = personal_training.succeed, []
+    return model_id
 
-    def succeed_the_second_time(*args, **kwargs):
-        calls.append(args)
-        if len(calls) == 1:
-            raise OSError("the database went away")
-        return succeed(*args, **kwargs)
 
-    monkeypatch.setattr(personal_training, "succeed", succeed_the_second_time)
+def failed_run(instance: dg.DagsterInstance, model_id: str) -> dg.DagsterRun:
     result = personal_job().execute_in_process(instance=instance, partition_key=model_id,
                                                raise_on_error=False)
     assert not result.success
-    return model_id, result.dagster_run
+    return result.dagster_run
+
+
+def re_executed_from_failure(instance: dg.DagsterInstance, run: dg.DagsterRun,
+                             model_id: str) -> dg.ExecuteJobResult:
+    """What the UI's "Re-execute from failure" runs, in this process."""
+    options = dg.ReexecutionOptions.from_failure(run.run_id, instance)
+    return dg.execute_job(dg.reconstructable(personal_job), instance,
+                          reexecution_options=options, tags={"dagster/partition": model_id},
+                          run_config={"execution": {"config": {"in_process": {}}}})
+
+
+@pytest.fixture
+def failed_storing(store, instance, tiny_base_model, monkeypatch) -> tuple[str, dg.DagsterRun]:
+    """A model whose run trained it and then failed to store its results (the database went
+    away for a moment): the model id and the failed run."""
+    model_id = queued_model(store, instance, tiny_base_model)
+    fails_once(monkeypatch, "succeed", OSError("the database went away"))
+    return model_id, failed_run(instance, model_id)
 
 
 def step_starts(instance: dg.DagsterInstance, run_id: str) -> list[str]:
@@ -60,18 +83,14 @@ def step_starts(instance: dg.DagsterInstance, run_id: str) -> list[str]:
 
 def test_a_failed_storing_step_keeps_its_attempt_and_a_re_execution_stores_it(
         store, instance, home, failed_storing) -> None:
-    model_id, failed_run = failed_storing
+    model_id, failed = failed_storing
     model = store.get_reward_model(model_id)
     assert (model.status, model.attempt) == ("failed", 1)
     assert "the database went away" in model.error and model.checkpoint_uri is None
     kept = objects_of(home, model_id)
     assert "reward-model.tar.gz" in {Path(p).name for p in kept} and len(kept) > 1
 
-    options = dg.ReexecutionOptions.from_failure(failed_run.run_id, instance)
-    result = dg.execute_job(dg.reconstructable(personal_job), instance,
-                            reexecution_options=options,
-                            tags={"dagster/partition": model_id},
-                            run_config={"execution": {"config": {"in_process": {}}}})
+    result = re_executed_from_failure(instance, failed, model_id)
     assert result.success
     assert step_starts(instance, result.run_id) == ["personal_scores"]  # nothing trained again
     model = store.get_reward_model(model_id)
@@ -100,28 +119,12 @@ def test_a_retry_after_a_failed_storing_step_trains_anew_and_drops_the_old_files
 
 def test_a_re_execution_from_a_failed_training_step_trains_a_new_attempt(
         store, instance, tiny_base_model, monkeypatch) -> None:
-    records = agentprocessbench_records(6)
-    store.import_traces(records)
-    model_id = request(store, [r.trace.id for r in records], str(tiny_base_model))
-    instance.add_dynamic_partitions("personal_reward_model", [model_id])
-    write, calls = personal_training.write_training_job, []
+    model_id = queued_model(store, instance, tiny_base_model)
+    fails_once(monkeypatch, "write_training_job", OSError("no space left on device"))
+    failed = failed_run(instance, model_id)
+    assert store.get_reward_model(model_id).status == "failed"
 
-    def write_the_second_time(*args, **kwargs):
-        calls.append(args)
-        if len(calls) == 1:
-            raise OSError("no space left on device")
-        return write(*args, **kwargs)
-
-    monkeypatch.setattr(personal_training, "write_training_job", write_the_second_time)
-    failed = personal_job().execute_in_process(instance=instance, partition_key=model_id,
-                                               raise_on_error=False)
-    assert not failed.success and store.get_reward_model(model_id).status == "failed"
-
-    options = dg.ReexecutionOptions.from_failure(failed.run_id, instance)
-    result = dg.execute_job(dg.reconstructable(personal_job), instance,
-                            reexecution_options=options,
-                            tags={"dagster/partition": model_id},
-                            run_config={"execution": {"config": {"in_process": {}}}})
+    result = re_executed_from_failure(instance, failed, model_id)
     assert result.success
     assert step_starts(instance, result.run_id) == ["personal_checkpoint", "personal_scores"]
     model = store.get_reward_model(model_id)
