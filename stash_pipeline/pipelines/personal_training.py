@@ -47,11 +47,9 @@ def resume(store: Store, model_id: str, run_id: str, parent_run_id: str | None, 
     model = store.get_reward_model(model_id)
     if parent_run_id is None or model.status != "failed" or model.run_id != parent_run_id:
         return model
-    if same_attempt:
-        store.resume(model_id, run_id)
-    else:
-        store.requeue(model_id)
-        store.mark_running(model_id, run_id)
+    if not same_attempt:
+        return start(store, model_id, run_id, retry=True)
+    store.resume(model_id, run_id)
     return store.get_reward_model(model_id)
 
 

@@ -119,11 +119,17 @@ def models_kept_current(connection: sa.Connection, per_owner: int) -> list[Rewar
     return [_record(row) for row in connection.execute(query)]
 
 
-def _move(connection: sa.Connection, model_id: str, status: str,
+def _move(connection: sa.Connection, model_id: str, status: str, *,
+          allowed: Sequence[str] | None = None, refusal: str | None = None,
           **values: Any) -> RewardModelRecord:
+    """``allowed``: the statuses it may leave instead of ``_NEXT``'s (``resume`` alone), and
+    ``refusal`` what the error says otherwise."""
     current = get_reward_model(connection, model_id)
-    if status not in _NEXT.get(current.status, ()):
-        raise StatusError(f"reward model {model_id} is {current.status}; it cannot become {status}")
+    may = (status in _NEXT.get(current.status, ()) if allowed is None
+           else current.status in allowed)
+    if not may:
+        raise StatusError(f"reward model {model_id} is {current.status}; "
+                          f"{refusal or f'it cannot become {status}'}")
     # The status and attempt guard makes concurrent transitions safe: one racing update matches.
     result = connection.execute(
         rm.update().where(rm.c.id == model_id, rm.c.status == current.status,
@@ -143,17 +149,9 @@ def resume(connection: sa.Connection, model_id: str, run_id: str) -> int:
     """A failed attempt runs on in ``run_id``, a re-execution of the run that failed it (Dagster's
     re-execute from failure beginning at the storing step): the same attempt, running again.
     Only this transition leads from failed back to running; returns the attempt number."""
-    current = get_reward_model(connection, model_id)
-    if current.status != "failed":
-        raise StatusError(f"reward model {model_id} is {current.status}; only a failed attempt "
-                          "can be resumed")
-    result = connection.execute(
-        rm.update().where(rm.c.id == model_id, rm.c.status == "failed",
-                          rm.c.attempt == current.attempt)
-        .values(status="running", run_id=run_id, error=None, finished_at=None))
-    if result.rowcount != 1:
-        raise StatusError(f"reward model {model_id} changed status concurrently")
-    return current.attempt
+    return _move(connection, model_id, "running", allowed=("failed",),
+                 refusal="only a failed attempt can be resumed", run_id=run_id, error=None,
+                 finished_at=None).attempt
 
 
 def requeue(connection: sa.Connection, model_id: str) -> None:
