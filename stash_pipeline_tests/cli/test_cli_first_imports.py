@@ -6,14 +6,13 @@ import itertools
 import json
 import os
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from stash_pipeline.cli import main
 
+from forked_cli import Command, run_at_once
 from test_cli_rm import HOTPOTQA
 
 pytestmark = pytest.mark.slow
@@ -29,20 +28,17 @@ def test_eight_parallel_first_imports_then_create_wait_succeeds(tmp_path, monkey
     for name in ("DATABASE_URL", "DAGSTER_HOME", "S3_BUCKET", "RM_ARTIFACT_DIR", "STASH_API_URL"):
         monkeypatch.delenv(name, raising=False)
     lines = list(itertools.islice(HOTPOTQA.open(), IMPORTS))
-    env = {**os.environ,
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     commands = []
     for index, line in enumerate(lines):
         sample = tmp_path / f"sample-{index}.jsonl"
         sample.write_text(line)
-        commands.append(subprocess.Popen(
-            [sys.executable, "-m", "stash_pipeline", "import", str(sample), "--json"], cwd=REPO,
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    for command in commands:
-        out, err = command.communicate(timeout=600)
-        assert command.returncode == 0, err
-        assert "warning" not in err.lower() and "Traceback" not in err, err
-        assert json.loads(out.strip().splitlines()[-1])["traces"] == 1
+        commands.append(Command(["import", str(sample), "--json"], dict(os.environ), REPO))
+    results, imports_err = run_at_once(commands, tmp_path / "commands")
+    assert "warning" not in imports_err.lower(), imports_err
+    for result in results:
+        assert result.code == 0, result.err
+        assert "warning" not in result.err.lower() and "Traceback" not in result.err, result.err
+        assert json.loads(result.out.strip().splitlines()[-1])["traces"] == 1
     with sqlite3.connect(home / "dagster" / "schedules" / "schedules.db") as db:
         assert db.execute("SELECT count(*) FROM alembic_version").fetchone() == (1,)
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -26,6 +24,7 @@ from stash_pipeline.store import Store
 from stash_pipeline.store.engine import current_revision, head_revision
 from stash_pipeline.store.locks import ConcurrentWriteError, lock_traces
 
+from forked_cli import Command, run_at_once
 from store_samples import feedback_on, make_record, make_trace, preview_report
 from waiting import PROCESS_EXIT_S, bound
 
@@ -213,14 +212,11 @@ def test_8_first_commands_at_once_on_a_fresh_store(fresh_url: str, tmp_path) -> 
     """Eight `stash-pipeline import` processes on a store nobody has migrated: one migrates under
     the lock, the others wait and find the schema at head; one creates the account."""
     env = {**os.environ, "DATABASE_URL": fresh_url, "STASH_HOME": str(tmp_path / "home")}
-    command = [sys.executable, "-m", "stash_pipeline", "import", str(SAMPLES), "--owner", "ana",
-               "--json"]
-    processes = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True) for _ in range(8)]
-    results = [(p.wait(timeout=bound(PROCESS_EXIT_S)), *p.communicate()) for p in processes]
-    for code, out, err in results:
-        assert code == 0, err
-        assert json.loads(out.strip().splitlines()[-1])["traces"] > 0
+    command = Command(["import", str(SAMPLES), "--owner", "ana", "--json"], env, Path.cwd())
+    results, _ = run_at_once([command] * 8, tmp_path / "commands")
+    for result in results:
+        assert result.code == 0, result.err
+        assert json.loads(result.out.strip().splitlines()[-1])["traces"] > 0
     store = Store(fresh_url)
     try:
         assert current_revision(store.engine) == head_revision()
