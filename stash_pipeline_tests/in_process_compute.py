@@ -60,11 +60,15 @@ class InProcessComputeResource(ComputeResource):
 
 def with_in_process_compute(defs: dg.Definitions) -> dg.Definitions:
     """The same definitions with the ``compute`` resource swapped for the in-process one."""
+    return with_resources(defs, {"compute": InProcessComputeResource()})
+
+
+def with_resources(defs: dg.Definitions, resources: Mapping[str, Any]) -> dg.Definitions:
+    """The same definitions with ``resources`` in place of theirs of the same keys."""
     return dg.Definitions(
         assets=defs.assets, schedules=defs.schedules, sensors=defs.sensors, jobs=defs.jobs,
-        resources={**(defs.resources or {}), "compute": InProcessComputeResource()},
-        executor=defs.executor, loggers=defs.loggers, asset_checks=defs.asset_checks,
-        metadata=defs.metadata)
+        resources={**(defs.resources or {}), **resources}, executor=defs.executor,
+        loggers=defs.loggers, asset_checks=defs.asset_checks, metadata=defs.metadata)
 
 
 @contextmanager
