@@ -9,6 +9,8 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from stash_pipeline.cli.dev import PROJECT_ROOT, dev_command
@@ -35,6 +37,18 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+@contextmanager
+def interruptible_children() -> Iterator[None]:
+    """Children started inside see SIGINT. A shell without job control starts a background job
+    (a CI script's ``&``) with SIGINT ignored, an ignored signal stays ignored across exec, and dg
+    dev would never see the test's SIGINT; a caught one is reset to the default instead."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_dev_starts_without_a_warning(tmp_path):
     """The UI serves and the daemon ticks the sensors (the code location loaded) with no warning
     printed: not the code location's name, not the checkout's dagster.yaml (the instance's is
@@ -42,7 +56,7 @@ def test_dev_starts_without_a_warning(tmp_path):
     cli = shutil.which("stash-pipeline", path=str(Path(sys.executable).parent))
     assert cli, "the stash-pipeline script is installed with the project"
     log = tmp_path / "dev.log"
-    with log.open("w") as out:
+    with log.open("w") as out, interruptible_children():
         # Its own session: dg dev starts the webserver and the daemon as its children.
         process = subprocess.Popen([cli, "dev", "--port", str(_free_port())], cwd=PROJECT_ROOT,
                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
