@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/venv.sh test
 # Python's default, which this machine's environment turns off: cache compiled modules. Without
-# it each of the suite's hundred processes compiles the project again, and each pytest process
-# rewrites the assertions of its plugins' 360 modules again (about 5 s each).
+# it each pytest process rewrites the assertions of its plugins' 360 modules again (about 5 s
+# each), and each process the suite starts compiles the project's own modules again.
 unset PYTHONDONTWRITEBYTECODE
 exec .venv/bin/python -m pytest -n auto --dist loadscope "$@"
