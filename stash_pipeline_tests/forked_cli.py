@@ -7,7 +7,8 @@ forking it is safe), imports the CLI and every subcommand, then forks one child 
 child takes its command's environment, working folder and output files, runs
 `stash_pipeline.cli.main` as `python -m stash_pipeline` does, and exits with its status through
 the interpreter's normal exit. The children start within milliseconds of each other, closer
-together than processes that each import first.
+together than processes that each import first. (Not multiprocessing's fork server: a process has
+one, and ``worker/pausing_worker.py``'s preloads the worker's torch instead.)
 """
 
 from __future__ import annotations

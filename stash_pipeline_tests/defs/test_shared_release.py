@@ -77,7 +77,7 @@ def scenario(tmp_path_factory, tiny_base_model):
         results: dict = {"group": group, "store": store}
         with dg.instance_for_test() as instance:
             # The module's fixture is set up before the per-test swap of the compute resource
-            # (conftest's _worker_in_process), so it swaps it itself.
+            # (conftest's _definitions_loaded_once), so it swaps it itself.
             defs = with_in_process_compute(definitions())
             results["waiting"] = {s.scoring_state for s in store.list_traces()}
             results["first"] = train(store, instance, defs, tiny_base_model)
