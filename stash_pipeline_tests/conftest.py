@@ -25,7 +25,12 @@ import stash_pipeline.defs.resources as project_resources
 from stash_pipeline.objects import S3Settings
 from stash_pipeline.store import Store, schema
 
-from dagster_storage import copy_of, created_embedded_instance, created_test_instance
+from dagster_storage import (
+    copy_of,
+    created_embedded_instance,
+    created_test_instance,
+    revision_maps_read_once,
+)
 from object_helpers import ACCESS_KEY, REGION, SECRET_KEY
 
 # Under pytest-xdist (scripts/test.sh runs one worker per core) each worker, and every worker
@@ -35,6 +40,8 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     _share = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
     for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_name, str(_share))
+
+revision_maps_read_once()  # dagster_storage.py says why
 
 POSTGRES_SERVER = os.environ.get("STASH_TEST_POSTGRES",
                                  "postgresql+psycopg://postgres@127.0.0.1:5432")

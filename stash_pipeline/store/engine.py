@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -106,7 +107,10 @@ def migrate(engine: sa.Engine, revision: str = "head") -> None:
         command.upgrade(alembic_config(connection), revision)
 
 
+@functools.cache
 def head_revision() -> str | None:
+    """The newest migration: read once a process (alembic reads every script to find it, and the
+    scripts of an installed package do not change while it runs)."""
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     return ScriptDirectory.from_config(config).get_current_head()

@@ -116,9 +116,10 @@ def test_score_again_needs_a_succeeded_model(api: Api, ana: httpx.Client, tmp_pa
 def test_missing_or_bad_keys_are_401(api: Api, authorization: str | None) -> None:
     api.account("ana")
     headers = {"Authorization": authorization} if authorization else {}
+    anonymous = api.client()
     for method, path in (("GET", RM), ("POST", RM), ("GET", "/api/v1/traces"),
                          ("POST", "/api/v1/sql"), ("GET", "/api/v1/account")):
-        response = httpx.request(method, api.url + path, headers=headers, json={})
+        response = anonymous.request(method, path, headers=headers, json={})
         assert response.status_code == 401, (method, path)
         assert response.headers["www-authenticate"] == "Bearer"
 

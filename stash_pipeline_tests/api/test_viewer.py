@@ -20,7 +20,7 @@ def world(api: Api, tmp_path: Path) -> World:
 
 
 def login(api: Api, key: str) -> httpx.Client:
-    client = httpx.Client(base_url=api.url, timeout=30)
+    client = api.client()
     response = client.post("/ui/login", data={"api_key": key, "next": "/ui/traces"})
     assert response.status_code == 303 and response.headers["location"] == "/ui/traces"
     return client
@@ -37,7 +37,7 @@ def error_of(page: str, element: str) -> str:
 
 
 def test_login_sets_a_strict_httponly_cookie_and_pages_need_it(api: Api, world: World) -> None:
-    anonymous = httpx.Client(base_url=api.url, timeout=30)
+    anonymous = api.client()
     response = anonymous.get("/ui/traces?sort=-outcome")
     assert response.status_code == 303
     assert response.headers["location"] == "/ui/login?next=%2Fui%2Ftraces%3Fsort%3D-outcome"
@@ -210,7 +210,7 @@ def test_a_running_models_progress_is_json_for_its_owner_only(api: Api, world: W
     # Another account's model is not found, like a missing one; no session is a 401.
     for who, path, status in ((login(api, world.bob_key), route, 404),
                               (client, "/ui/reward-models/no-such-model/progress", 404),
-                              (httpx.Client(base_url=api.url, timeout=30), route, 401)):
+                              (api.client(), route, 401)):
         refused = who.get(path)
         assert refused.status_code == status and refused.json()["detail"], path
     assert login(api, world.bob_key).get(route).json() == {
