@@ -117,20 +117,24 @@ def test_the_issues_overflow_oracle_answers_alike_for_every_score(api: Api,
 
 def slow_pattern_queries(dialect: str) -> list[str]:
     if dialect == "postgresql":
-        # Sized to outlast the timeouts here (1-2 s) twice over, yet end soon after: PostgreSQL
-        # cancels a query only between calls, so the backend runs the call to its end, burning a
-        # core (LIKE about 4 s alone here, ILIKE about 2.8 s).
-        return ["SELECT format('%230000s', '') LIKE ('%' || format('%20000s', '1'))",
-                "SELECT format('%160000s', '') ILIKE ('%' || format('%20000s', '1'))"]
+        # Sized to outlast the timeout (1 s) twice over, yet end soon after: PostgreSQL cancels a
+        # query only between calls, so the backend runs the call to its end, burning a core
+        # (LIKE 2.9 s and ILIKE 2.7 s alone on the 2-core machine docs/testing.md times).
+        return ["SELECT format('%115000s', '') LIKE ('%' || format('%20000s', '1'))",
+                "SELECT format('%115000s', '') ILIKE ('%' || format('%20000s', '1'))"]
     return ["SELECT printf('%0200000d', 0) LIKE ('%' || printf('%020000d', 1))",
             "SELECT printf('%0200000d', 0) GLOB ('*' || printf('%020000d', 1))",
             "SELECT instr(printf('%010000000d', 0), printf('%0200000d', 1))"]
 
 
-def longest_pattern_query(dialect: str) -> str:
-    """One that outlasts every timeout used here on an idle machine too (SQLite's instr: about
-    20 s alone; PostgreSQL's LIKE about 4 s alone, twice the patient server's 2 s)."""
-    return slow_pattern_queries(dialect)[0 if dialect == "postgresql" else -1]
+def slot_holding_query(dialect: str) -> str:
+    """One that outlasts every timeout used here and that stops at it. SQLite's instr (about 20 s
+    alone) ends with its child process; PostgreSQL cancels a streamed generate_series between rows
+    (its pattern functions it runs to their end, burning a core for seconds past the timeout, and
+    generate_series in FROM would first write its rows to a temporary file)."""
+    if dialect == "postgresql":
+        return "SELECT count(*) FROM (SELECT generate_series(1, 10000000000)) AS numbers"
+    return slow_pattern_queries(dialect)[-1]
 
 
 def test_pattern_functions_stop_at_the_statement_timeout(api: Api,
@@ -148,13 +152,14 @@ def test_pattern_functions_stop_at_the_statement_timeout(api: Api,
 
 @pytest.fixture
 def patient_api(api: Api, tmp_path) -> Iterator[tuple[Api, object]]:
-    """A second server on the same store whose statement timeout (2 s) outlasts the test's
-    request (at most 1 s): each slow query burns a core until then, so it stays short."""
+    """A second server on the same store whose statement timeout (3 s) outlasts the test's
+    request (at most 1 s) with time to spare for starting four queries: each slow query burns a
+    core until then, so it stays short."""
     sock = loopback_socket()
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     objects = LocalObjectStore(tmp_path / "objects2", api_url=url, signer=UrlSigner(b"k" * 32))
     app = create_app(api.store, objects,
-                     dataclasses.replace(SETTINGS, sql_timeout_s=2.0, sql_concurrency=4))
+                     dataclasses.replace(SETTINGS, sql_timeout_s=3.0, sql_concurrency=4))
     for _ in serve(app, sock):
         yield Api(url, api.store, objects), app
 
@@ -163,7 +168,7 @@ def test_other_routes_answer_quickly_while_four_slow_queries_run(
         patient_api) -> None:
     served, app = patient_api
     _, client = served.account("slow")
-    slow = longest_pattern_query(served.store.engine.dialect.name)
+    slow = slot_holding_query(served.store.engine.dialect.name)
     answers: list[int] = []
 
     def query() -> None:
@@ -235,7 +240,7 @@ def test_a_query_reading_some_columns_answers_as_one_reading_all(
 def test_a_query_waiting_past_the_timeout_for_a_slot_is_busy(api: Api) -> None:
     engine = ReadonlySql(api.store, concurrency=1)
     assert engine.prepare() is None
-    slow = longest_pattern_query(api.store.engine.dialect.name)
+    slow = slot_holding_query(api.store.engine.dialect.name)
     outcome: list[BaseException] = []
 
     def hold() -> None:
