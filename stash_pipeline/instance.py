@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ from stash_pipeline.compute.job import JobProgress, job_progress
 from stash_pipeline.core.home import stash_home
 from stash_pipeline.defs import abandoned_runs
 from stash_pipeline.defs.abandoned_runs import PROCESS_TAG, this_process
+from stash_pipeline.store.migration_scripts import share_revision_maps
 
 LOCAL_CONFIG = Path(__file__).with_name("dagster_local.yaml")
 CREATED = ".stash-created"  # in the instance folder, once its storage exists
@@ -48,11 +50,28 @@ def dagster_home(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def get_instance() -> dg.DagsterInstance:
-    """The instance; its storage is created once, under a lock, so parallel first commands (eight
-    imports into a fresh STASH_HOME) never both create it (Dagster's SQLite schedule storage
-    would then hold two alembic versions, and every later command fail)."""
+    """This process's instance, opened on its first use and kept, as Dagster's webserver keeps
+    one for all its requests: opening one reads every storage's schema version (a tenth of a
+    second or more), and the API records each import and answers each progress poll through it.
+    Callers never dispose it. A process whose instance folder changes (tests) gets a new one."""
+    global _open_instance
     home = dagster_home()
     os.environ["DAGSTER_HOME"] = str(home)
+    with _open_instance_lock:
+        if _open_instance is None or _open_instance[0] != home:
+            _open_instance = (home, _opened_instance(home))
+        return _open_instance[1]
+
+
+_open_instance: tuple[Path, dg.DagsterInstance] | None = None
+_open_instance_lock = threading.Lock()
+
+
+def _opened_instance(home: Path) -> dg.DagsterInstance:
+    """The instance of ``home``; its storage is created once, under a lock, so parallel first
+    commands (eight imports into a fresh STASH_HOME) never both create it (Dagster's SQLite
+    schedule storage would then hold two alembic versions, and every later command fail)."""
+    share_revision_maps()  # Dagster's storages read their migration scripts once a process
     if (home / CREATED).is_file():
         return dg.DagsterInstance.get()
     from filelock import FileLock
@@ -91,8 +110,7 @@ def record_import(report: Any, warn: Callable[[str], None]) -> None:
     The import is already committed: a failure here is only warned about, never raised.
     """
     try:
-        with get_instance() as instance:
-            record_traces_import(instance, report.summary, report.breakdown)
+        record_traces_import(get_instance(), report.summary, report.breakdown)
     except Exception as error:  # noqa: BLE001 - the UI's record never undoes a stored import
         warn(f"the import is stored, but recording it in Dagster failed: {error}")
 
@@ -109,8 +127,8 @@ class RunProgress:
 def run_progress(run_id: str, *, look_back: int = 500) -> RunProgress:
     """The run's progress, from its last ``look_back`` log entries: the worker's progress lines
     are its Pipes log messages, the steps Dagster's STEP_START events."""
-    with get_instance() as instance:
-        records = instance.get_records_for_run(run_id, limit=look_back, ascending=False).records
+    records = get_instance().get_records_for_run(run_id, limit=look_back,
+                                                 ascending=False).records
     lines, dagster_step = [], None
     for record in records:
         event = record.event_log_entry.dagster_event

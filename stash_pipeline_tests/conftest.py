@@ -24,13 +24,9 @@ import stash_pipeline.definitions as project_definitions
 import stash_pipeline.defs.resources as project_resources
 from stash_pipeline.objects import S3Settings
 from stash_pipeline.store import Store, schema
+from stash_pipeline.store.migration_scripts import share_revision_maps
 
-from dagster_storage import (
-    copy_of,
-    created_embedded_instance,
-    created_test_instance,
-    revision_maps_read_once,
-)
+from dagster_storage import copy_of, created_embedded_instance, created_test_instance
 from object_helpers import ACCESS_KEY, REGION, SECRET_KEY
 
 # Under pytest-xdist (scripts/test.sh runs one worker per core) each worker, and every worker
@@ -41,7 +37,9 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_name, str(_share))
 
-revision_maps_read_once()  # dagster_storage.py says why
+# The instances tests open themselves (dg.instance_for_test) read their migration scripts once a
+# process too, as the package's own instance does (store/migration_scripts.py says why).
+share_revision_maps()
 
 POSTGRES_SERVER = os.environ.get("STASH_TEST_POSTGRES",
                                  "postgresql+psycopg://postgres@127.0.0.1:5432")

@@ -61,11 +61,11 @@ def run_train(args: argparse.Namespace) -> int:
     from stash_pipeline.defs.shared.sensors import request_run_key
     from stash_pipeline.instance import definitions, get_instance, run_sensor_requests
 
-    with get_instance() as instance:
-        [run] = run_sensor_requests(instance, definitions(), "shared_training_requests",
-                                    run_keys=[request_run_key(request.id)],
-                                    once_per_run_key=True, on_run=say)
-        outcome = training_outcome(store, instance, run)
+    instance = get_instance()
+    [run] = run_sensor_requests(instance, definitions(), "shared_training_requests",
+                                run_keys=[request_run_key(request.id)],
+                                once_per_run_key=True, on_run=say)
+    outcome = training_outcome(store, instance, run)
     if args.json:
         print_json(outcome)
     else:
@@ -146,13 +146,12 @@ def run_score_pending(args: argparse.Namespace) -> int:
 
         from stash_pipeline.instance import definitions, get_instance, run_sensor_requests
 
-        with get_instance() as instance:
-            defs = definitions()
-            while True:  # every tick hands out at most the sensor's limit of batches
-                runs = run_sensor_requests(instance, defs, "pending_action_scoring", on_run=say)
-                failed += sum(run.status != dg.DagsterRunStatus.SUCCESS for run in runs)
-                if not runs or failed:
-                    break
+        instance, defs = get_instance(), definitions()
+        while True:  # every tick hands out at most the sensor's limit of batches
+            runs = run_sensor_requests(instance, defs, "pending_action_scoring", on_run=say)
+            failed += sum(run.status != dg.DagsterRunStatus.SUCCESS for run in runs)
+            if not runs or failed:
+                break
     counts = queue_counts(store)
     counts["failed_runs"] = failed
     if args.json:

@@ -22,9 +22,8 @@ def run_now(sensor: str, model: NamedModel | None = None, *,
     from stash_pipeline.instance import definitions, get_instance, run_sensor_requests
 
     keys = None if model is None else [model_partition_key(model)]
-    with get_instance() as instance:
-        runs = run_sensor_requests(instance, definitions(), sensor, partition_keys=keys,
-                                   run_keys=run_keys, once_per_run_key=True, on_run=say)
+    runs = run_sensor_requests(get_instance(), definitions(), sensor, partition_keys=keys,
+                               run_keys=run_keys, once_per_run_key=True, on_run=say)
     return all(run.is_success for run in runs)
 
 
@@ -38,6 +37,5 @@ def fail_abandoned_runs() -> None:
     reason) and can be retried, and their pool slots are free."""
     from stash_pipeline.instance import fail_abandoned_runs as fail, get_instance
 
-    with get_instance() as instance:
-        for run in fail(instance):
-            say(f"run {run.run_id} failed: the command that ran it was killed")
+    for run in fail(get_instance()):
+        say(f"run {run.run_id} failed: the command that ran it was killed")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from alembic.script import ScriptDirectory
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.home import stash_home
 from stash_pipeline.store.locks import lock_migrations
+from stash_pipeline.store.migration_scripts import share_revision_maps
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 # How long a SQLite writer waits for another one to finish before giving up: as long as a person
@@ -107,10 +107,8 @@ def migrate(engine: sa.Engine, revision: str = "head") -> None:
         command.upgrade(alembic_config(connection), revision)
 
 
-@functools.cache
 def head_revision() -> str | None:
-    """The newest migration: read once a process (alembic reads every script to find it, and the
-    scripts of an installed package do not change while it runs)."""
+    share_revision_maps()  # the scripts are read once a process (migration_scripts.py)
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     return ScriptDirectory.from_config(config).get_current_head()

@@ -92,14 +92,14 @@ def report_progress(run_id: str, *messages: str) -> None:
 
     from stash_pipeline.instance import get_instance
 
-    with get_instance() as instance:
-        for message in messages:
-            step = message.removeprefix("STEP_START ") if message.startswith("STEP_START ") \
-                else None
-            event = None if step is None else dg.DagsterEvent(
-                event_type_value=dg.DagsterEventType.STEP_START.value,
-                job_name="personal_reward_model_training", step_key=step)
-            instance.store_event(dg.EventLogEntry(
-                error_info=None, level=20, user_message="" if step else message, run_id=run_id,
-                timestamp=time.time(), dagster_event=event, step_key=step,
-                job_name="personal_reward_model_training"))
+    instance = get_instance()
+    for message in messages:
+        step = message.removeprefix("STEP_START ") if message.startswith("STEP_START ") \
+            else None
+        event = None if step is None else dg.DagsterEvent(
+            event_type_value=dg.DagsterEventType.STEP_START.value,
+            job_name="personal_reward_model_training", step_key=step)
+        instance.store_event(dg.EventLogEntry(
+            error_info=None, level=20, user_message="" if step else message, run_id=run_id,
+            timestamp=time.time(), dagster_event=event, step_key=step,
+            job_name="personal_reward_model_training"))

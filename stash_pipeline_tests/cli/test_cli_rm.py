@@ -87,13 +87,13 @@ def test_show_of_a_running_model_prints_the_workers_latest_progress(home, capsys
     model = reward_models.create(store, "local", {"name": "m",
                                                   "trace_ids": store.trace_ids()[:2]})
     store.mark_running(model.id, "run-1")
-    with get_instance() as instance:
-        for message in ("step 3/9 loss 0.6931 pairs/s 2.00", "not progress",
-                        "scoring: 40/200 traces, 500/2544 actions, 50.0 actions/s, "
-                        "about 41 s left", "scored nothing yet"):
-            instance.store_event(dg.EventLogEntry(
-                error_info=None, level=20, user_message=message, run_id="run-1",
-                timestamp=time.time(), dagster_event=None))
+    instance = get_instance()
+    for message in ("step 3/9 loss 0.6931 pairs/s 2.00", "not progress",
+                    "scoring: 40/200 traces, 500/2544 actions, 50.0 actions/s, "
+                    "about 41 s left", "scored nothing yet"):
+        instance.store_event(dg.EventLogEntry(
+            error_info=None, level=20, user_message=message, run_id="run-1",
+            timestamp=time.time(), dagster_event=None))
     assert main(["rm", "show", model.id]) == 0
     out = capsys.readouterr().out
     assert "progress: scoring: 40/200 traces, 500/2544 actions" in out

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
@@ -51,3 +53,29 @@ def test_large_json_is_lz4_compressed_on_postgresql(postgres_store: Store) -> No
             "SELECT attname, attcompression FROM pg_attribute "
             "WHERE attrelid = 'traces'::regclass AND attname IN ('messages', 'tools')")).all())
     assert methods == ({"messages": "l", "tools": ""} if has_lz4 else {"messages": "", "tools": ""})
+
+
+def test_each_migration_folder_is_read_once_a_process(tmp_path, monkeypatch) -> None:
+    """share_revision_maps (on in every test process, as in the package's): a second
+    ScriptDirectory of a folder reads none of its scripts, another folder reads its own."""
+    from alembic.config import Config
+    from alembic.script import Script
+
+    from stash_pipeline.store.migration_scripts import share_revision_maps
+
+    share_revision_maps()
+    read: list[str] = []
+    from_path = Script._from_path.__func__
+    monkeypatch.setattr(Script, "_from_path", classmethod(
+        lambda cls, scriptdir, path: read.append(str(path)) or from_path(cls, scriptdir, path)))
+    scripts = len(list((MIGRATIONS / "versions").glob("*.py")))
+
+    def head_of(folder) -> str:
+        config = Config()
+        config.set_main_option("script_location", str(folder))
+        return ScriptDirectory.from_config(config).get_current_head()
+
+    first, second = (shutil.copytree(MIGRATIONS, tmp_path / name) for name in ("a", "b"))
+    heads = [head_of(first), head_of(first)]
+    assert len(read) == scripts and heads[0] == heads[1] is not None
+    assert head_of(second) == heads[0] and len(read) == 2 * scripts
