@@ -32,21 +32,27 @@ class InProcessCompute(LocalCompute):
     """``LocalCompute`` whose worker is a call, not a process (no time limit: nothing to kill)."""
 
     def launch(self, context: Any, job_dir: Path) -> WorkerExit:
-        from dagster_pipes import PipesContext
-
-        from stash_pipeline.worker.runner import main
-
         with dg.open_pipes_session(context=context, context_injector=dg.PipesEnvContextInjector(),
                                    message_reader=dg.PipesTempFileMessageReader()) as session:
-            with environment(session.get_bootstrap_env_vars()):
-                # open_dagster_pipes hands back a process's one context once it exists: each job
-                # here is a new "process", so it starts without the last job's (closed) context.
-                PipesContext.set(None)  # type: ignore[arg-type]
-                try:
-                    code = main(str(job_dir))
-                finally:
-                    PipesContext.set(None)  # type: ignore[arg-type]
+            code = run_worker_in_process(job_dir, session.get_bootstrap_env_vars())
         return WorkerExit(code, messages=tuple(session.get_custom_messages()))
+
+
+def run_worker_in_process(job_dir: Path, env: Mapping[str, str]) -> int:
+    """The worker's ``main`` on ``job_dir`` in this process, with ``env`` added to the
+    environment for the call (Pipes' bootstrap variables among them); its exit status."""
+    from dagster_pipes import PipesContext
+
+    from stash_pipeline.worker.runner import main
+
+    with environment(env):
+        # open_dagster_pipes hands back a process's one context once it exists: each job here is
+        # a new "process", so it starts without the last job's (closed) context.
+        PipesContext.set(None)  # type: ignore[arg-type]
+        try:
+            return main(str(job_dir))
+        finally:
+            PipesContext.set(None)  # type: ignore[arg-type]
 
 
 class InProcessComputeResource(ComputeResource):

@@ -52,6 +52,13 @@ def worker_environment(environ: Mapping[str, str]) -> dict[str, str]:
     return {name: environ[name] for name in WORKER_ENVIRONMENT if name in environ}
 
 
+def run_worker_process(job_dir: Path, env: Mapping[str, str]) -> int:
+    """``python -m stash_pipeline.worker job_dir`` with exactly ``env``; its exit status."""
+    python = env.get("RM_WORKER_PYTHON") or sys.executable
+    return subprocess.run([python, "-m", "stash_pipeline.worker", str(job_dir)], cwd=job_dir,
+                          env=dict(env), check=False).returncode
+
+
 def run_remote_job(*, inputs: Mapping[str, str], upload_key: str | None = None,
                    checkpoint_uri: str | None = None, pipes_env: Mapping[str, str] | None = None,
                    environ: Mapping[str, str] | None = None, objects: Any = None) -> dict[str, Any]:
@@ -69,9 +76,7 @@ def run_remote_job(*, inputs: Mapping[str, str], upload_key: str | None = None,
         objects.get_file(uri, job_dir / name)
     if checkpoint_uri:
         objects.get_file(checkpoint_uri, job_dir / CHECKPOINT_INPUT)
-    python = env.get("RM_WORKER_PYTHON") or sys.executable
-    code = subprocess.run([python, "-m", "stash_pipeline.worker", str(job_dir)], cwd=job_dir,
-                          env={**env, **(pipes_env or {})}, check=False).returncode
+    code = run_worker_process(job_dir, {**env, **(pipes_env or {})})
     result: dict[str, Any] = {"exit_code": code, "log_tail": failure_reason(job_dir, code)}
     if code != 0 or not (job_dir / METRICS).is_file():
         return result

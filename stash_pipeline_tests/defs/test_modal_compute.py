@@ -2,7 +2,9 @@
 
 Only Modal's transport is replaced: the pipeline looks the function up by name and calls
 `.remote(...)`, which here runs the body of deploy/modal_app.py in this process, with the
-environment the function would get from its secrets.
+environment the function would get from its secrets. The body's worker runs in this process too,
+with the environment it hands the worker (in_process_compute.py says why; a real worker process
+is test_end_to_end_postgres_s3's).
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ import dagster as dg
 import modal
 import pytest
 
+from stash_pipeline.compute import remote as remote_job
 from stash_pipeline.compute.remote import worker_environment
 from stash_pipeline.instance import definitions, run_sensor_requests
 from stash_pipeline.services import reward_models
 
+from in_process_compute import run_worker_in_process
 from object_helpers import s3_environ
 from pipeline_helpers import agentprocessbench_records
 
@@ -50,6 +54,7 @@ def modal_compute(home, s3_settings, monkeypatch, modal_app):
     for name, value in s3_environ(s3_settings).items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("RM_COMPUTE", "modal")
+    monkeypatch.setattr(remote_job, "run_worker_process", run_worker_in_process)
     remote = LocalFunction(modal_app.run_reward_job)
     looked_up = []
     monkeypatch.setattr(modal.Function, "from_name",
@@ -145,3 +150,22 @@ def test_benchmark_rewards_come_back_from_the_modal_function_as_files(tmp_path):
     write_results(tmp_path, {"exit_code": 0, "metrics": {"scored_pairs": 1}, "scores": [],
                              "action_scores": None, "pair_rewards": rows, "log_tail": "done"})
     assert read_jsonl(tmp_path / PAIR_REWARDS) == rows
+
+
+def test_the_functions_worker_is_a_process_with_exactly_its_environment(tmp_path):
+    """What the in-process worker above stands in for: RM_WORKER_PYTHON run as
+    ``-m stash_pipeline.worker <job>`` in the job directory, with the environment handed to it and
+    nothing else, its exit status returned."""
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\n{ pwd; echo \"$@\"; env; } > seen.txt\nexit 3\n")
+    python.chmod(0o755)
+    code = remote_job.run_worker_process(job_dir, {"RM_WORKER_PYTHON": str(python),
+                                                   "S3_BUCKET": "b", "PATH": "/usr/bin:/bin"})
+    cwd, argv, *environment = (job_dir / "seen.txt").read_text().splitlines()
+    assert code == 3 and cwd == str(job_dir)
+    assert argv == f"-m stash_pipeline.worker {job_dir}"
+    assert {line.split("=", 1)[0] for line in environment} <= {
+        "RM_WORKER_PYTHON", "S3_BUCKET", "PATH", "PWD", "SHLVL", "_"}  # the shell's own three
+    assert "S3_BUCKET=b" in environment
