@@ -49,6 +49,11 @@ def dagster_home(environ: Mapping[str, str] | None = None) -> Path:
     return home
 
 
+# The process's instance and its folder (get_instance).
+_open_instance: tuple[Path, dg.DagsterInstance] | None = None
+_open_instance_lock = threading.Lock()
+
+
 def get_instance() -> dg.DagsterInstance:
     """This process's instance, opened on its first use and kept, as Dagster's webserver keeps
     one for all its requests: opening one reads every storage's schema version (a tenth of a
@@ -61,10 +66,6 @@ def get_instance() -> dg.DagsterInstance:
         if _open_instance is None or _open_instance[0] != home:
             _open_instance = (home, _opened_instance(home))
         return _open_instance[1]
-
-
-_open_instance: tuple[Path, dg.DagsterInstance] | None = None
-_open_instance_lock = threading.Lock()
 
 
 def _opened_instance(home: Path) -> dg.DagsterInstance:

@@ -42,4 +42,3 @@ def copy_of(template: Path, target: Path) -> Path:
     """``target``, a copy of the created folder ``template``."""
     shutil.copytree(template, target, dirs_exist_ok=True)
     return target
-
