@@ -14,6 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from stash_pipeline.api.ui import pages
+
 from api_helpers import Api
 from viewer_helpers import RELEASE, World, report_progress, running_model, scored_world
 from waiting import REQUEST_S, bound
@@ -145,8 +147,6 @@ def test_a_running_models_page_shows_its_progress_live_then_its_end(
     the ended model when it ends."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
-
-    from stash_pipeline.api.ui import pages
 
     if not SCREENSHOTS_DIR:  # the docs' picture shows the page as served; else no 2 s waits
         monkeypatch.setattr(pages, "POLL_SECONDS", 0.25)
