@@ -30,6 +30,8 @@ from stash_pipeline.store.migration_scripts import share_revision_maps
 from dagster_storage import copy_of, created_embedded_instance, created_test_instance
 from object_helpers import ACCESS_KEY, REGION, SECRET_KEY
 
+pytest_plugins = ["module_order"]
+
 # Under pytest-xdist (scripts/test.sh runs one worker per core) each worker, and every worker
 # process it starts, gets its share of the cores for torch's threads: two workers with a thread
 # per core each would make every OpenMP region spin against the other.
