@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Set up .venv with the test extras and run the whole test suite, one pytest-xdist worker per core
-# (a module's tests stay on one worker, so its module fixtures are built once), the modules dealt
-# longest first (stash_pipeline_tests/module_order.py).
+# Set up .venv with the test extras and run the whole test suite on pytest-xdist workers, one more
+# than the cores (a quarter of the tests' time is waiting on timeouts, servers and processes: the
+# extra worker runs meanwhile). A module's tests stay on one worker, so its module fixtures are
+# built once; the modules are dealt longest first (stash_pipeline_tests/module_order.py).
 # Arguments go to pytest after these: `-n 0` runs in this one process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +11,8 @@ scripts/venv.sh test
 # it each pytest process rewrites the assertions of its plugins' 360 modules again (about 5 s
 # each), and each process the suite starts compiles the project's own modules again.
 unset PYTHONDONTWRITEBYTECODE
-pytest=(.venv/bin/python -m pytest -n auto --dist loadscope --no-loadscope-reorder "$@")
+workers=$(( $(nproc) + 1 ))
+pytest=(.venv/bin/python -m pytest -n "$workers" --dist loadscope --no-loadscope-reorder "$@")
 # The tests' scratch (pytest's tmp_path and every file the tests and the processes they start put
 # in TMPDIR: SQLite stores, Dagster's event logs, checkpoints) lives in memory when /dev/shm has
 # room for it (a run writes about 0.9 GB): on a disk each SQLite commit waits for its fsync and
