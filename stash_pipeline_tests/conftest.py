@@ -32,7 +32,7 @@ from object_helpers import ACCESS_KEY, REGION, SECRET_KEY
 
 pytest_plugins = ["module_order"]
 
-# Under pytest-xdist (scripts/test.sh runs one worker per core) each worker, and every worker
+# Under pytest-xdist (scripts/test.sh runs one worker more than cores) each worker, and every worker
 # process it starts, gets its share of the cores for torch's threads: two workers with a thread
 # per core each would make every OpenMP region spin against the other.
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):

@@ -33,12 +33,12 @@ def module_of(nodeid: str) -> str:
 
 def recorded_seconds(record: Path = RECORD) -> dict[str, float]:
     try:
-        record = json.loads(record.read_text())
+        seconds = json.loads(record.read_text())
     except (FileNotFoundError, ValueError):
         return {}  # none yet, or a broken one (a merge's conflict marks): the collection's order
-    if not isinstance(record, dict):
+    if not isinstance(seconds, dict):
         return {}
-    return {module: float(value) for module, value in record.items()
+    return {module: float(value) for module, value in seconds.items()
             if isinstance(value, (int, float))}
 
 
