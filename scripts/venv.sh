@@ -5,16 +5,25 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-}"
 python="${PYTHON:-python3}"
-[ -x .venv/bin/python ] || "$python" -m venv .venv
+# The interpreter's own pip puts uv into the venv, which then needs no pip of its own to start
+# (ensurepip costs 3 s); uv installs pip with the project, so `.venv/bin/python -m pip` works as
+# in any venv. Without a pip outside, the venv's own does it.
+if "$python" -m pip --version >/dev/null 2>&1; then
+  [ -x .venv/bin/python ] || "$python" -m venv --without-pip .venv
+  pip=("$python" -m pip --python .venv/bin/python)
+else
+  [ -x .venv/bin/python ] || "$python" -m venv .venv
+  pip=(.venv/bin/python -m pip)
+fi
 stamp=".venv/.installed${extras:+-$extras}"
 want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   # uv installs what pip resolves (the same versions, as pip picks: the best match of every
   # index) in a tenth of pip's minute. It does not read pip's configuration, so this machine's
   # wheel folders (torch 2.13.0's CPU build among them), indexes, constraints and CA bundle are
-  # handed over. Bytecode is compiled as pip does: a process then imports without compiling.
-  .venv/bin/python -m pip install --quiet "uv==0.13.9"
-  uv_args=(--python .venv/bin/python --index-strategy unsafe-best-match --compile-bytecode)
+  # handed over.
+  "${pip[@]}" install --quiet "uv==0.13.9"
+  uv_args=(--python .venv/bin/python --index-strategy unsafe-best-match)
   while IFS='=' read -r key value; do
     value="${value#\'}"
     value="${value%\'}"
@@ -27,7 +36,9 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
       *) continue ;;
     esac
     for item in $value; do uv_args+=("$flag" "$item"); done
-  done < <(.venv/bin/python -m pip config list)
-  .venv/bin/uv pip install --quiet "${uv_args[@]}" -e ".${extras:+[$extras]}"
+  done < <("${pip[@]}" config list)
+  .venv/bin/uv pip install --quiet "${uv_args[@]}" -e ".${extras:+[$extras]}" pip
+  # Bytecode for what the project imports, not for every installed file (the script says why).
+  .venv/bin/python scripts/compile_imports.py
   echo "$want" > "$stamp"
 fi
