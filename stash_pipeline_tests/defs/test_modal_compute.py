@@ -15,7 +15,6 @@ import urllib.request
 from pathlib import Path
 
 import dagster as dg
-import modal
 import pytest
 
 from stash_pipeline.compute import remote as remote_job
@@ -57,7 +56,7 @@ def modal_compute(home, s3_settings, monkeypatch, modal_app):
     monkeypatch.setattr(remote_job, "run_worker_process", run_worker_in_process)
     remote = LocalFunction(modal_app.run_reward_job)
     looked_up = []
-    monkeypatch.setattr(modal.Function, "from_name",
+    monkeypatch.setattr("modal.Function.from_name",
                         lambda app, name: looked_up.append((app, name)) or remote)
     return remote, looked_up
 
@@ -111,7 +110,7 @@ def test_no_database_or_queue_credential_reaches_the_gpu_process(modal_app):
 def test_modal_compute_without_s3_is_a_clear_failure(store, instance, home, monkeypatch,
                                                      modal_app):
     monkeypatch.setenv("RM_COMPUTE", "modal")
-    monkeypatch.setattr(modal.Function, "from_name",
+    monkeypatch.setattr("modal.Function.from_name",
                         lambda app, name: LocalFunction(modal_app.run_reward_job))
     records = agentprocessbench_records(3)
     store.import_traces(records)
