@@ -37,15 +37,20 @@ def package_modules(package: Path) -> list[str]:
     return names
 
 
-def main() -> int:
-    modules = package_modules(PACKAGE)
-    worker = [name for name in modules if name.startswith("stash_pipeline.worker")]
-    rest = ["datasets", *(name for name in modules if name not in worker)]
+def main(package: Path = PACKAGE, first: tuple[str, ...] = ("datasets",)) -> int:
+    """Imports ``package`` in two processes, its ``worker`` subpackage in one and ``first`` then
+    the rest in the other; the status is the first failure's (a signal's is negative), else 0."""
+    modules = package_modules(package)
+    worker_package = f"{package.name}.worker"
+    worker = [name for name in modules
+              if name == worker_package or name.startswith(f"{worker_package}.")]
+    rest = [*first, *(name for name in modules if name not in worker)]
     environment = {key: value for key, value in os.environ.items()
                    if key != "PYTHONDONTWRITEBYTECODE"}
     importers = [subprocess.Popen([sys.executable, "-c", IMPORTER, *names], env=environment)
                  for names in (worker, rest)]
-    return max(importer.wait() for importer in importers)
+    statuses = [importer.wait() for importer in importers]
+    return next((status for status in statuses if status), 0)
 
 
 if __name__ == "__main__":
