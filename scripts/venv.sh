@@ -7,13 +7,13 @@ extras="${1:-}"
 python="${PYTHON:-python3}"
 # The interpreter's own pip puts uv into the venv, which then needs no pip of its own to start
 # (ensurepip costs 3 s); uv installs pip with the project, so `.venv/bin/python -m pip` works as
-# in any venv. Without a pip outside, the venv's own does it.
-if "$python" -m pip --version >/dev/null 2>&1; then
-  [ -x .venv/bin/python ] || "$python" -m venv --without-pip .venv
-  pip=("$python" -m pip --python .venv/bin/python)
-else
-  [ -x .venv/bin/python ] || "$python" -m venv .venv
-  pip=(.venv/bin/python -m pip)
+# in any venv. Without a pip outside, the venv gets its own to do it.
+if [ ! -x .venv/bin/python ]; then
+  if "$python" -m pip --version >/dev/null 2>&1; then
+    "$python" -m venv --without-pip .venv
+  else
+    "$python" -m venv .venv
+  fi
 fi
 stamp=".venv/.installed${extras:+-$extras}"
 want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
@@ -22,6 +22,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   # index) in a tenth of pip's minute. It does not read pip's configuration, so this machine's
   # wheel folders (torch 2.13.0's CPU build among them), indexes, constraints and CA bundle are
   # handed over.
+  pip=(.venv/bin/python -m pip)
+  "${pip[@]}" --version >/dev/null 2>&1 || pip=("$python" -m pip --python .venv/bin/python)
   "${pip[@]}" install --quiet "uv==0.13.9"
   uv_args=(--python .venv/bin/python --index-strategy unsafe-best-match)
   while IFS='=' read -r key value; do
