@@ -22,7 +22,7 @@ def test_every_module_of_the_package_by_its_files(tmp_path):
         "pkg", "pkg.a", "pkg.store", "pkg.sub", "pkg.sub.b"]
 
 
-def test_the_project_lists_its_modules_and_none_it_cannot_import():
+def test_the_project_lists_its_modules_without_entry_points_or_migrations():
     names = compile_imports.package_modules(compile_imports.PACKAGE)
     assert "stash_pipeline.worker.runner" in names and "stash_pipeline.definitions" in names
     assert not any(name.endswith("__main__") or ".migrations" in name for name in names)
