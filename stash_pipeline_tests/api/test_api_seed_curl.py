@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -18,7 +18,7 @@ from stash_pipeline.objects import object_store_from_env, reward_model_checkpoin
 from stash_pipeline.store import Store, schema
 
 from api_helpers import checkpoint_archive, loopback_socket
-from waiting import PROCESS_EXIT_S, SERVER_START_S, bound
+from waiting import PROCESS_EXIT_S, SERVER_START_S, bound, wait_until
 
 SAMPLES = Path(__file__).resolve().parents[2] / "stash_pipeline" / "samples"
 CLI = [sys.executable, "-m", "stash_pipeline"]
@@ -76,7 +76,7 @@ def test_the_seeds_curl_snippets_work_verbatim(environment: dict[str, str],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_until_up(url, server)
+        _wait_until_up(port, server)
         shell_env = {**env, "STASH_URL": url, "STASH_API_KEY": account["api_key"]}
         trace_id = httpx.get(f"{url}/api/v1/traces",
                              headers={"Authorization": f"Bearer {account['api_key']}"}
@@ -107,14 +107,17 @@ def test_the_seeds_curl_snippets_work_verbatim(environment: dict[str, str],
         server.wait(timeout=bound(PROCESS_EXIT_S))
 
 
-def _wait_until_up(url: str, server: subprocess.Popen) -> None:
-    deadline = time.monotonic() + bound(SERVER_START_S)
-    while time.monotonic() < deadline:
+def _wait_until_up(port: int, server: subprocess.Popen) -> None:
+    """Until the server accepts connections: a bare connect per poll (an HTTP client per poll
+    would build an SSL context each time, CPU the starting server needs)."""
+    def accepting() -> bool:
         if server.poll() is not None:
             raise AssertionError(f"stash-pipeline api exited: {server.stdout.read()}")
         try:
-            httpx.get(f"{url}/openapi.json", timeout=1)
-            return
-        except httpx.TransportError:
-            time.sleep(0.2)
-    raise AssertionError("stash-pipeline api did not start")
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            return False
+        return True
+
+    wait_until(accepting, timeout_s=SERVER_START_S, what="stash-pipeline api to accept "
+               "connections", interval_s=0.1)
