@@ -5,15 +5,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[1] / "stash_pipeline"
 HEAVY = ("torch", "transformers", "datasets")
 
 
 def test_entry_points_never_import_torch():
-    """The CLI, the Dagster definitions and the HTTP API (its app and every route) load no torch."""
+    """The CLI, the Dagster definitions and the HTTP API (its app and every route) load no torch;
+    nor does the worker's runner before it has read a job's settings (worker/jobs.py does)."""
     code = (
         "import sys\n"
         "import stash_pipeline.definitions, stash_pipeline.cli, stash_pipeline.store\n"
+        "import stash_pipeline.worker.runner\n"
         "from stash_pipeline.cli import build_parser; build_parser()\n"
         "from stash_pipeline.api import create_app; create_app().openapi()\n"
         f"heavy = [m for m in {HEAVY!r} if m in sys.modules]\n"
@@ -141,12 +145,14 @@ def test_only_the_job_contract_deletes_directories():
     assert offenders == []
 
 
-def test_the_worker_runner_only_conducts():
+@pytest.mark.parametrize("name", ["runner.py", "jobs.py"])
+def test_the_worker_runner_only_conducts(name):
     """A job's inputs are read in worker/job_inputs.py, its outputs written in job_outputs.py and
-    checkpoint.py (the one writer and loader of a checkpoint): runner.py touches no file itself."""
-    runner = PACKAGE / "worker" / "runner.py"
-    text = runner.read_text()
+    checkpoint.py (the one writer and loader of a checkpoint): runner.py and jobs.py touch no file
+    themselves."""
+    conductor = PACKAGE / "worker" / name
+    text = conductor.read_text()
     file_access = [call for call in ("read_text(", "write_text(", "open(", "json.load",
                                      "save_pretrained(", "save_to_disk(", "load_from_disk(")
                    if call in text]
-    assert file_access == [] and "datasets" not in imports_of(runner)
+    assert file_access == [] and "datasets" not in imports_of(conductor)

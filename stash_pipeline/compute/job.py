@@ -216,6 +216,15 @@ def read_settings(job_dir: Path) -> JobSettings:
     return JobSettings.from_dict(data)
 
 
+def attempt_of(job_dir: Path) -> str:
+    """The attempt id settings.json names, or a new one (settings are validated later)."""
+    try:
+        attempt = json.loads((job_dir / SETTINGS).read_text()).get("attempt")
+    except (OSError, ValueError, AttributeError):
+        attempt = None
+    return attempt if isinstance(attempt, str) and attempt else new_attempt_id()
+
+
 def read_metrics(job_dir: Path) -> dict[str, Any]:
     """metrics.json of the attempt settings.json names: the job's success mark.
 

@@ -25,15 +25,6 @@ from stash_pipeline.worker.render import Audience, render_side
 from stash_pipeline.worker.train import EncodedPair
 
 
-def attempt_of(job_dir: Path) -> str:
-    """The attempt id settings.json names, or a new one (settings are validated later)."""
-    try:
-        attempt = json.loads((job_dir / contract.SETTINGS).read_text()).get("attempt")
-    except (OSError, ValueError, AttributeError):
-        attempt = None
-    return attempt if isinstance(attempt, str) and attempt else contract.new_attempt_id()
-
-
 def record_window(job_dir: Path, settings: contract.JobSettings, tokenizer: Any) -> int:
     """The window the tokenizer keeps, recorded in settings.json; a warning naming the base model
     when its positions end before the window asked for (BERT: 512 of 1024)."""

@@ -18,7 +18,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-WORKER_MODULES = ["stash_pipeline.worker.runner", "stash_pipeline.worker.job_inputs"]
+WORKER_MODULES = ["stash_pipeline.worker.runner", "stash_pipeline.worker.jobs",
+                  "stash_pipeline.worker.job_inputs"]
 
 
 def start(job_dir: Path, stop_at: str, reached: Path, output: Path) -> multiprocessing.Process:

@@ -230,12 +230,12 @@ def test_without_held_out_pairs_evaluation_is_unavailable(tmp_path, tiny_base_mo
 
 def test_fewer_than_two_pairs_fail_before_the_model_loads(tmp_path, tiny_base_model,
                                                            synthetic_pairs, monkeypatch):
-    import stash_pipeline.worker.runner as runner
+    from stash_pipeline.worker import jobs
 
     def no_download(*args, **kwargs):
         raise AssertionError("the base model was loaded")
 
-    monkeypatch.setattr(runner, "load_reward_model", no_download)
+    monkeypatch.setattr(jobs, "load_reward_model", no_download)
     write_job(tmp_path, JobSettings(evaluator="m", base_model=str(tiny_base_model)),
               train_pairs=synthetic_pairs(0, 1))
     assert main(str(tmp_path)) == 1
@@ -425,9 +425,9 @@ def test_the_display_scale_beyond_its_limit_comes_from_a_seeded_sample_of_traini
     from functools import partial
 
     from stash_pipeline.core.calibration import display_scale_sample, reward_stats
-    from stash_pipeline.worker import runner
+    from stash_pipeline.worker import jobs
 
-    monkeypatch.setattr(runner, "display_scale_sample", partial(display_scale_sample, limit=3))
+    monkeypatch.setattr(jobs, "display_scale_sample", partial(display_scale_sample, limit=3))
     train = synthetic_pairs(0, 10)
     write_job(tmp_path, JobSettings(evaluator="m", base_model=str(tiny_base_model),
                                     outputs=("checkpoint", "pair_rewards")),
