@@ -1,5 +1,7 @@
 """The seed's two curl snippets, verbatim but for the host, key and ids, against
-`stash-pipeline api` started as a command (curl and jq in a subprocess)."""
+`stash-pipeline api` started as a command (curl and jq in a subprocess). The account and the
+traces it needs are made by the CLI in the test's own process (a process each cost 1-3 s of
+imports; the CLI's commands as processes are tested in cli/)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from stash_pipeline.cli import main
 from stash_pipeline.objects import object_store_from_env, reward_model_checkpoint_key
 from stash_pipeline.store import Store, schema
 
@@ -45,30 +48,36 @@ pytestmark = pytest.mark.skipif(not (shutil.which("curl") and shutil.which("jq")
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def environment(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("S3_", "STASH_", "DATABASE_URL"))}
-    env["STASH_HOME"] = str(tmp_path / "home")
+def environment(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                use_stash_home) -> dict[str, str]:
+    """This test's STASH_HOME (and database), set for the commands run here and returned as the
+    environment of the processes it starts; no other deployment setting leaks in."""
+    for key in list(os.environ):
+        if key.startswith(("S3_", "STASH_", "DATABASE_URL")) and not key.startswith("STASH_TEST"):
+            monkeypatch.delenv(key)
+    use_stash_home(tmp_path / "home")
     if request.param == "postgresql":
         store = request.getfixturevalue("postgres_store")
         with store.transaction() as connection:  # start from empty tables
             for table in reversed(schema.metadata.sorted_tables):
                 connection.execute(table.delete())
-        env["DATABASE_URL"] = store.url
-    return env
+        monkeypatch.setenv("DATABASE_URL", store.url)
+    return dict(os.environ)
 
 
-def cli(env: dict[str, str], *args: str) -> str:
-    done = subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, check=True)
-    return done.stdout
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """A CLI command run here; it must succeed, and its output is returned."""
+    capsys.readouterr()
+    assert main(list(args)) == 0
+    return capsys.readouterr().out
 
 
-def test_the_seeds_curl_snippets_work_verbatim(environment: dict[str, str],
-                                               tmp_path: Path) -> None:
+def test_the_seeds_curl_snippets_work_verbatim(environment: dict[str, str], tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
     env = environment
-    account = json.loads(cli(env, "accounts", "create", "--name", "ana", "--json"))
+    account = json.loads(cli(capsys, "accounts", "create", "--name", "ana", "--json"))
     assert set(account) >= {"id", "api_key"}
-    cli(env, "import", str(SAMPLES), "--owner", account["id"])
+    cli(capsys, "import", str(SAMPLES), "--owner", account["id"])
     sock = loopback_socket()
     port = sock.getsockname()[1]
     sock.close()
