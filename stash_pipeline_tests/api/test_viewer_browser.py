@@ -28,6 +28,7 @@ pytestmark = pytest.mark.skipif(
     CHROMEDRIVER is None or CHROMIUM is None,
     reason="needs Debian's chromium and chromium-driver (apt-get install chromium "
            "chromium-driver; .ci/run installs them)")
+WIDTH, HEIGHT = 1360, 1000  # the browser's window, and the screenshots' width
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +41,7 @@ def chromium() -> Iterator[object]:
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                 "--window-size=1360,1000", "--disable-extensions", "--no-first-run"):
+                 f"--window-size={WIDTH},{HEIGHT}", "--disable-extensions", "--no-first-run"):
         options.add_argument(flag)
     # An explicit driver path: Selenium Manager never downloads a browser or a driver.
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
@@ -58,7 +59,7 @@ def browser(chromium) -> object:
     chromium.get("about:blank")
     chromium.execute_cdp_cmd("Network.clearBrowserCookies", {})
     chromium.execute_cdp_cmd("Network.clearBrowserCache", {})
-    chromium.set_window_size(1360, 1000)
+    chromium.set_window_size(WIDTH, HEIGHT)
     return chromium
 
 
@@ -67,9 +68,9 @@ def shoot(driver, name: str, store_kind: str) -> None:
         folder = Path(SCREENSHOTS_DIR or Path(tempfile.gettempdir()) / "stash-screenshots")
         folder.mkdir(parents=True, exist_ok=True)
         height = driver.execute_script("return document.documentElement.scrollHeight")
-        driver.set_window_size(1360, min(max(height, 600), 3000))  # the whole page
+        driver.set_window_size(WIDTH, min(max(height, 600), 3000))  # the whole page
         driver.save_screenshot(str(folder / f"{name}.png"))
-        driver.set_window_size(1360, 1000)
+        driver.set_window_size(WIDTH, HEIGHT)
 
 
 def log_in(driver, api: Api, key: str) -> None:
