@@ -3,6 +3,7 @@ statement timeout (pattern functions too), and slow queries do not slow the othe
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
@@ -14,7 +15,7 @@ import sqlalchemy as sa
 
 from stash_pipeline.api import create_app
 from stash_pipeline.objects import LocalObjectStore, UrlSigner
-from stash_pipeline.store import ActionScore
+from stash_pipeline.store import ActionScore, schema
 from stash_pipeline.store.readonly_sql import ReadonlySql, SqlBusy, SqlRefused
 
 from api_helpers import SETTINGS, Api, loopback_socket, serve
@@ -127,14 +128,19 @@ def slow_pattern_queries(dialect: str) -> list[str]:
             "SELECT instr(printf('%010000000d', 0), printf('%0200000d', 1))"]
 
 
-def slot_holding_query(dialect: str) -> str:
-    """One that outlasts every timeout used here and that stops at it. SQLite's instr (about 20 s
-    alone) ends with its child process; PostgreSQL cancels a streamed generate_series between rows
-    (its pattern functions it runs to their end, burning a core for seconds past the timeout, and
-    generate_series in FROM would first write its rows to a temporary file)."""
-    if dialect == "postgresql":
-        return "SELECT count(*) FROM (SELECT generate_series(1, 10000000000)) AS numbers"
-    return slow_pattern_queries(dialect)[-1]
+@contextlib.contextmanager
+def slot_holding_query(store) -> Iterator[str]:
+    """A query that outlasts every timeout used here and that stops at it. On PostgreSQL it waits
+    for a lock this context holds on the table it reads (as while a migration alters the table),
+    which the statement timeout cancels: no backend burns a core meanwhile. SQLite runs the query
+    on the child process's own copy of the caller's rows, which no lock holds up: its query is
+    instr (about 20 s alone), which ends with that process at the timeout."""
+    if store.engine.dialect.name != "postgresql":
+        yield slow_pattern_queries("sqlite")[-1]
+        return
+    with store.engine.connect() as c, c.begin():
+        c.execute(sa.text(f"LOCK TABLE {schema.traces.fullname} IN ACCESS EXCLUSIVE MODE"))
+        yield "SELECT count(*) FROM traces"
 
 
 def test_pattern_functions_stop_at_the_statement_timeout(api: Api,
@@ -153,8 +159,8 @@ def test_pattern_functions_stop_at_the_statement_timeout(api: Api,
 @pytest.fixture
 def patient_api(api: Api, tmp_path) -> Iterator[tuple[Api, object]]:
     """A second server on the same store whose statement timeout (3 s) outlasts the test's
-    request (at most 1 s) with time to spare for starting four queries: each slow query burns a
-    core until then, so it stays short."""
+    request (at most 1 s) with time to spare for starting four queries: each slow query on SQLite
+    burns a core until then, so it stays short."""
     sock = loopback_socket()
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     objects = LocalObjectStore(tmp_path / "objects2", api_url=url, signer=UrlSigner(b"k" * 32))
@@ -168,28 +174,30 @@ def test_other_routes_answer_quickly_while_four_slow_queries_run(
         patient_api) -> None:
     served, app = patient_api
     _, client = served.account("slow")
-    slow = slot_holding_query(served.store.engine.dialect.name)
     answers: list[int] = []
 
-    def query() -> None:
+    def query(slow: str) -> None:
         with served.client(client.headers["Authorization"].split()[1]) as own:
             answers.append(own.post(SQL, json={"sql": slow}, timeout=120).status_code)
 
-    threads = [threading.Thread(target=query) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    deadline = time.monotonic() + 60
-    while getattr(getattr(app.state, "sql_threads", None), "borrowed_tokens", 0) < 4:
-        assert time.monotonic() < deadline, "the four queries did not start"
-        time.sleep(0.05)
     try:
-        started = time.monotonic()
-        assert client.get("/api/v1/account").status_code == 200
-        assert time.monotonic() - started < 1.0
-        assert app.state.sql_threads.borrowed_tokens == 4, "the slow queries ended too soon"
+        with slot_holding_query(served.store) as slow:
+            threads = [threading.Thread(target=query, args=(slow,)) for _ in range(4)]
+            for thread in threads:
+                thread.start()
+            try:
+                deadline = time.monotonic() + 60
+                while getattr(getattr(app.state, "sql_threads", None), "borrowed_tokens", 0) < 4:
+                    assert time.monotonic() < deadline, "the four queries did not start"
+                    time.sleep(0.05)
+                started = time.monotonic()
+                assert client.get("/api/v1/account").status_code == 200
+                assert time.monotonic() - started < 1.0
+                assert app.state.sql_threads.borrowed_tokens == 4, "the slow queries ended too soon"
+            finally:
+                for thread in threads:
+                    thread.join(timeout=120)
     finally:
-        for thread in threads:
-            thread.join(timeout=120)
         settled(Api(served.url, served.store, served.objects), app)
     assert answers == [422] * 4
 
@@ -240,26 +248,28 @@ def test_a_query_reading_some_columns_answers_as_one_reading_all(
 def test_a_query_waiting_past_the_timeout_for_a_slot_is_busy(api: Api) -> None:
     engine = ReadonlySql(api.store, concurrency=1)
     assert engine.prepare() is None
-    slow = slot_holding_query(api.store.engine.dialect.name)
     outcome: list[BaseException] = []
 
-    def hold() -> None:
+    def hold(slow: str) -> None:
         try:
             engine.run("nobody", slow, max_rows=1, timeout_s=1.5)
         except SqlRefused as error:
             outcome.append(error)
 
-    holder = threading.Thread(target=hold)
-    holder.start()
     try:
-        deadline = time.monotonic() + 30
-        while engine.running == 0:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        with pytest.raises(SqlBusy, match="slots stayed busy"):
-            engine.run("nobody", "SELECT 1", max_rows=1, timeout_s=0.5)
+        with slot_holding_query(api.store) as slow:
+            holder = threading.Thread(target=hold, args=(slow,))
+            holder.start()
+            try:
+                deadline = time.monotonic() + 30
+                while engine.running == 0:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.01)
+                with pytest.raises(SqlBusy, match="slots stayed busy"):
+                    engine.run("nobody", "SELECT 1", max_rows=1, timeout_s=0.5)
+            finally:
+                holder.join(timeout=120)
     finally:
-        holder.join(timeout=120)
         settled(api, engine=engine)
         engine.dispose()
     assert outcome and outcome[0].code == "timeout"
