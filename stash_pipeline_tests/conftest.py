@@ -149,12 +149,32 @@ def _stash_home_outside_the_project(tmp_path_factory: pytest.TempPathFactory,
 
 
 @pytest.fixture(scope="session")
-def tiny_base_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Path to a saved tiny Qwen3 base model + tokenizer, loadable with from_pretrained: built
-    once a session, for every suite."""
+def tiny_base_models(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], Path]:
+    """Path to a saved tiny Qwen3 base model + tokenizer of a given context (its positions),
+    loadable with from_pretrained: each built once a session, for every suite."""
     from tiny_models import save_tiny_base_model
 
-    return save_tiny_base_model(tmp_path_factory.mktemp("tiny-qwen3"))
+    @functools.cache
+    def of_context(context: int) -> Path:
+        return save_tiny_base_model(tmp_path_factory.mktemp(f"tiny-qwen3-{context}"), context)
+
+    return of_context
+
+
+@pytest.fixture(scope="session")
+def tiny_base_model(tiny_base_models: Callable[[int], Path]) -> Path:
+    """The tiny base model whose context (2,048 positions) leaves the worker the seed's window of
+    1,024 tokens: for the tests of windows, truncation and what is read inside them."""
+    return tiny_base_models(2048)
+
+
+@pytest.fixture(scope="session")
+def pipeline_base_model(tiny_base_models: Callable[[int], Path]) -> Path:
+    """The tiny base model for the pipelines' tests (``defs/``, ``cli/``: runs, retries, storage,
+    commands), whose 256 positions make the worker's window 256 tokens: a forward of the tiny
+    model costs about a quarter of its linear layers' work and a sixteenth of its attention's at
+    1,024 tokens, and these suites train and score about 30 times."""
+    return tiny_base_models(256)
 
 
 # The suites whose pipelines run the worker in this process unless a test is marked

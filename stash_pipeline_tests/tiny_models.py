@@ -78,9 +78,10 @@ def build_tokenizer(vocab_size: int = 1024):
     return tiny_model.build_tokenizer(corpus_text(), vocab_size)
 
 
-def save_tiny_base_model(directory: Path) -> Path:
-    """A tokenizer and a tiny Qwen3 causal LM saved like a real base checkpoint."""
-    return tiny_model.save_tiny_base_model(directory, corpus_text())
+def save_tiny_base_model(directory: Path, context: int = 2048) -> Path:
+    """A tokenizer and a tiny Qwen3 causal LM of ``context`` positions saved like a real base
+    checkpoint."""
+    return tiny_model.save_tiny_base_model(directory, corpus_text(), context=context)
 
 
 def write_checkpoint(model, tokenizer, directory: Path, *, audience: str, reward_stats,

@@ -47,20 +47,23 @@ def build_tokenizer(texts: Iterable[str], vocab_size: int = 1024,
                                    pad_token="<|endoftext|>")
 
 
-def save_base_model(directory: Path, vocab_size: int, shape: str = "tiny", seed: int = 0) -> None:
-    config = Qwen3Config(vocab_size=vocab_size, max_position_embeddings=2048,
+def save_base_model(directory: Path, vocab_size: int, shape: str = "tiny", seed: int = 0,
+                    context: int = 2048) -> None:
+    """``context`` is the model's ``max_position_embeddings``: the worker's window is the shorter
+    of it and the job's ``max_length``."""
+    config = Qwen3Config(vocab_size=vocab_size, max_position_embeddings=context,
                          tie_word_embeddings=True, **SHAPES[shape])
     torch.manual_seed(seed)
     AutoModelForCausalLM.from_config(config).save_pretrained(directory)
 
 
 def save_tiny_base_model(directory: Path, texts: Iterable[str], *, vocab_size: int = 1024,
-                         shape: str = "tiny") -> Path:
+                         shape: str = "tiny", context: int = 2048) -> Path:
     """The tokenizer and the model, saved to ``directory`` like a hub checkpoint."""
     directory.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer(texts, vocab_size)
     tokenizer.save_pretrained(directory)
-    save_base_model(directory, len(tokenizer), shape)
+    save_base_model(directory, len(tokenizer), shape, context=context)
     return directory
 
 

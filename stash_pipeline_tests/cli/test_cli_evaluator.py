@@ -62,11 +62,11 @@ def test_a_candidate_without_data_fails_with_the_reason(store, capsys):
 
 
 @pytest.mark.slow
-def test_train_release_and_score_from_the_command_line(store, capsys, tiny_base_model):
+def test_train_release_and_score_from_the_command_line(store, capsys, pipeline_base_model):
     used: set[str] = set()
     store.import_traces(contributions("retail", 12, used=used)
                         + contributions("retail", 6, benchmark=True, start=100, used=used))
-    assert main(["evaluator", "train", "--base-model", str(tiny_base_model), "--epochs", "3",
+    assert main(["evaluator", "train", "--base-model", str(pipeline_base_model), "--epochs", "3",
                  "--wait", "--json"]) == 0
     outcome = last_json(capsys)
     assert outcome["released"] and outcome["version"] == outcome["candidate"]

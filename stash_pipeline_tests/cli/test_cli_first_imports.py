@@ -21,7 +21,7 @@ IMPORTS = 8
 
 
 def test_eight_parallel_first_imports_then_create_wait_succeeds(tmp_path, monkeypatch, capsys,
-                                                                tiny_base_model):
+                                                                pipeline_base_model):
     home = tmp_path / "stash"
     monkeypatch.setenv("STASH_HOME", str(home))
     monkeypatch.setenv("STASH_EXTRACTION", "off")
@@ -43,7 +43,7 @@ def test_eight_parallel_first_imports_then_create_wait_succeeds(tmp_path, monkey
         assert db.execute("SELECT count(*) FROM alembic_version").fetchone() == (1,)
 
     code = main(["rm", "create", "--name", "after", "--all-traces", "--base-model",
-                 str(tiny_base_model), "--wait", "--json"])
+                 str(pipeline_base_model), "--wait", "--json"])
     model = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == 0 and model["status"] == "succeeded", model["error"]
     assert model["metrics"]["train_pairs"] > 0

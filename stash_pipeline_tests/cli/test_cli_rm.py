@@ -42,9 +42,9 @@ def test_an_import_materialises_the_traces_asset(home, capsys):
 
 
 @pytest.mark.slow
-def test_create_wait_show_weights_and_score_again(home, tiny_base_model, capsys):
+def test_create_wait_show_weights_and_score_again(home, pipeline_base_model, capsys):
     code = main(["rm", "create", "--name", "hotpot", "--all-traces", "--base-model",
-                 str(tiny_base_model), "--wait", "--json"])
+                 str(pipeline_base_model), "--wait", "--json"])
     model = last_json(capsys)
     assert code == 0 and model["status"] == "succeeded", model["error"]
     assert model["metrics"]["train_pairs"] > 0 and model["error"] is None

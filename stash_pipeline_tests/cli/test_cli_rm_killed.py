@@ -63,7 +63,7 @@ def alive(pid: int) -> bool:
 
 
 def test_a_killed_wait_fails_its_model_frees_the_pool_and_retry_succeeds(
-        home, tiny_base_model, tmp_path, capsys):
+        home, pipeline_base_model, tmp_path, capsys):
     script = tmp_path / "pausing_worker.py"
     script.write_text(PAUSING_WORKER)
     wrapper = tmp_path / "worker-python"  # called as RM_WORKER_PYTHON -m stash_pipeline.worker DIR
@@ -74,7 +74,7 @@ def test_a_killed_wait_fails_its_model_frees_the_pool_and_retry_succeeds(
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     command = subprocess.Popen(
         [sys.executable, "-m", "stash_pipeline", "rm", "create", "--name", "killed",
-         "--all-traces", "--base-model", str(tiny_base_model), "--wait"],
+         "--all-traces", "--base-model", str(pipeline_base_model), "--wait"],
         cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for(lambda: paused_at.exists() and paused_at.read_text(), 600, "training")

@@ -42,7 +42,7 @@ def instance(tmp_path: Path, test_instance_template: Path):
 
 
 @pytest.fixture(scope="session")
-def shared_checkpoint(tmp_path_factory: pytest.TempPathFactory, tiny_base_model: Path) -> Path:
+def shared_checkpoint(tmp_path_factory: pytest.TempPathFactory, pipeline_base_model: Path) -> Path:
     """A tiny shared-evaluator checkpoint archive (trained on action comparisons), built once."""
     from stash_pipeline.compute.job import ARCHIVE_NAME, JobSettings, failure_reason, write_job
     from stash_pipeline.core.pair_builders import build_feedback_pairs
@@ -55,7 +55,7 @@ def shared_checkpoint(tmp_path_factory: pytest.TempPathFactory, tiny_base_model:
                                  [f for r in records for f in r.feedback], "shared")
     job_dir = tmp_path_factory.mktemp("shared-checkpoint")
     write_job(job_dir,
-              JobSettings(evaluator="r1", audience="shared", base_model=str(tiny_base_model),
+              JobSettings(evaluator="r1", audience="shared", base_model=str(pipeline_base_model),
                                    outputs=("checkpoint",)), train_pairs=pairs)
     assert main(str(job_dir)) == 0, failure_reason(job_dir)
     return job_dir / ARCHIVE_NAME

@@ -40,7 +40,7 @@ def deployment(home, postgres_store: Store, s3_settings, monkeypatch) -> Store:
     return postgres_store
 
 
-def test_agentprocessbench_to_a_downloaded_checkpoint(deployment, instance, tiny_base_model,
+def test_agentprocessbench_to_a_downloaded_checkpoint(deployment, instance, pipeline_base_model,
                                                       tmp_path):
     from stash_pipeline.worker.scoring import RewardModel
 
@@ -53,7 +53,7 @@ def test_agentprocessbench_to_a_downloaded_checkpoint(deployment, instance, tiny
     assert summary.imported == 250 and len(store.trace_ids(owner="ana")) == ANA_TRACES
     selected = store.trace_ids(owner="ana")[:24]
     model = reward_models.create(store, "ana", {"name": "hotpot", "trace_ids": selected,
-                                                "base_model": str(tiny_base_model),
+                                                "base_model": str(pipeline_base_model),
                                                 "max_pairs": 120})
     [run] = run_sensor_requests(instance, definitions(), "queued_reward_models")
     assert run.status == dg.DagsterRunStatus.SUCCESS

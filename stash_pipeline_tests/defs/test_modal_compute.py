@@ -62,12 +62,12 @@ def modal_compute(home, s3_settings, monkeypatch, modal_app):
 
 
 @pytest.mark.slow
-def test_the_job_runs_in_the_modal_function_and_uploads_to_s3(store, instance, tiny_base_model,
+def test_the_job_runs_in_the_modal_function_and_uploads_to_s3(store, instance, pipeline_base_model,
                                                                modal_compute, s3_settings):
     remote, looked_up = modal_compute
     records = agentprocessbench_records(5)
     store.import_traces(records)
-    model = reward_models.create(store, "ana", {"name": "m", "base_model": str(tiny_base_model),
+    model = reward_models.create(store, "ana", {"name": "m", "base_model": str(pipeline_base_model),
                                                 "trace_ids": [r.trace.id for r in records]})
     runs = run_sensor_requests(instance, definitions(), "queued_reward_models")
     assert runs[0].status == dg.DagsterRunStatus.SUCCESS

@@ -36,11 +36,11 @@ def request(store: Store, trace_ids: list[str], base_model: str, **fields) -> st
 
 @pytest.mark.slow
 def test_a_queued_model_trains_scores_every_owned_trace_and_succeeds(store, instance,
-                                                                    tiny_base_model):
+                                                                    pipeline_base_model):
     records = agentprocessbench_records(8)
     store.import_traces(records)
     selected = [r.trace.id for r in records[:6]]  # two traces are the owner's but not selected
-    model_id = request(store, selected, str(tiny_base_model))
+    model_id = request(store, selected, str(pipeline_base_model))
     defs = definitions()
 
     runs = run_sensor_requests(instance, defs, "queued_reward_models")
@@ -95,14 +95,14 @@ TRAINING_STEPS = [dg.AssetKey(name) for name in
 
 @pytest.mark.slow
 def test_personal_scores_alone_in_a_fresh_scratch_succeeds_the_model(store, instance,
-                                                                     tiny_base_model, home,
+                                                                     pipeline_base_model, home,
                                                                      monkeypatch):
     """``personal_scores`` run on its own, as a re-execution from failure or a step launcher
     runs it: another run, in a new scratch directory (RM_ARTIFACT_DIR), after
     ``personal_checkpoint`` succeeded. What it stores comes through the object store."""
     records = agentprocessbench_records(6)
     store.import_traces(records)
-    model_id = request(store, [r.trace.id for r in records], str(tiny_base_model))
+    model_id = request(store, [r.trace.id for r in records], str(pipeline_base_model))
     instance.add_dynamic_partitions("personal_reward_model", [model_id])
     job = definitions().resolve_job_def("personal_reward_model_training")
     trained = job.execute_in_process(instance=instance, partition_key=model_id,
@@ -246,12 +246,12 @@ def _kill_worker_when_training(job_dir, stop) -> list[int]:
 @pytest.mark.slow
 @pytest.mark.worker_process  # kill -9 needs a worker process to kill
 def test_a_worker_killed_mid_training_fails_the_model_with_the_log_and_the_signal(
-        store, instance, tiny_base_model, home):
+        store, instance, pipeline_base_model, home):
     import threading
 
     records = agentprocessbench_records(6)
     store.import_traces(records)
-    model_id = request(store, [r.trace.id for r in records], str(tiny_base_model), epochs=50)
+    model_id = request(store, [r.trace.id for r in records], str(pipeline_base_model), epochs=50)
     job_dir = job_directory(home / "jobs", model_id, attempt_name(1))
     stop, killed = threading.Event(), []
     watcher = threading.Thread(
@@ -271,7 +271,7 @@ def test_a_worker_killed_mid_training_fails_the_model_with_the_log_and_the_signa
 
 
 @pytest.mark.slow
-def test_a_reimport_that_orphans_feedback_still_trains(store, instance, tiny_base_model):
+def test_a_reimport_that_orphans_feedback_still_trains(store, instance, pipeline_base_model):
     """Ratings on actions a shorter reimport removed are kept, left out of pairs and counted."""
     records = agentprocessbench_records(6)
     store.import_traces(records)
@@ -283,7 +283,7 @@ def test_a_reimport_that_orphans_feedback_still_trains(store, instance, tiny_bas
     store.import_traces([dataclasses.replace(shortened, trace=cut, feedback=())])
     assert store.orphaned_feedback(owner="ana")
 
-    model_id = request(store, [r.trace.id for r in records], str(tiny_base_model))
+    model_id = request(store, [r.trace.id for r in records], str(pipeline_base_model))
     runs = run_sensor_requests(instance, definitions(), "queued_reward_models")
     assert runs[0].status == dg.DagsterRunStatus.SUCCESS
     assert store.get_reward_model(model_id).status == "succeeded"
@@ -293,12 +293,12 @@ def test_a_reimport_that_orphans_feedback_still_trains(store, instance, tiny_bas
 
 
 @pytest.mark.slow
-def test_worker_log_has_every_phase_with_its_duration(store, instance, tiny_base_model, home):
+def test_worker_log_has_every_phase_with_its_duration(store, instance, pipeline_base_model, home):
     from stash_pipeline.compute.job import phase_seconds
 
     records = agentprocessbench_records(4)
     store.import_traces(records)
-    model_id = request(store, [r.trace.id for r in records], str(tiny_base_model))
+    model_id = request(store, [r.trace.id for r in records], str(pipeline_base_model))
     run_sensor_requests(instance, definitions(), "queued_reward_models")
     assert store.get_reward_model(model_id).status == "succeeded"
     job_dir = job_directory(home / "jobs", model_id, attempt_name(1))

@@ -42,10 +42,10 @@ def fails_once(monkeypatch: pytest.MonkeyPatch, step: str, error: Exception) -> 
     monkeypatch.setattr(personal_training, step, first_call_fails)
 
 
-def queued_model(store, instance, tiny_base_model) -> str:
+def queued_model(store, instance, pipeline_base_model) -> str:
     records = agentprocessbench_records(6)
     store.import_traces(records)
-    model_id = request(store, [r.trace.id for r in records], str(tiny_base_model))
+    model_id = request(store, [r.trace.id for r in records], str(pipeline_base_model))
     instance.add_dynamic_partitions("personal_reward_model", [model_id])
     return model_id
 
@@ -67,10 +67,10 @@ def re_executed_from_failure(instance: dg.DagsterInstance, run: dg.DagsterRun,
 
 
 @pytest.fixture
-def failed_storing(store, instance, tiny_base_model, monkeypatch) -> tuple[str, dg.DagsterRun]:
+def failed_storing(store, instance, pipeline_base_model, monkeypatch) -> tuple[str, dg.DagsterRun]:
     """A model whose run trained it and then failed to store its results (the database went
     away for a moment): the model id and the failed run."""
-    model_id = queued_model(store, instance, tiny_base_model)
+    model_id = queued_model(store, instance, pipeline_base_model)
     fails_once(monkeypatch, "succeed", OSError("the database went away"))
     return model_id, failed_run(instance, model_id)
 
@@ -118,8 +118,8 @@ def test_a_retry_after_a_failed_storing_step_trains_anew_and_drops_the_old_files
 
 
 def test_a_re_execution_from_a_failed_training_step_trains_a_new_attempt(
-        store, instance, tiny_base_model, monkeypatch) -> None:
-    model_id = queued_model(store, instance, tiny_base_model)
+        store, instance, pipeline_base_model, monkeypatch) -> None:
+    model_id = queued_model(store, instance, pipeline_base_model)
     fails_once(monkeypatch, "write_training_job", OSError("no space left on device"))
     failed = failed_run(instance, model_id)
     assert store.get_reward_model(model_id).status == "failed"

@@ -52,7 +52,7 @@ def check_result(instance: dg.DagsterInstance, run: dg.DagsterRun) -> dg.AssetCh
 
 
 @pytest.fixture(scope="module")
-def scenario(tmp_path_factory, tiny_base_model):
+def scenario(tmp_path_factory, pipeline_base_model):
     home = tmp_path_factory.mktemp("shared-home")
     with pytest.MonkeyPatch.context() as env:
         env.setenv("STASH_HOME", str(home / "stash"))
@@ -80,7 +80,7 @@ def scenario(tmp_path_factory, tiny_base_model):
             # (conftest's _definitions_loaded_once), so it swaps it itself.
             defs = with_in_process_compute(definitions())
             results["waiting"] = {s.scoring_state for s in store.list_traces()}
-            results["first"] = train(store, instance, defs, tiny_base_model)
+            results["first"] = train(store, instance, defs, pipeline_base_model)
             results["first_check"] = check_result(instance, results["first"])
             results["first_release"] = store.latest_release()
             results["first_scoring"] = score_everything(instance, defs)
@@ -94,7 +94,7 @@ def scenario(tmp_path_factory, tiny_base_model):
             for name in ("bench-airline", "airline+", "retail-"):
                 store.import_traces(group[name])
             opt(store, group["airline-"] + group["retail+"], False)
-            results["blocked"] = train(store, instance, defs, tiny_base_model)
+            results["blocked"] = train(store, instance, defs, pipeline_base_model)
             results["blocked_check"] = check_result(instance, results["blocked"])
 
             # Retail is right again; the weather contributors reverse, on a slice of 3 pairs.
@@ -102,7 +102,7 @@ def scenario(tmp_path_factory, tiny_base_model):
             store.import_traces(group["weather-"])
             opt(store, group["retail-"] + group["weather+"], False)
             opt(store, group["retail+"], True)
-            results["passed"] = train(store, instance, defs, tiny_base_model)
+            results["passed"] = train(store, instance, defs, pipeline_base_model)
             results["passed_check"] = check_result(instance, results["passed"])
             results["second_release"] = store.latest_release()
             results["pending_after_release"] = len(store.traces_pending_scoring(

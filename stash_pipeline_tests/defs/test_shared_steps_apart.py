@@ -18,12 +18,12 @@ TRAINING_STEPS = [dg.AssetKey(name) for name in
 
 @pytest.mark.slow
 def test_benchmark_results_alone_in_a_fresh_scratch_gives_the_gate_its_inputs(
-        store, instance, tiny_base_model, home, monkeypatch):
+        store, instance, pipeline_base_model, home, monkeypatch):
     used: set[str] = set()
     store.import_traces(contributions("retail", 12, used=used)
                         + contributions("retail", 6, benchmark=True, start=100, used=used))
     job = definitions().resolve_job_def("shared_evaluator_training")
-    config = {"ops": {"shared_candidate": {"config": {"base_model": str(tiny_base_model),
+    config = {"ops": {"shared_candidate": {"config": {"base_model": str(pipeline_base_model),
                                                       "epochs": 3}}}}
     trained = job.execute_in_process(instance=instance, run_config=config,
                                      asset_selection=TRAINING_STEPS)

@@ -49,13 +49,13 @@ def _rows(store: Store) -> dict:
 
 
 def test_a_trace_imported_after_a_model_succeeded_is_scored_by_it(db, instance,
-                                                                  tiny_base_model):
+                                                                  pipeline_base_model):
     store, defs = db, definitions()
     records = agentprocessbench_records(9)
     store.import_traces(records[:6])
     model = reward_models.create(store, "ana", {
         "name": "m", "trace_ids": [r.trace.id for r in records[:6]],
-        "base_model": str(tiny_base_model)})
+        "base_model": str(pipeline_base_model)})
     [run] = run_sensor_requests(instance, defs, "queued_reward_models")
     assert store.get_reward_model(model.id).status == "succeeded", run
     assert run_sensor_requests(instance, defs, "pending_personal_scoring") == []
@@ -141,14 +141,14 @@ def test_score_again_for_chosen_traces_with_the_release_or_a_model(db, instance,
         scoring_requests.request(store, "bo", [t1])
 
 
-def test_the_storing_step_does_not_wait_behind_another_models_training(store, tiny_base_model):
+def test_the_storing_step_does_not_wait_behind_another_models_training(store, pipeline_base_model):
     """Another model's training holds the reward_worker slot (claimed here as its run would);
     the first model, whose worker is done, still becomes succeeded."""
     records = agentprocessbench_records(6)
     store.import_traces(records)
     model = reward_models.create(store, "ana", {"name": "m",
                                                 "trace_ids": [r.trace.id for r in records],
-                                                "base_model": str(tiny_base_model)})
+                                                "base_model": str(pipeline_base_model)})
     defs = definitions()
     job = defs.resolve_job_def("personal_reward_model_training")
     overrides = {"concurrency": {"pools": {"default_limit": 1, "granularity": "op"}}}
