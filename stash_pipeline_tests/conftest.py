@@ -173,7 +173,7 @@ def pipeline_base_model(tiny_base_models: Callable[[int], Path]) -> Path:
     """The tiny base model for the pipelines' tests (``defs/``, ``cli/``: runs, retries, storage,
     commands), whose 256 positions make the worker's window 256 tokens: a forward of the tiny
     model costs about a quarter of its linear layers' work and a sixteenth of its attention's at
-    1,024 tokens, and these suites train and score about 30 times."""
+    1,024 tokens (docs/testing.md has the measurement)."""
     return tiny_base_models(256)
 
 
