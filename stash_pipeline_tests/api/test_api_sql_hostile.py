@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from stash_pipeline.api import create_app
 from stash_pipeline.objects import LocalObjectStore, UrlSigner
-from stash_pipeline.store import ActionScore, schema
+from stash_pipeline.store import ActionScore, Store, schema
 from stash_pipeline.store.readonly_sql import ReadonlySql, SqlBusy, SqlRefused
 
 from api_helpers import SETTINGS, Api, loopback_socket, serve
@@ -129,7 +129,7 @@ def slow_pattern_queries(dialect: str) -> list[str]:
 
 
 @contextlib.contextmanager
-def slot_holding_query(store) -> Iterator[str]:
+def slot_holding_query(store: Store) -> Iterator[str]:
     """A query that outlasts every timeout used here and that stops at it. On PostgreSQL it waits
     for a lock this context holds on the table it reads (as while a migration alters the table),
     which the statement timeout cancels: no backend burns a core meanwhile. SQLite runs the query
