@@ -78,7 +78,7 @@ def build_tokenizer(vocab_size: int = 1024):
     return tiny_model.build_tokenizer(corpus_text(), vocab_size)
 
 
-def save_tiny_base_model(directory: Path, context: int = 2048) -> Path:
+def save_tiny_base_model(directory: Path, context: int) -> Path:
     """A tokenizer and a tiny Qwen3 causal LM of ``context`` positions saved like a real base
     checkpoint."""
     return tiny_model.save_tiny_base_model(directory, corpus_text(), context=context)
