@@ -25,8 +25,9 @@ from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.traces import Message, ToolCall, Trace, content_trace_id
 from stash_pipeline.services.rewards import read_conversation
 
-# Tokens that pad or end a decoded sequence, never part of a message.
-PADDING = ("<|endoftext|>", "<|end_of_text|>", "</s>", "<pad>", "<|pad|>")
+# Tokens that pad, begin or end a decoded sequence, never part of a message.
+PADDING = ("<|endoftext|>", "<|begin_of_text|>", "<|end_of_text|>", "<s>", "</s>", "<bos>",
+           "<eos>", "<pad>", "<|pad|>")
 MAX_QUERIES = 1024
 _TURN = re.compile(r"<\|im_start\|>(system|user|assistant|tool)\n(.*?)(?:<\|im_end\|>\n?|\Z)",
                    re.S)
