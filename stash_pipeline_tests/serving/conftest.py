@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from stash_pipeline.store import Store, schema
+from stash_pipeline.store import schema
 from stash_pipeline.worker.checkpoint import archive
 
-from serving_helpers import Api, Deployment, api_server, local_objects, scoring_server
+from serving_helpers import Api, Deployment, api_server, local_objects, module_store, scoring_server
 from tiny_models import random_head_checkpoint
 
 
@@ -38,19 +38,11 @@ def checkpoints(pipeline_base_model: Path, tmp_path_factory: pytest.TempPathFact
 def deployment(request: pytest.FixtureRequest,
                tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     folder = tmp_path_factory.mktemp("serving")
-    if request.param == "sqlite":
-        store = Store(f"sqlite:///{folder / 'stash.db'}")
-        store.migrate()
-    else:
-        store = request.getfixturevalue("postgres_store")
-    objects = local_objects(folder)
-    try:
+    with module_store(request, folder) as store:
+        objects = local_objects(folder)
         with scoring_server(store, objects) as (scoring_url, engine, registry):
             with api_server(store, objects, scoring_url) as url:
                 yield Deployment(Api(url, store, objects), scoring_url, engine, registry)
-    finally:
-        if request.param == "sqlite":
-            store.dispose()
 
 
 @pytest.fixture

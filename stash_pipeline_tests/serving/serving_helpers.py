@@ -28,7 +28,7 @@ from stash_pipeline.worker.serving import Engine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
 
-from api_helpers import SETTINGS, TLS, Api, loopback_socket, serve
+from api_helpers import SETTINGS, TLS, Api, loopback_socket, module_store, serve  # noqa: F401 - the suite's conftest takes module_store from here
 from waiting import REQUEST_S, bound
 
 SECRET = b"k" * 32
