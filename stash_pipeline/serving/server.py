@@ -7,7 +7,8 @@ Routes (docs/serving.md):
   ``--openrlhf-model`` (OpenRLHF sends no credentials: keep the server on a private network);
 - ``GET /health``.
 
-Errors have the API's shape (``{"detail", "field"?, "reason"?}``); 503 carries ``Retry-After``.
+Errors have the API's shape (``{"detail", "field"?, "reason"?}``); 503 carries ``Retry-After``;
+bodies over ``MAX_BODY_BYTES`` are 413, as the API refuses them.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from stash_pipeline.api.limits import BodyLimit
 from stash_pipeline.core.errors import InputError, NotFoundError, UnavailableError
 from stash_pipeline.core.reward_requests import (
     RewardRequest,
@@ -38,6 +40,8 @@ from stash_pipeline.serving.protocol import DEFAULT_TIMEOUT_S, REWARDS_PATH
 
 log = logging.getLogger(__name__)
 RELEASE = "release"
+# The largest body (413 above it): a /get_reward batch of 1024 queries of 64 KiB each.
+MAX_BODY_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,7 @@ def create_app(registry: ModelRegistry, engine: Any, settings: ServeSettings) ->
                 "scores": [a["calibrated"] for a in found], "extra_logs": {}}
 
     _install_errors(app)
+    app.add_middleware(BodyLimit, limit_for=lambda _scope: MAX_BODY_BYTES)
     return app
 
 
