@@ -5,7 +5,8 @@ A body is ``{"conversation": C}`` or ``{"context": C, "candidates": [M, ...]}``,
 ``"format"``: C is a conversation in any import format (a trace object in OpenAI's or Anthropic's
 form, an OTLP export, a tau2-bench result, an AgentProcessBench record; docs/importing.md) or a
 bare list of messages; each M is an assistant message in OpenAI's form (Anthropic's when the
-context is in it), or a string (a text reply). The importers read them, so a conversation scores as the same trace imported would.
+context is in it), or a string (a text reply). The importers read them, so a conversation
+scores as the same trace imported would.
 """
 
 from __future__ import annotations
