@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -111,20 +112,59 @@ def score_traces_and_actions(model: Any, tokenizer: Any, traces: Sequence[Trace]
                              batch_tokens: int | None = None
                              ) -> tuple[dict[str, float], dict[str, float]]:
     """({trace id: whole-trace raw reward}, {action id: raw reward}), with no more forwards than
-    needed, all batched together by length:
+    needed, all batched together by length (``plan_trace_rows`` says which).
+
+    Every number equals scoring the trace's, or the action's, own rendering alone (see
+    ``plan_action_rows``). ``progress`` counts traces and actions as forwards finish.
+    """
+    plan = plan_trace_rows(tokenizer, traces, audience, whole=whole, actions=actions,
+                           one_pass=pools_last_token(model), known=known)
+
+    def counted(keys: Sequence[Hashable], tokens: int) -> None:
+        if progress is not None:
+            traces_read = sum(isinstance(k, tuple) for k in keys)
+            progress.add(tokens, traces=traces_read, actions=len(keys) - traces_read)
+
+    if progress is not None:
+        progress.totals.update(traces=len(traces) if whole else 0, actions=plan.action_count)
+        progress.done.update(traces=len(plan.known_whole), actions=0)
+        progress.work = max(sum(len(row.ids) for row in plan.rows), 1)
+    rewards = read_rows(model, plan.rows, pad_id=tokenizer.pad_token_id,
+                        batch_tokens=batch_tokens, on_batch=counted)
+    return plan.rewards(rewards)
+
+
+@dataclass(frozen=True)
+class TracePlan:
+    """The forwards that score some traces and their actions (``plan_trace_rows``): ``rows``
+    to run (read keys: ``(TRACE, trace id)`` for a whole trace, action ids for actions), the
+    whole-trace rewards already ``known``, and how many action reads the rows hold."""
+
+    rows: list[Row]
+    known_whole: dict[str, float]
+    action_count: int
+
+    def rewards(self, read: Mapping[Hashable, float]) -> tuple[dict[str, float], dict[str, float]]:
+        """({trace id: whole-trace raw reward}, {action id: raw reward}) from the rows' reads."""
+        whole = dict(self.known_whole)
+        whole.update((key[1], value) for key, value in read.items() if isinstance(key, tuple))
+        return whole, {str(k): v for k, v in read.items() if not isinstance(k, tuple)}
+
+
+def plan_trace_rows(tokenizer: Any, traces: Sequence[Trace], audience: Audience, *,
+                    whole: bool = True, actions: bool = True, one_pass: bool = True,
+                    known: Mapping[tuple[int, ...], float] | None = None) -> TracePlan:
+    """The rows that score ``traces`` (whole, their actions, or both) with no more forwards
+    than needed (``one_pass``: the model is read at inner tokens, ``pools_last_token``):
 
     - a whole trace whose tokens are in ``known`` (rewards already read under these weights, e.g.
       the training job's evaluation of whole-trace pair sides) is not forwarded again;
     - a whole trace that fits the window is read at its last token inside the one-pass row that
       reads its actions (the causal model never looks ahead: the action reads do not change).
-
-    Every number equals scoring the trace's, or the action's, own rendering alone (see
-    ``plan_action_rows``). ``progress`` counts traces and actions as forwards finish.
     """
     known = known or {}
-    whole_rewards: dict[str, float] = {}
+    known_whole: dict[str, float] = {}
     rows: list[Row] = []
-    one_pass = pools_last_token(model)
     texts = [render_trace(tokenizer, t, audience) for t in traces] if whole else []
     whole_ids = tokenize(tokenizer, texts) if texts else [[] for _ in traces]
     action_count = 0
@@ -137,7 +177,7 @@ def score_traces_and_actions(model: Any, tokenizer: Any, traces: Sequence[Trace]
                 raise ValueError(f"trace {trace.id} has no tokens: there is nothing to score")
             read = (len(ids) - 1, (TRACE, trace.id))
             if tuple(ids) in known:
-                whole_rewards[trace.id] = known[tuple(ids)]
+                known_whole[trace.id] = known[tuple(ids)]
             elif (heads and len(ids) < tokenizer.model_max_length
                   and tuple(ids[: len(heads[0].ids)]) == heads[0].ids):
                 heads = [Row(tuple(ids), (*heads[0].reads, read))]
@@ -145,22 +185,7 @@ def score_traces_and_actions(model: Any, tokenizer: Any, traces: Sequence[Trace]
                 rows.append(Row(tuple(ids), (read,)))
         rows.extend(heads)
         rows.extend(windows)
-
-    def counted(keys: Sequence[Hashable], tokens: int) -> None:
-        if progress is not None:
-            traces_read = sum(isinstance(k, tuple) for k in keys)
-            progress.add(tokens, traces=traces_read, actions=len(keys) - traces_read)
-
-    if progress is not None:
-        progress.totals.update(traces=len(traces) if whole else 0, actions=action_count)
-        progress.done.update(traces=len(whole_rewards), actions=0)
-        progress.work = max(sum(len(row.ids) for row in rows), 1)
-    rewards = read_rows(model, rows, pad_id=tokenizer.pad_token_id, batch_tokens=batch_tokens,
-                        on_batch=counted)
-    for key, value in rewards.items():
-        if isinstance(key, tuple):
-            whole_rewards[key[1]] = value
-    return whole_rewards, {str(k): v for k, v in rewards.items() if not isinstance(k, tuple)}
+    return TracePlan(rows, known_whole, action_count)
 
 
 def _tokens_up_to(tokenizer: Any, text: str, cuts: list[int]) -> tuple[list[int], list[int | None]]:
