@@ -55,7 +55,8 @@ def test_a_queued_model_trains_scores_every_owned_trace_and_succeeds(store, inst
     # and the loss curve the viewer draws.
     assert set(model.metrics) == METRIC_FIELDS | {
         "attempt", "phases", "num_pairs", "eval_unavailable_reason", "max_length",
-        "chat_template", "loss_curve"}
+        "chat_template", "loss_curve", "truncated_pairs", "eval_slices", "truncated_traces",
+        "truncated_actions"}
     assert set(model.metrics["phases"]) <= set(PHASES)
     assert model.metrics["device"] == "cpu" and model.metrics["epochs"] == 1
     # Only the request's traces supply pairs; every trace of the owner is scored.
