@@ -36,6 +36,7 @@ from stash_pipeline.core.estimates import (
     spearman_interval,
     wilson_interval,
 )
+from stash_pipeline.core.plots import interval_plot, reliability_plot
 from stash_pipeline.core.release_gate import min_slice_pairs, slice_keys
 
 # The seed's sentence, word for word, shown instead of a bare accuracy on a handful of pairs.
@@ -53,6 +54,8 @@ NOT_A_PROBABILITY = ("The calibrated score is not a probability of correctness: 
 MIN_PREFERENCE_AT_EXTREMES = 0.6
 RELIABILITY_BINS = 10
 OVERALL = ("all", "")
+SPLIT_SOURCE = "its held-out split (10% of its source traces)"
+BENCHMARK_SOURCE = "the release's separate benchmark (every account's contributions)"
 
 METRICS = ("heldout_accuracy", "outcome_auc_trace_score", "outcome_auc_mean_action_credit",
            "spearman_trace_rating", "spearman_step_rating", "success_rate_by_calibrated_score",
@@ -144,6 +147,7 @@ class TrustFacts:
     # Training and held-out pairs, and how many had a side cut (the worker's metrics).
     training_pairs: int | None = None
     truncated_training_pairs: int | None = None
+    held_out_only: bool = False  # a checkpoint's report before it scored anyone's traces
 
 
 def facts_digest(facts: TrustFacts) -> str:
@@ -161,6 +165,21 @@ def held_out_summary(metrics: dict[str, Any]) -> dict[str, Any] | None:
     return {"pairs": pairs, "accuracy": accuracy,
             "interval": list(wilson_interval(round(accuracy * pairs), pairs)),
             "note": heldout_note(pairs)}
+
+
+def held_out_report(evaluator: str, kind: str, metrics: dict[str, Any],
+                    benchmark: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a checkpoint's report says before it scored anyone's traces: held-out accuracy (on
+    its held-out split, or a release's ``benchmark`` report) and its training inputs cut to the
+    window."""
+    held = (held_out_from_benchmark(benchmark) if benchmark is not None
+            else held_out_from_metrics(metrics))
+    return trust_report(TrustFacts(
+        evaluator=evaluator, kind=kind, traces=(), held_out=held,
+        held_out_source=BENCHMARK_SOURCE if benchmark is not None else SPLIT_SOURCE,
+        held_out_unavailable=metrics.get("eval_unavailable_reason"),
+        window=metrics.get("max_length"), training_pairs=metrics.get("num_pairs"),
+        truncated_training_pairs=metrics.get("truncated_pairs"), held_out_only=True))
 
 
 def held_out_from_metrics(metrics: dict[str, Any]) -> list[HeldOutCount]:
@@ -371,7 +390,7 @@ def _notes(facts: TrustFacts, report: dict[str, Any]) -> list[str]:
         if sentence:
             notes.append(sentence)
     counts = report["traces"]
-    if not counts["with_outcome"]:
+    if not counts["with_outcome"] and not facts.held_out_only:
         notes.append("No verified outcome on the traces it did not train on: import outcomes "
                      "(metadata.outcome, --outcome-field, feedback outcome) to measure its "
                      "agreement with task success.")
@@ -391,3 +410,51 @@ def _notes(facts: TrustFacts, report: dict[str, Any]) -> list[str]:
         notes.append(f"{facts.truncated_training_pairs} of {facts.training_pairs} training and "
                      "held-out pairs had a side longer than the window.")
     return notes
+
+
+# Charts ----------------------------------------------------------------------------------------
+
+# Each figure's chart: its title, its axis and the line it is read against.
+CHARTS = {
+    "heldout_accuracy": ("Held-out pairwise accuracy", 0.0, 1.0, 0.5, "chance"),
+    "outcome_auc_trace_score": ("AUC of the whole-trace score against verified outcomes",
+                                0.0, 1.0, 0.5, "chance"),
+    "outcome_auc_mean_action_credit": ("AUC of mean action credit against verified outcomes",
+                                       0.0, 1.0, 0.5, "chance"),
+    "spearman_trace_rating": ("Spearman: whole-trace score and trace ratings", -1.0, 1.0, 0.0,
+                              "no relation"),
+    "spearman_step_rating": ("Spearman: action credit and step ratings", -1.0, 1.0, 0.0,
+                             "no relation"),
+}
+RELIABILITY_TITLE = "Verified success rate by calibrated score"
+RELIABILITY_AXIS = ("calibrated score (dashed: where a probability of success would lie; "
+                    "this score is not one)")
+MAX_CHART_ROWS = 24  # overall and the most populated slices
+
+
+def chart_rows(report: dict[str, Any], metric: str
+               ) -> list[tuple[str, float | None, float | None, float | None, int]]:
+    """(label, value, low, high, n) of a metric's figures: overall first, then its slices with
+    the most members (at most ``MAX_CHART_ROWS``), in the report's order."""
+    found = figures_of(report, metric)
+    kept = found[:1] + sorted(found[1:], key=lambda f: -f["n"])[:MAX_CHART_ROWS - 1]
+    kept.sort(key=found.index)
+    return [("all" if f["slice_kind"] == "all" else f"{f['slice_kind']} {f['slice']}",
+             f["value"], f["low"], f["high"], f["n"]) for f in kept]
+
+
+def charts(report: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(metric, title, SVG) of every chart the report has figures for, the reliability curve
+    last (``success_rate_by_calibrated_score``)."""
+    drawn = []
+    for metric, (title, low, high, reference, label) in CHARTS.items():
+        svg = interval_plot(chart_rows(report, metric), title=title, low=low, high=high,
+                            reference=reference, reference_label=label)
+        if svg is not None:
+            drawn.append((metric, title, svg))
+    bins = [(f["detail"]["bin_low"], f["detail"]["bin_high"], f["value"], f["low"], f["high"],
+             f["n"]) for f in figures_of(report, "success_rate_by_calibrated_score")]
+    svg = reliability_plot(bins, title=RELIABILITY_TITLE, x_label=RELIABILITY_AXIS)
+    if svg is not None:
+        drawn.append(("success_rate_by_calibrated_score", RELIABILITY_TITLE, svg))
+    return drawn

@@ -16,6 +16,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from stash_pipeline.core.trust import (
+    BENCHMARK_SOURCE,
+    SPLIT_SOURCE,
     StepFacts,
     TraceFacts,
     TrustFacts,
@@ -48,14 +50,14 @@ def trust_facts(connection: sa.Connection, owner: str, evaluator: str) -> TrustF
         trained = set(release.data_snapshot.get("training_traces") or {})
         held_out = held_out_from_benchmark(release.benchmark_report)
         metrics = release.benchmark_report.get("candidate_metrics") or {}
-        source, kind = "the release's separate benchmark (every account's contributions)", "shared"
+        source, kind = BENCHMARK_SOURCE, "shared"
         unavailable = "the release's benchmark report has no pairs"
     else:
         model = get_reward_model(connection, evaluator)
         metrics = model.metrics or {}
         trained = _training_traces(connection, evaluator)
         held_out = held_out_from_metrics(metrics)
-        source, kind = "the model's held-out split (10% of its source traces)", "personal"
+        source, kind = SPLIT_SOURCE, "personal"
         unavailable = metrics.get("eval_unavailable_reason") or "no usable independent split"
     owned = {row.id: row for row in connection.execute(
         sa.select(t.c.id, t.c.version, t.c.agent, t.c.domain).where(t.c.owner == owner))}
