@@ -215,8 +215,8 @@ def trust_report(facts: TrustFacts) -> dict[str, Any]:
                *_reliability(facts.traces), *_truncation(facts)]
     overall = next((c for c in facts.held_out if (c.slice_kind, c.slice) == OVERALL), None)
     pairs = overall.pairs if overall else 0
-    separation = _separation(facts.raw_scores)
-    action_separation = _separation(facts.raw_action_scores)
+    spread = separation(facts.raw_scores)
+    action_spread = separation(facts.raw_action_scores)
     report = {
         "evaluator": facts.evaluator, "kind": facts.kind,
         "traces": {
@@ -235,7 +235,7 @@ def trust_report(facts: TrustFacts) -> dict[str, Any]:
             "unavailable": None if pairs else (facts.held_out_unavailable
                                                or "no held-out pairs"),
         },
-        "separation": separation, "action_separation": action_separation,
+        "separation": spread, "action_separation": action_spread,
         "window": facts.window,
         "training_pairs": {"pairs": facts.training_pairs,
                            "truncated": facts.truncated_training_pairs},
@@ -349,7 +349,7 @@ def _truncation(facts: TrustFacts) -> list[Figure]:
     return figures
 
 
-def _separation(raw: Sequence[float]) -> dict[str, Any] | None:
+def separation(raw: Sequence[float]) -> dict[str, Any] | None:
     """How far apart the evaluator's raw rewards are, read as its own preference probability."""
     values = [v for v in raw if math.isfinite(v)]
     if len(values) < 2:
@@ -363,18 +363,18 @@ def _separation(raw: Sequence[float]) -> dict[str, Any] | None:
 
 # Sentences -------------------------------------------------------------------------------------
 
-def separation_note(separation: dict[str, Any] | None, what: str = "scores") -> str | None:
+def separation_note(spread: dict[str, Any] | None, what: str = "scores") -> str | None:
     """The sentence for a model that barely separates anything, else None."""
-    if not separation or not separation["barely_separates"]:
+    if not spread or not spread["barely_separates"]:
         return None
     readout = ("calibrated scores, which stretch that spread by the training rewards' standard "
                "deviation," if what == "scores" else "action credits, which stretch that spread "
                "by the training rewards' standard deviation,")
     return (f"This model barely separates anything: its raw {what} span only "
-            f"{separation['raw_spread']:.3g}, so by its own Bradley-Terry reading even the "
+            f"{spread['raw_spread']:.3g}, so by its own Bradley-Terry reading even the "
             f"highest is preferred to the lowest with probability "
-            f"{separation['preference_at_extremes']:.2f} (under "
-            f"{separation['threshold']:.1f}). Its {readout} look spread out but mean little.")
+            f"{spread['preference_at_extremes']:.2f} (under "
+            f"{spread['threshold']:.1f}). Its {readout} look spread out but mean little.")
 
 
 def _notes(facts: TrustFacts, report: dict[str, Any]) -> list[str]:
@@ -384,9 +384,9 @@ def _notes(facts: TrustFacts, report: dict[str, Any]) -> list[str]:
         notes.append(f"{held['pairs']} held-out pairs: {held['note']}")
     elif held["unavailable"]:
         notes.append(f"No held-out accuracy: {held['unavailable']}.")
-    for separation, what in ((report["separation"], "scores"),
-                             (report["action_separation"], "action rewards")):
-        sentence = separation_note(separation, what)
+    for spread, what in ((report["separation"], "scores"),
+                         (report["action_separation"], "action rewards")):
+        sentence = separation_note(spread, what)
         if sentence:
             notes.append(sentence)
     counts = report["traces"]
