@@ -139,7 +139,7 @@ def interval_plot(rows: Sequence[tuple[str, float | None, float | None, float | 
             f'<line x1="{x(lo):.1f}" y1="{y:.1f}" x2="{x(hi):.1f}" y2="{y:.1f}" '
             f'stroke="{colour}" stroke-width="2"/>'
             f'<circle cx="{x(value):.1f}" cy="{y:.1f}" r="4" fill="{colour}"/></g>'
-            + _text(WIDTH - MARGIN + 4, y + 4, f"n {n}"))
+            + _text(WIDTH - MARGIN + 10, y + 4, f"n {n}"))
     return _svg(title, height, "".join(parts))
 
 

@@ -9,8 +9,9 @@ Figures (``Figure.metric``):
 - ``outcome_auc_trace_score`` / ``outcome_auc_mean_action_credit``: the AUC of the whole-trace
   score and of the trace's mean action credit against verified outcomes (1: every check
   succeeded); score-type Hanley-McNeil interval.
-- ``spearman_trace_rating`` / ``spearman_step_rating``: Spearman correlation of the whole-trace
-  score with trace ratings, and of action credit with step ratings; Fisher z interval.
+- ``spearman_trace_rating`` / ``spearman_trace_rating_mean_credit`` / ``spearman_step_rating``:
+  Spearman correlation of trace ratings with the whole-trace score and with mean action credit,
+  and of step ratings with action credit; Fisher z interval.
 - ``success_rate_by_calibrated_score``: the reliability curve, verified success rate per bin of
   the calibrated score (slice kind ``bin``); Wilson interval.
 - ``truncated_traces`` / ``truncated_actions``: the share of scored traces (actions) whose
@@ -58,7 +59,8 @@ SPLIT_SOURCE = "its held-out split (10% of its source traces)"
 BENCHMARK_SOURCE = "the release's separate benchmark (every account's contributions)"
 
 METRICS = ("heldout_accuracy", "outcome_auc_trace_score", "outcome_auc_mean_action_credit",
-           "spearman_trace_rating", "spearman_step_rating", "success_rate_by_calibrated_score",
+           "spearman_trace_rating", "spearman_trace_rating_mean_credit", "spearman_step_rating",
+           "success_rate_by_calibrated_score",
            "truncated_traces", "truncated_actions")
 METHODS = {
     "confidence": 0.95,
@@ -297,10 +299,12 @@ def _outcome_aucs(traces: Sequence[TraceFacts]) -> list[Figure]:
 
 def _spearmans(facts: TrustFacts) -> list[Figure]:
     figures = []
-    rated = [t for t in facts.traces if t.rating is not None and t.score is not None]
-    for (kind, name), group in _grouped(rated, _trace_slices).items():
-        figures.append(_spearman_figure("spearman_trace_rating", kind, name,
-                                        [t.score for t in group], [t.rating for t in group]))
+    for metric, value in (("spearman_trace_rating", lambda t: t.score),
+                          ("spearman_trace_rating_mean_credit", lambda t: t.mean_credit)):
+        rated = [t for t in facts.traces if t.rating is not None and value(t) is not None]
+        for (kind, name), group in _grouped(rated, _trace_slices).items():
+            figures.append(_spearman_figure(metric, kind, name, [value(t) for t in group],
+                                            [t.rating for t in group]))
 
     def step_slices(step: StepFacts) -> list[tuple[str, str]]:
         tools = (step.tool,) if step.tool else ()
@@ -423,6 +427,8 @@ CHARTS = {
                                        0.0, 1.0, 0.5, "chance"),
     "spearman_trace_rating": ("Spearman: whole-trace score and trace ratings", -1.0, 1.0, 0.0,
                               "no relation"),
+    "spearman_trace_rating_mean_credit": ("Spearman: mean action credit and trace ratings",
+                                          -1.0, 1.0, 0.0, "no relation"),
     "spearman_step_rating": ("Spearman: action credit and step ratings", -1.0, 1.0, 0.0,
                              "no relation"),
 }

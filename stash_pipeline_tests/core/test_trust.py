@@ -82,13 +82,16 @@ def test_outcome_auc_per_slice_with_its_interval_and_n():
 
 
 def test_spearman_with_trace_and_step_ratings():
-    traces = [TraceFacts(f"t{i}", domain="air", rating=float(i), score=float(i * i))
+    traces = [TraceFacts(f"t{i}", domain="air", rating=float(i), score=float(i * i),
+                         mean_credit=-0.1 * i if i else None)
               for i in range(6)]
     steps = [StepFacts(f"t0/m{i}", rating=float(i), credit=-0.1 * i, tool="book")
              for i in range(5)]
     report = trust_report(facts(traces, steps=steps))
     trace = figure(report, "spearman_trace_rating")
     assert trace["value"] == pytest.approx(1.0) and trace["n"] == 6 and trace["low"] < 1
+    credit = figure(report, "spearman_trace_rating_mean_credit")  # t0 has no credit
+    assert credit["value"] == pytest.approx(-1.0) and credit["n"] == 5
     step = figure(report, "spearman_step_rating", "tool", "book")
     assert step["value"] == pytest.approx(-1.0) and step["n"] == 5
 
