@@ -21,7 +21,6 @@ Figures (``Figure.metric``):
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import statistics
 from collections import defaultdict
@@ -144,8 +143,9 @@ class TrustFacts:
     trained_traces: int = 0  # the owner's traces left out: the evaluator trained on them
     window: int | None = None  # tokens each input keeps (from the end)
     raw_scores: Sequence[float] = ()  # every whole-trace raw reward on the owner's traces
-    raw_action_scores: Sequence[float] = ()  # every action raw reward on them
-    action_input_tokens: Sequence[int] = ()  # each scored action's rendering, before the cut
+    action_raw_range: tuple[float, float, int] | None = None  # min, max and count of actions'
+    scored_actions: int = 0  # actions not trained on whose rendering's length is known
+    cut_action_tokens: Sequence[int] = ()  # the lengths of those longer than the window
     # Training and held-out pairs, and how many had a side cut (the worker's metrics).
     training_pairs: int | None = None
     truncated_training_pairs: int | None = None
@@ -153,9 +153,10 @@ class TrustFacts:
 
 
 def facts_digest(facts: TrustFacts) -> str:
-    """A digest of everything the report reads: an unchanged digest means an unchanged report."""
-    text = json.dumps(asdict(facts), sort_keys=True, default=str, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    """A digest of everything the report reads: an unchanged digest means an unchanged report.
+    Frozen dataclasses of plain values: their repr is exact (floats round-trip) and, unlike
+    ``asdict``, copies nothing."""
+    return hashlib.sha256(repr(facts).encode("utf-8", "backslashreplace")).hexdigest()
 
 
 def held_out_summary(metrics: dict[str, Any]) -> dict[str, Any] | None:
@@ -218,7 +219,8 @@ def trust_report(facts: TrustFacts) -> dict[str, Any]:
     overall = next((c for c in facts.held_out if (c.slice_kind, c.slice) == OVERALL), None)
     pairs = overall.pairs if overall else 0
     spread = separation(facts.raw_scores)
-    action_spread = separation(facts.raw_action_scores)
+    action_spread = (spread_of(*facts.action_raw_range) if facts.action_raw_range is not None
+                     else None)
     report = {
         "evaluator": facts.evaluator, "kind": facts.kind,
         "traces": {
@@ -338,15 +340,15 @@ def _truncation(facts: TrustFacts) -> list[Figure]:
     if facts.window is None:
         return []
     figures = []
-    for metric, lengths in (
-            ("truncated_traces", [t.input_tokens for t in facts.traces
-                                  if t.input_tokens is not None and t.score is not None]),
-            ("truncated_actions", list(facts.action_input_tokens))):
-        if not lengths:
+    traces = [t.input_tokens for t in facts.traces
+              if t.input_tokens is not None and t.score is not None]
+    for metric, counted, cut in (
+            ("truncated_traces", len(traces), [n for n in traces if n > facts.window]),
+            ("truncated_actions", facts.scored_actions, facts.cut_action_tokens)):
+        if not counted:
             continue
-        read = [facts.window / n for n in lengths if n > facts.window]
-        figures.append(Figure(metric, "all", "", len(read) / len(lengths), None, None,
-                              len(lengths),
+        read = [facts.window / n for n in cut]
+        figures.append(Figure(metric, "all", "", len(read) / counted, None, None, counted,
                               {"truncated": len(read), "window": facts.window,
                                "median_share_read": statistics.median(read) if read
                                else None}))
@@ -356,13 +358,18 @@ def _truncation(facts: TrustFacts) -> list[Figure]:
 def separation(raw: Sequence[float]) -> dict[str, Any] | None:
     """How far apart the evaluator's raw rewards are, read as its own preference probability."""
     values = [v for v in raw if math.isfinite(v)]
-    if len(values) < 2:
+    return spread_of(min(values), max(values), len(values)) if values else None
+
+
+def spread_of(low: float, high: float, count: int) -> dict[str, Any] | None:
+    """``separation`` of ``count`` rewards from ``low`` to ``high``; None under two."""
+    if count < 2:
         return None
-    spread = max(values) - min(values)
+    spread = high - low
     preference = 1 / (1 + math.exp(-min(spread, 50.0)))
     return {"raw_spread": spread, "preference_at_extremes": preference,
             "barely_separates": preference < MIN_PREFERENCE_AT_EXTREMES,
-            "threshold": MIN_PREFERENCE_AT_EXTREMES, "scores": len(values)}
+            "threshold": MIN_PREFERENCE_AT_EXTREMES, "scores": count}
 
 
 # Sentences -------------------------------------------------------------------------------------

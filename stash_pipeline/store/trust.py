@@ -60,47 +60,52 @@ def trust_facts(connection: sa.Connection, owner: str, evaluator: str) -> TrustF
         source, kind = SPLIT_SOURCE, "personal"
         unavailable = metrics.get("eval_unavailable_reason") or "no usable independent split"
     owned = {row.id: row for row in connection.execute(
-        sa.select(t.c.id, t.c.version, t.c.agent, t.c.domain).where(t.c.owner == owner))}
-    tools = _tools(connection, owner)
+        sa.select(t.c.id, t.c.agent, t.c.domain).where(t.c.owner == owner))}
+    kept = sorted(set(owned) - trained)
     whole = {row.trace_id: row for row in connection.execute(
         sa.select(s.c.trace_id, s.c.raw, s.c.calibrated, s.c.input_tokens)
         .join(t, sa.and_(t.c.id == s.c.trace_id, t.c.version == s.c.trace_version))
         .where(t.c.owner == owner, s.c.evaluator == evaluator))}
-    actions = list(connection.execute(
-        sa.select(a.c.action_id, a.c.trace_id, a.c.raw, a.c.credit, a.c.input_tokens)
-        .join(t, sa.and_(t.c.id == a.c.trace_id, t.c.version == a.c.trace_version))
-        .where(t.c.owner == owner, a.c.evaluator == evaluator)))
-    credits: dict[str, list[float]] = defaultdict(list)
-    for row in actions:
-        if row.credit is not None:
-            credits[row.trace_id].append(row.credit)
+    # Action scores in aggregates (a trace has tens of actions): per trace its mean credit and
+    # how many have a token count; all of them, their raw range; the cut ones, their lengths.
+    scored = sa.select().select_from(a).join(
+        t, sa.and_(t.c.id == a.c.trace_id, t.c.version == a.c.trace_version)).where(
+        t.c.owner == owner, a.c.evaluator == evaluator)
+    per_trace = {row.trace_id: row for row in connection.execute(scored.add_columns(
+        a.c.trace_id, sa.func.avg(a.c.credit).label("mean_credit"),
+        sa.func.count(a.c.input_tokens).label("counted")).group_by(a.c.trace_id))}
+    low, high, count = connection.execute(scored.add_columns(
+        sa.func.min(a.c.raw), sa.func.max(a.c.raw), sa.func.count())).one()
+    window = metrics.get("max_length")
+    cut = [] if window is None else [row.input_tokens for row in connection.execute(
+        scored.add_columns(a.c.trace_id, a.c.input_tokens).where(a.c.input_tokens > window))
+        if row.trace_id not in trained]
+    tools = _tools(connection, owner)
     outcomes = _outcomes(connection, owner)
-    trace_ratings, step_ratings = _ratings(connection, owner)
-    kept = sorted(set(owned) - trained)
+    ratings = _trace_ratings(connection, owner)
+
+    def whole_of(trace_id: str, name: str) -> Any:
+        return getattr(whole[trace_id], name) if trace_id in whole else None
+
     facts = [TraceFacts(
         id=trace_id, agent=owned[trace_id].agent, domain=owned[trace_id].domain,
         tools=tuple(sorted(tools.get(trace_id, ()))), succeeded=outcomes.get(trace_id),
-        rating=_mean(trace_ratings.get(trace_id)),
-        score=whole[trace_id].raw if trace_id in whole else None,
-        calibrated=whole[trace_id].calibrated if trace_id in whole else None,
-        mean_credit=_mean(credits.get(trace_id)),
-        input_tokens=whole[trace_id].input_tokens if trace_id in whole else None)
+        rating=_mean(ratings.get(trace_id)), score=whole_of(trace_id, "raw"),
+        calibrated=whole_of(trace_id, "calibrated"),
+        mean_credit=per_trace[trace_id].mean_credit if trace_id in per_trace else None,
+        input_tokens=whole_of(trace_id, "input_tokens"))
         for trace_id in kept]
-    credit_of = {row.action_id: row.credit for row in actions if row.credit is not None}
-    tool_of = _action_tools(connection, owner)
-    steps = [StepFacts(action_id, _mean(values), credit_of[action_id], tool_of.get(action_id),
-                       owned[trace_id].agent, owned[trace_id].domain)
-             for (trace_id, action_id), values in sorted(step_ratings.items())
-             if trace_id not in trained and action_id in credit_of]
     return TrustFacts(
-        evaluator=evaluator, kind=kind, traces=facts, steps=steps, held_out=held_out,
-        held_out_source=source, held_out_unavailable=unavailable,
-        trained_traces=len(set(owned) & trained), window=metrics.get("max_length"),
+        evaluator=evaluator, kind=kind, traces=facts,
+        steps=[step for step in _steps(connection, owner, evaluator)
+               if step.action_id.split("/", 1)[0] not in trained],
+        held_out=held_out, held_out_source=source, held_out_unavailable=unavailable,
+        trained_traces=len(set(owned) & trained), window=window,
         raw_scores=sorted(row.raw for row in whole.values()),
-        raw_action_scores=sorted(row.raw for row in actions),
-        action_input_tokens=[row.input_tokens for row in actions
-                             if row.input_tokens is not None and row.trace_id not in trained],
-        training_pairs=metrics.get("num_pairs"),
+        action_raw_range=(low, high, count) if count else None,
+        scored_actions=sum(row.counted for trace_id, row in per_trace.items()
+                           if trace_id not in trained),
+        cut_action_tokens=sorted(cut), training_pairs=metrics.get("num_pairs"),
         truncated_training_pairs=metrics.get("truncated_pairs"))
 
 
@@ -113,16 +118,10 @@ def _training_traces(connection: sa.Connection, model_id: str) -> set[str]:
 
 def _tools(connection: sa.Connection, owner: str) -> dict[str, set[str]]:
     tools: dict[str, set[str]] = defaultdict(set)
-    for row in connection.execute(sa.select(act.c.trace_id, act.c.tool_name).join(
+    for row in connection.execute(sa.select(act.c.trace_id, act.c.tool_name).distinct().join(
             t, t.c.id == act.c.trace_id).where(t.c.owner == owner, act.c.tool_name.is_not(None))):
         tools[row.trace_id].add(row.tool_name)
     return tools
-
-
-def _action_tools(connection: sa.Connection, owner: str) -> dict[str, str]:
-    return {row.id: row.tool_name for row in connection.execute(
-        sa.select(act.c.id, act.c.tool_name).join(t, t.c.id == act.c.trace_id)
-        .where(t.c.owner == owner, act.c.tool_name.is_not(None)))}
 
 
 def _outcomes(connection: sa.Connection, owner: str) -> dict[str, bool]:
@@ -135,24 +134,33 @@ def _outcomes(connection: sa.Connection, owner: str) -> dict[str, bool]:
     return succeeded
 
 
-def _ratings(connection: sa.Connection, owner: str
-             ) -> tuple[dict[str, list[float]], dict[tuple[str, str], list[float]]]:
-    """Trace ratings by trace, and step ratings by (trace, action) on actions that still hold the
-    content they were given on (orphaned ratings count nowhere, as in pairs)."""
-    trace_ratings: dict[str, list[float]] = defaultdict(list)
-    step_ratings: dict[tuple[str, str], list[float]] = defaultdict(list)
-    query = (sa.select(r.c.trace_id, r.c.action_id, r.c.value, r.c.action_digest,
-                       act.c.id.label("exists"), act.c.content_digest)
+def _trace_ratings(connection: sa.Connection, owner: str) -> dict[str, list[float]]:
+    ratings: dict[str, list[float]] = defaultdict(list)
+    for row in connection.execute(sa.select(r.c.trace_id, r.c.value).join(
+            t, t.c.id == r.c.trace_id).where(t.c.owner == owner, r.c.action_id.is_(None))):
+        ratings[row.trace_id].append(row.value)
+    return ratings
+
+
+def _steps(connection: sa.Connection, owner: str, evaluator: str) -> list[StepFacts]:
+    """Each rated action the evaluator credited, at the trace's current version: the mean of its
+    step ratings, unless the action's content changed since (orphaned ratings count nowhere, as
+    in pairs)."""
+    query = (sa.select(r.c.action_id, r.c.value, act.c.tool_name, a.c.credit, t.c.agent,
+                       t.c.domain)
              .join(t, t.c.id == r.c.trace_id)
-             .outerjoin(act, sa.and_(act.c.id == r.c.action_id, act.c.trace_id == r.c.trace_id))
-             .where(t.c.owner == owner))
+             .join(act, sa.and_(act.c.id == r.c.action_id, act.c.trace_id == r.c.trace_id))
+             .join(a, sa.and_(a.c.action_id == r.c.action_id, a.c.evaluator == evaluator,
+                              a.c.trace_version == t.c.version))
+             .where(t.c.owner == owner, a.c.credit.is_not(None),
+                    sa.or_(r.c.action_digest.is_(None), act.c.content_digest.is_(None),
+                           r.c.action_digest == act.c.content_digest)))
+    rated: dict[str, list[Any]] = {}
     for row in connection.execute(query):
-        if row.action_id is None:
-            trace_ratings[row.trace_id].append(row.value)
-        elif row.exists is not None and (row.action_digest is None or row.content_digest is None
-                                         or row.action_digest == row.content_digest):
-            step_ratings[(row.trace_id, row.action_id)].append(row.value)
-    return trace_ratings, step_ratings
+        rated.setdefault(row.action_id, [row, []])[1].append(row.value)
+    return [StepFacts(action_id, _mean(values), row.credit, row.tool_name, row.agent,
+                      row.domain)
+            for action_id, (row, values) in sorted(rated.items())]
 
 
 def _mean(values: list[float] | None) -> float | None:

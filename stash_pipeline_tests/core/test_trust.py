@@ -119,12 +119,15 @@ def test_a_model_whose_raw_scores_span_006_barely_separates_anything():
     assert not wide["separation"]["barely_separates"]
     assert not any("barely" in n for n in wide["notes"])
     assert trust_report(facts(raw_scores=[1.0]))["separation"] is None
+    actions = trust_report(facts(action_raw_range=(0.10, 0.12, 30)))
+    assert actions["action_separation"]["barely_separates"]
+    assert any("its raw action rewards span only 0.02" in n for n in actions["notes"])
 
 
 def test_inputs_cut_to_the_window_are_counted():
     traces = [TraceFacts(f"t{i}", score=0.0, input_tokens=n)
               for i, n in enumerate([400, 2048, 1024, 4096])]
-    report = trust_report(facts(traces, window=1024, action_input_tokens=[10, 2000],
+    report = trust_report(facts(traces, window=1024, scored_actions=2, cut_action_tokens=[2000],
                                 training_pairs=20, truncated_training_pairs=3))
     cut = figure(report, "truncated_traces")
     assert (cut["value"], cut["n"], cut["detail"]["truncated"]) == (0.5, 4, 2)
