@@ -18,6 +18,7 @@ from stash_pipeline.api.routes import (
     account,
     feedback,
     objects,
+    releases,
     reward_models,
     rewards,
     sql,
@@ -69,7 +70,7 @@ def create_app(store: Store | None = None, objects_store: ObjectStore | None = N
         docs_url=None, redoc_url=None,  # docs.install serves both without a CDN
     )
     app.state.settings = settings
-    for module in (reward_models, rewards, traces, feedback, sql, account, objects):
+    for module in (reward_models, rewards, releases, traces, feedback, sql, account, objects):
         app.include_router(module.router)
     docs.install(app)
     errors.install(app)
