@@ -110,7 +110,10 @@ def _same_origin(request: Request) -> bool:
     origin = request.headers.get("origin")
     if origin is None:  # not sent by every browser on a same-origin POST
         return True
-    return urlparse(origin).netloc == request.headers.get("host")
+    try:
+        return urlparse(origin).netloc == request.headers.get("host")
+    except ValueError:  # "http://[x": not a URL, so not this site
+        return False
 
 
 async def _read_form(request: Request) -> dict[str, list[str]]:
@@ -179,7 +182,13 @@ async def login(request: Request) -> Response:
 
 
 @router.post("/logout", response_class=HTMLResponse)
-def logout(fields: dict = Depends(posted)) -> Response:
+def logout(request: Request, fields: dict = Depends(posted)) -> Response:
+    """Ends the session on the server too: the account's session epoch moves on, so this cookie
+    (and every other of the account's sessions) is no session any more, even replayed."""
+    store = request.app.state.store
+    account = sessions(request).account(store, request.cookies.get(COOKIE))
+    if account is not None:
+        store.end_sessions(account.id)
     response = redirect("/ui/login")
     response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
     return response
@@ -201,9 +210,9 @@ def _list_query(request: Request) -> dict[str, Any]:
     offset = query.get("offset") or "0"
     if sort not in SORTS:
         raise InputError(f"sort is one of {', '.join(SORTS)}", field="sort")
-    if not limit.isdigit() or int(limit) not in PAGE_SIZES:
+    if not _digits(limit) or int(limit) not in PAGE_SIZES:
         raise InputError(f"limit is one of {', '.join(map(str, PAGE_SIZES))}", field="limit")
-    if not offset.isdigit() or int(offset) > 2**31:
+    if not _digits(offset) or int(offset) > 2**31:
         raise InputError("offset is a whole number", field="offset")
     state = query.get("state") or None
     if state is not None and state not in STATES:
@@ -248,7 +257,12 @@ def trace_list(request: Request, account: Account = Depends(viewer)) -> Response
 def _number(text: str | None) -> Any:
     """A form's number as the JSON request would carry it: digits become an int, the rest stays
     text so the request's own validation names the field."""
-    return int(text) if text is not None and text.isdigit() and len(text) < 10 else text
+    return int(text) if text is not None and _digits(text) and len(text) < 10 else text
+
+
+def _digits(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit()`` also takes "²", which ``int()`` refuses."""
+    return text.isascii() and text.isdigit()
 
 
 @router.post("/reward-models", response_class=HTMLResponse)
