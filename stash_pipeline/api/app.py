@@ -9,18 +9,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from starlette.types import Scope
 
 from stash_pipeline.api import docs, errors, ui
 from stash_pipeline.api.limits import BodyLimit
 from stash_pipeline.api.routes import account, feedback, objects, reward_models, sql, traces
 from stash_pipeline.api.settings import ApiSettings
+from stash_pipeline.api.write_slots import IMPORT_PATH, write_slot
 from stash_pipeline.objects import ObjectStore
 from stash_pipeline.store import Store
 from stash_pipeline.store.readonly_sql import ReadonlySql
-
-IMPORT_PATH = "/api/v1/traces"
 
 
 def create_app(store: Store | None = None, objects_store: ObjectStore | None = None,
@@ -56,6 +55,7 @@ def create_app(store: Store | None = None, objects_store: ObjectStore | None = N
         version="1",
         lifespan=lifespan,
         docs_url=None, redoc_url=None,  # docs.install serves both without a CDN
+        dependencies=[Depends(write_slot)],
     )
     app.state.settings = settings
     for module in (reward_models, traces, feedback, sql, account, objects):

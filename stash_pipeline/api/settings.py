@@ -17,6 +17,7 @@ class ApiSettings:
     sql_max_rows: int = 1000
     sql_timeout_s: float = 5.0
     sql_concurrency: int = 4  # queries running at once; more wait up to the timeout, then 503
+    write_concurrency: int = 8  # writing requests in threads at once; more wait on the event loop
     base_model_dirs: tuple[str, ...] = ()  # where a request's local base_model may be
 
     @classmethod
@@ -31,6 +32,8 @@ class ApiSettings:
             sql_timeout_s=_number(environ, "STASH_SQL_TIMEOUT_S", defaults.sql_timeout_s, float),
             sql_concurrency=_number(environ, "STASH_SQL_CONCURRENCY", defaults.sql_concurrency,
                                     int),
+            write_concurrency=_number(environ, "STASH_API_WRITE_CONCURRENCY",
+                                      defaults.write_concurrency, int),
             base_model_dirs=base_model_dirs(environ),
         )
 

@@ -10,6 +10,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
 
+from stash_pipeline.api import write_slots
 from stash_pipeline.api.auth import current_account
 from stash_pipeline.api.bodies import CommentBody, ContributionChange, RatingBody, ScoreAgainBody
 from stash_pipeline.api.ids import readable_ids
@@ -59,11 +60,12 @@ async def import_traces(request: Request, format: Format = "auto", contribute: b
         if size == 0:
             raise InputError("the request body is empty: send traces as JSON, a JSON array or "
                              "JSON Lines", file="request body")
-        return await run_in_threadpool(
-            traces.import_file, request.app.state.store, account.id, path, format=format,
-            contribute=contribute, label="request body", on_imported=_record_import,
-            author=author, reviewer=reviewer, skip_invalid=skip_invalid,
-            outcome_field=outcome_field)
+        async with write_slots.slots(request):  # once the body is on disk, not before
+            return await run_in_threadpool(
+                traces.import_file, request.app.state.store, account.id, path, format=format,
+                contribute=contribute, label="request body", on_imported=_record_import,
+                author=author, reviewer=reviewer, skip_invalid=skip_invalid,
+                outcome_field=outcome_field)
 
 
 def _record_import(report: ImportReport) -> None:
