@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urlparse
 
 import jinja2
+import sqlalchemy as sa
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -26,7 +27,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from stash_pipeline.api.errors import error_response
 from stash_pipeline.api.ui import plots
 from stash_pipeline.api.ui.session import COOKIE, SESSION_SECONDS, Sessions, session_secret
-from stash_pipeline.core.errors import InputError, NotFoundError, OwnershipError
+from stash_pipeline.core.errors import (
+    InputError,
+    NotFoundError,
+    OwnershipError,
+    StorageFullError,
+    UnavailableError,
+)
 from stash_pipeline.core.failures import reason_line
 from stash_pipeline.core.feedback import ReviewedComparison, feedback_id
 from stash_pipeline.core.requests import MAX_TRACE_IDS
@@ -572,6 +579,15 @@ def install(app: FastAPI) -> None:
                 return await result if hasattr(result, "__await__") else result
             if isinstance(error, LoginRequired):
                 return redirect("/ui/login?" + urlencode({"next": error.target}))
+            if status is None and not isinstance(error, (Refused, StarletteHTTPException)):
+                # A database or disk error: the page says what the API's JSON would.
+                answer = json_handler(request, error)
+                answer = await answer if hasattr(answer, "__await__") else answer
+                shown = json.loads(answer.body)["detail"]
+                response = page(answer.status_code, shown)(request, error)
+                if "retry-after" in answer.headers:
+                    response.headers["Retry-After"] = answer.headers["retry-after"]
+                return response
             code = status
             if isinstance(error, Refused):
                 code = error.status
@@ -579,7 +595,10 @@ def install(app: FastAPI) -> None:
                 code = error.status_code
             shown = message or (str(error.detail) if isinstance(error, StarletteHTTPException)
                                 else str(error))
-            return page(code, shown)(request, error)
+            response = page(code, shown)(request, error)
+            if isinstance(error, UnavailableError):
+                response.headers["Retry-After"] = str(error.retry_after_s)
+            return response
 
         app.add_exception_handler(kind, handle)
 
@@ -589,3 +608,8 @@ def install(app: FastAPI) -> None:
     on_ui(InputError, 422)
     on_ui(StatusError, 409)
     on_ui(StarletteHTTPException, None)
+    # Outages and full disks are pages too, in the JSON handler's words (which name no host).
+    on_ui(UnavailableError, 503)
+    on_ui(StorageFullError, 507)
+    on_ui(sa.exc.DBAPIError, None)
+    on_ui(OSError, None)
