@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 from starlette.types import Scope
 
-from stash_pipeline.api import docs, errors, ui
+from stash_pipeline.api import docs, errors, temporaries, ui
 from stash_pipeline.api.limits import BodyLimit
 from stash_pipeline.api.routes import account, feedback, objects, reward_models, sql, traces
 from stash_pipeline.api.settings import ApiSettings
@@ -30,6 +30,7 @@ def create_app(store: Store | None = None, objects_store: ObjectStore | None = N
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = store is None
+        temporaries.remove_abandoned()  # of API processes killed while they received an import
         app.state.store = store or Store.from_env()
         app.state.store.migrate()
         if objects_store is None:

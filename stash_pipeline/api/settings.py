@@ -46,6 +46,7 @@ class ServerSettings:
     body_timeout_s: float = 120.0  # the whole body, from its head: 100 MiB needs 0.85 MiB/s
     idle_timeout_s: float = 5.0  # a kept-alive connection without a new request
     max_connections: int = 200  # open connections; one more is closed at once
+    shutdown_timeout_s: float = 10.0  # Ctrl-C: requests still running then are cancelled
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ServerSettings:
@@ -57,7 +58,8 @@ class ServerSettings:
                 ("header_timeout_s", "STASH_API_HEADER_TIMEOUT_S", float),
                 ("body_timeout_s", "STASH_API_BODY_TIMEOUT_S", float),
                 ("idle_timeout_s", "STASH_API_IDLE_TIMEOUT_S", float),
-                ("max_connections", "STASH_API_MAX_CONNECTIONS", int))})
+                ("max_connections", "STASH_API_MAX_CONNECTIONS", int),
+                ("shutdown_timeout_s", "STASH_API_SHUTDOWN_TIMEOUT_S", float))})
 
 
 def _number(environ: Mapping[str, str], name: str, default, kind):

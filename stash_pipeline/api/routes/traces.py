@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import logging
-import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
 
-from stash_pipeline.api import write_slots
+from stash_pipeline.api import temporaries, write_slots
 from stash_pipeline.api.auth import current_account
 from stash_pipeline.api.bodies import CommentBody, ContributionChange, RatingBody, ScoreAgainBody
 from stash_pipeline.api.ids import readable_ids
@@ -50,7 +49,7 @@ async def import_traces(request: Request, format: Format = "auto", contribute: b
     """Import traces in any importer format, batch or single; all or nothing. Preference data
     sets take the comparisons' `author` and `reviewer`, and `skip_invalid`; `outcome_field` is
     the metadata path read as a verified outcome (empty: none)."""
-    with tempfile.TemporaryDirectory(prefix="stash-api-import-") as folder:
+    with temporaries.import_folder() as folder:
         path = Path(folder) / "body"
         size = 0
         with open(path, "wb") as file:
