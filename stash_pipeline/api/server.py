@@ -43,7 +43,9 @@ def protocol_for(settings: ServerSettings) -> type[H11Protocol]:
             self._head_timer = self._body_timer = None
             self._waiting_since = time.monotonic()  # for a request head, since then
             super().connection_made(transport)
-            if len(self.connections) > self.limits.max_connections and not self._make_room():
+            # Connections being closed (made room for a moment ago) do not count.
+            open_ = sum(1 for c in self.connections if not c.transport.is_closing())
+            if open_ > self.limits.max_connections and not self._make_room():
                 transport.write(_busy_response())
                 transport.close()
                 return
@@ -192,7 +194,9 @@ def config(app: Any, settings: ServerSettings, **options: Any) -> uvicorn.Config
     return uvicorn.Config(quiet_disconnects(app), http=protocol_for(settings),
                           timeout_keep_alive=settings.idle_timeout_s,
                           timeout_graceful_shutdown=settings.shutdown_timeout_s,
-                          limit_concurrency=settings.max_connections + 1,
+                          # The protocol limits connections itself (and so requests: one each);
+                          # uvicorn's own count would include connections being closed.
+                          limit_concurrency=None,
                           h11_max_incomplete_event_size=64 * 1024, **options)
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -52,12 +51,23 @@ def remove_abandoned(folder: Path | None = None, now: float | None = None) -> li
                 abandoned = now - entry.stat().st_mtime > UNNAMED_AFTER_S
             except OSError:
                 continue
-        if abandoned:
-            shutil.rmtree(entry, ignore_errors=True)
+        if abandoned and _remove_folder(entry):
             removed.append(entry.name)
     if removed:
         log.info("removed %d temporary import folder(s) of stopped API processes", len(removed))
     return removed
+
+
+def _remove_folder(folder: Path) -> bool:
+    """Remove an import folder: it holds files only (the body), never folders of its own."""
+    try:
+        for child in folder.iterdir():
+            child.unlink()
+        folder.rmdir()
+    except OSError as error:
+        log.warning("could not remove the abandoned import folder %s: %s", folder, error)
+        return False
+    return True
 
 
 def _alive(pid: int) -> bool:

@@ -16,7 +16,7 @@ import pytest
 
 from api_helpers import Api
 from test_api_isolation import mallory, victim  # noqa: F401 - fixtures
-from test_api_sql_hostile import SQL, secrets  # noqa: F401 - fixture
+from test_api_sql_hostile import answer, secrets  # noqa: F401 - fixture
 
 # The error term of each database: an error when {cond} holds on a row, no value otherwise.
 ERROR_TERMS = {
@@ -78,12 +78,6 @@ def query(dialect: str, position: str, view: str, ids: dict[str, str]) -> str:
     error = ERROR_TERMS[dialect].format(cond=CONDITIONS[view].format(**ids))
     return template.format(v=view, e=error, k=KEY_COLUMNS[view],
                            target=ids[TARGET_KEY[view]])
-
-
-def answer(client: httpx.Client, sql: str) -> tuple[int, str]:
-    response = client.post(SQL, json={"sql": sql})
-    assert response.status_code in (200, 422), (sql, response.text)
-    return response.status_code, response.text
 
 
 @pytest.mark.parametrize("position", [*POSITIONS, *POSTGRES_POSITIONS])
