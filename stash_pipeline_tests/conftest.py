@@ -114,6 +114,25 @@ def store(request: pytest.FixtureRequest, tmp_path) -> Iterator[Store]:
     yield store
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def fresh_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
+    """The URL of a database nobody has migrated yet (on PostgreSQL, created beside the test
+    session's database and dropped afterwards)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'fresh.db'}"
+        return
+    session: Store = request.getfixturevalue("postgres_store")
+    server = session.engine.execution_options(isolation_level="AUTOCOMMIT")
+    name = f"stash_fresh_{uuid.uuid4().hex[:12]}"
+    with server.connect() as connection:
+        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{session.url.rsplit('/', 1)[0]}/{name}"
+    finally:
+        with server.connect() as connection:
+            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture(scope="session")
 def embedded_dagster_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``$STASH_HOME/dagster`` with its storage created, made once a session (dagster_storage.py

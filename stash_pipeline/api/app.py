@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from starlette.types import Scope
 
-from stash_pipeline.api import docs, errors, ui
+from stash_pipeline.api import docs, errors, temporaries, ui
 from stash_pipeline.api.limits import BodyLimit
 from stash_pipeline.api.routes import (
     account,
@@ -25,12 +25,10 @@ from stash_pipeline.api.routes import (
     traces,
 )
 from stash_pipeline.api.settings import ApiSettings
+from stash_pipeline.api.write_slots import IMPORT_PATH, REWARDS_SUFFIX, write_slot
 from stash_pipeline.objects import ObjectStore
 from stash_pipeline.store import Store
 from stash_pipeline.store.readonly_sql import ReadonlySql
-
-IMPORT_PATH = "/api/v1/traces"
-REWARDS_SUFFIX = "/rewards"  # both /rewards routes (routes/rewards.py)
 
 
 def create_app(store: Store | None = None, objects_store: ObjectStore | None = None,
@@ -41,6 +39,7 @@ def create_app(store: Store | None = None, objects_store: ObjectStore | None = N
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = store is None
+        temporaries.remove_abandoned()  # of API processes killed while they received an import
         app.state.store = store or Store.from_env()
         app.state.store.migrate()
         if objects_store is None:
@@ -68,6 +67,7 @@ def create_app(store: Store | None = None, objects_store: ObjectStore | None = N
         version="1",
         lifespan=lifespan,
         docs_url=None, redoc_url=None,  # docs.install serves both without a CDN
+        dependencies=[Depends(write_slot)],
     )
     app.state.settings = settings
     for module in (reward_models, rewards, releases, traces, feedback, sql, account, objects):

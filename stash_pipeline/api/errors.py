@@ -5,8 +5,10 @@ StatusError and a taken trace id 409, an expired or altered download URL 403, th
 set up 503. FastAPI's own validation errors (query parameters, small bodies) get the same shape.
 
 A retryable condition (the database busy past its busy timeout or down, the object store down, a
-lock wait that ran out) is 503 with ``Retry-After`` and ``"retryable": true``; a 500 is a bug, and
-its body is one line without a traceback.
+lock wait that ran out) is 503 with ``Retry-After`` and ``"retryable": true``; its body never names
+a host or port (the server logs them). A full disk (the temporary folder, the database, the local
+object store) is 507 Insufficient Storage. A 500 is a bug, and its body is one line without a
+traceback.
 """
 
 from __future__ import annotations
@@ -18,10 +20,17 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from stash_pipeline.core.errors import InputError, NotFoundError, OwnershipError, UnavailableError
+from stash_pipeline.core.errors import (
+    InputError,
+    NotFoundError,
+    OwnershipError,
+    StorageFullError,
+    UnavailableError,
+    disk_full,
+)
 from stash_pipeline.objects import DownloadRefusedError, ObjectNotFoundError
 from stash_pipeline.store import StatusError
-from stash_pipeline.store.locks import unavailable_database
+from stash_pipeline.store.locks import database_full, unavailable_database
 from stash_pipeline.store.readonly_sql import SqlRefused, SqlUnavailable
 
 log = logging.getLogger(__name__)
@@ -34,6 +43,8 @@ def error_response(status: int, detail: str, *, headers: dict[str, str] | None =
 
 
 def unavailable(_: Request, error: UnavailableError) -> JSONResponse:
+    if error.detail:
+        log.warning("%s (%s)", error, error.detail)
     seconds = error.retry_after_s
     return error_response(503, f"{error} (retry in {seconds} s)", retryable=True,
                           headers={"Retry-After": str(seconds)})
@@ -42,10 +53,29 @@ def unavailable(_: Request, error: UnavailableError) -> JSONResponse:
 def database_error(request: Request, error: Exception) -> JSONResponse:
     """A database error no store call turned into ours: retryable when the database went
     away, else a bug (500), said in one line."""
+    if disk_full(error):
+        return storage_full(request, database_full())
     translated = unavailable_database(error)
     if translated is not None:
         return unavailable(request, translated)
     log.error("unexpected database error: %s", error, exc_info=error)
+    return internal_error(request, error)
+
+
+def storage_full(_: Request, error: StorageFullError) -> JSONResponse:
+    return error_response(507, str(error))
+
+
+FULL_DISK = StorageFullError("the server's disk is full; nothing was stored (try again once "
+                             "there is space)")
+
+
+def os_error(request: Request, error: OSError) -> JSONResponse:
+    """A full disk where the server writes (the import's temporary folder): 507, in words that
+    name no server path; any other OSError is a bug."""
+    if disk_full(error):
+        log.warning("a full disk refused a request: %s", error)
+        return storage_full(request, FULL_DISK)
     return internal_error(request, error)
 
 
@@ -77,7 +107,9 @@ def install(app: FastAPI) -> None:
     import sqlalchemy as sa
 
     app.add_exception_handler(UnavailableError, unavailable)
+    app.add_exception_handler(StorageFullError, storage_full)
     app.add_exception_handler(sa.exc.DBAPIError, database_error)
+    app.add_exception_handler(OSError, os_error)
     app.add_exception_handler(Exception, internal_error)
     app.add_exception_handler(InputError, input_error)
     app.add_exception_handler(RequestValidationError, validation_error)

@@ -23,6 +23,7 @@ class ApiSettings:
     sql_max_rows: int = 1000
     sql_timeout_s: float = 5.0
     sql_concurrency: int = 4  # queries running at once; more wait up to the timeout, then 503
+    write_concurrency: int = 8  # writing requests in threads at once; more wait on the event loop
     base_model_dirs: tuple[str, ...] = ()  # where a request's local base_model may be
     max_rewards_bytes: int = 2 * 1024 * 1024  # the /rewards routes' bodies
     scoring_url: str = DEFAULT_SCORING_URL  # the scoring server (stash-pipeline serve)
@@ -41,6 +42,8 @@ class ApiSettings:
             sql_timeout_s=_number(environ, "STASH_SQL_TIMEOUT_S", defaults.sql_timeout_s, float),
             sql_concurrency=_number(environ, "STASH_SQL_CONCURRENCY", defaults.sql_concurrency,
                                     int),
+            write_concurrency=_number(environ, "STASH_API_WRITE_CONCURRENCY",
+                                      defaults.write_concurrency, int),
             base_model_dirs=base_model_dirs(environ),
             max_rewards_bytes=_number(environ, "STASH_REWARDS_MAX_BYTES",
                                       defaults.max_rewards_bytes, int),
@@ -58,6 +61,7 @@ class ServerSettings:
     body_timeout_s: float = 120.0  # the whole body, from its head: 100 MiB needs 0.85 MiB/s
     idle_timeout_s: float = 5.0  # a kept-alive connection without a new request
     max_connections: int = 200  # open connections; one more is closed at once
+    shutdown_timeout_s: float = 10.0  # Ctrl-C: requests still running then are cancelled
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ServerSettings:
@@ -69,7 +73,8 @@ class ServerSettings:
                 ("header_timeout_s", "STASH_API_HEADER_TIMEOUT_S", float),
                 ("body_timeout_s", "STASH_API_BODY_TIMEOUT_S", float),
                 ("idle_timeout_s", "STASH_API_IDLE_TIMEOUT_S", float),
-                ("max_connections", "STASH_API_MAX_CONNECTIONS", int))})
+                ("max_connections", "STASH_API_MAX_CONNECTIONS", int),
+                ("shutdown_timeout_s", "STASH_API_SHUTDOWN_TIMEOUT_S", float))})
 
 
 def _number(environ: Mapping[str, str], name: str, default, kind):

@@ -49,18 +49,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by the signal
     except StashError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {_with_detail(error)}", file=sys.stderr)
         return 2
     except Exception as error:
         if os.environ.get("STASH_DEBUG"):
             raise
+        from stash_pipeline.core.errors import disk_full
         from stash_pipeline.store.locks import unavailable_database
 
+        if disk_full(error):
+            first = (str(error).strip().splitlines() or [""])[0]
+            print(f"error: the disk is full ({first}); nothing was stored (free space, then run "
+                  "it again)", file=sys.stderr)
+            return 2
         known = unavailable_database(error)
         if known is not None:
-            print(f"error: {known}", file=sys.stderr)
+            print(f"error: {_with_detail(known)}", file=sys.stderr)
             return 2
         first = (str(error).strip().splitlines() or [""])[0]
         print(f"error: unexpected {type(error).__name__}: {first} (a bug: run it again with "
               "STASH_DEBUG=1 for the traceback, and report it)", file=sys.stderr)
         return 1
+
+
+def _with_detail(error: BaseException) -> str:
+    """The error's sentence and, for the operator at the terminal, its driver's own words."""
+    detail = getattr(error, "detail", None)
+    return f"{error} ({detail})" if isinstance(detail, str) and detail else str(error)

@@ -34,11 +34,23 @@ def run(args: argparse.Namespace) -> int:
 
     from stash_pipeline.api import create_app, server
     from stash_pipeline.api.settings import ServerSettings
+    from stash_pipeline.objects import object_store_from_env
     from stash_pipeline.objects.env import API_URL_ENV
+    from stash_pipeline.store import Store
 
     os.environ.setdefault(API_URL_ENV, public_url(args.host, args.port))
     settings = ServerSettings.from_env()
-    server.raise_open_file_limit()
-    uvicorn.Server(server.config(create_app(), settings, host=args.host, port=args.port,
-                                 log_level=args.log_level)).run()
+    # Opened here, not in the app's start-up: what is wrong with them (a database that is down, a
+    # signing.key others may read) is then one line from the command, not uvicorn's traceback.
+    store = Store.from_env()
+    try:
+        store.migrate()
+        objects = object_store_from_env()
+        server.raise_open_file_limit()
+        uvicorn.Server(server.config(create_app(store, objects), settings, host=args.host,
+                                     port=args.port, log_level=args.log_level)).run()
+    except KeyboardInterrupt:  # Ctrl-C: uvicorn has shut down and says so; no traceback
+        return 130
+    finally:
+        store.dispose()
     return 0

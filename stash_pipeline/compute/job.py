@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from stash_pipeline.core.errors import InputError
+from stash_pipeline.core.errors import InputError, StorageFullError, disk_full
 from stash_pipeline.core.failures import hide_server_paths
 from stash_pipeline.core.pair_builders import AUDIENCES, Audience
 from stash_pipeline.core.pairs import Pair
@@ -192,11 +192,21 @@ def write_job(job_dir: Path, settings: JobSettings, *, train_pairs: Iterable[Pai
         SCORE_TRACES: (json.dumps(trace_to_dict(t)) for t in score_traces),
         BENCHMARK_PAIRS: (json.dumps(p.to_dict()) for p in benchmark_pairs),
     }
-    for name, lines in rows.items():
-        with atomic_path(job_dir / f"{name}.jsonl") as partial, partial.open("w") as out:
-            for line in lines:
-                out.write(line + "\n")
-    write_settings(job_dir, settings)  # last: a job without it is no job
+    try:
+        for name, lines in rows.items():
+            with atomic_path(job_dir / f"{name}.jsonl") as partial, partial.open("w") as out:
+                for line in lines:
+                    out.write(line + "\n")
+        write_settings(job_dir, settings)  # last: a job without it is no job
+    except OSError as error:
+        if not disk_full(error):
+            raise
+        for name in rows:  # nothing of this job's inputs stays behind
+            _remove(job_dir / f"{name}.jsonl")
+        raise StorageFullError(
+            f"the disk of the job directories is full ({error.strerror}): the job's inputs "
+            "could not be written and none were kept; free space under RM_ARTIFACT_DIR "
+            "(default $STASH_HOME/jobs), then retry") from None
     return settings
 
 

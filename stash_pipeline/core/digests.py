@@ -38,8 +38,14 @@ def trace_digest(trace: Trace, messages: list[dict[str, Any]] | None = None) -> 
     its messages in ``message_to_dict``'s form, when the caller has them already."""
     if messages is None:
         messages = [message_to_dict(m) for m in trace.messages]
-    return digest({"agent": trace.agent, "domain": trace.domain, "metadata": trace.metadata,
-                   "tools": list(trace.tools), "messages": messages})
+    return stored_trace_digest(trace.agent, trace.domain, trace.metadata, trace.tools, messages)
+
+
+def stored_trace_digest(agent: str | None, domain: str | None, metadata: dict[str, Any],
+                        tools: Any, messages: list[dict[str, Any]]) -> str:
+    """``trace_digest`` from a trace's stored columns (a migration that rewrites them)."""
+    return digest({"agent": agent, "domain": domain, "metadata": metadata, "tools": list(tools),
+                   "messages": messages})
 
 
 def _rendered_part(message: Message) -> dict[str, Any]:

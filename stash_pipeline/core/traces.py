@@ -15,7 +15,7 @@ DEFAULT_OWNER = "local"
 # An action's address is "<trace id>/<local action id>"; trace ids never contain it (see
 # core.validation.check_trace_id), so an address splits one way only.
 ACTION_ADDRESS_SEPARATOR = "/"
-LOCAL_ACTION_ID = re.compile(r"m(\d+)(?:\.call(\d+))?")
+LOCAL_ACTION_ID = re.compile(r"m([0-9]+)(?:\.call([0-9]+))?")  # ASCII digits only
 # Namespace for ids derived from content, so the same source always maps to the same id.
 STASH_NAMESPACE = uuid.UUID("5f0c6b8e-2d2c-4a8e-9a43-53a5c1e0b7d1")
 

@@ -26,10 +26,26 @@ from stash_pipeline.core.feedback import (
 )
 from stash_pipeline.core.traces import LOCAL_ACTION_ID, Trace
 from stash_pipeline.importers.common import message_action_ids
-from stash_pipeline.importers.fields import expect_list, expect_object, number, optional_str
+from stash_pipeline.importers.fields import (
+    expect_list,
+    expect_object,
+    number,
+    optional_str,
+    refuse_unknown_keys,
+)
 
 FEEDBACK_TYPES = ("comment", "rating", "comparison", "review", "outcome")
 _TARGET_KEYS = ("action_id", "message_index", "tool_call_id")
+# The fields of each type of item (targets too where a type refuses them with its own sentence);
+# any other is refused: a misspelt target would make a step label a trace label.
+FEEDBACK_FIELDS = {
+    "comment": ("type", "text", "author", *_TARGET_KEYS),
+    "rating": ("type", "value", "author", *_TARGET_KEYS),
+    "comparison": ("type", "chosen", "rejected", "author", "reviewer", "status", "rationale",
+                   *_TARGET_KEYS),
+    "review": ("type", "comparison_id", "reviewer", "status"),
+    "outcome": ("type", "reward", "source", *_TARGET_KEYS),
+}
 
 
 def parse_feedback(value: Any, trace: Trace, field: str = "feedback",
@@ -44,6 +60,8 @@ def parse_feedback(value: Any, trace: Trace, field: str = "feedback",
         where = f"{field}[{i}]"
         item = expect_object(raw, where)
         kind = item.get("type")
+        if kind in FEEDBACK_FIELDS:
+            refuse_unknown_keys(item, FEEDBACK_FIELDS[kind], f"a {kind} item", where)
         targets = _targets(item, trace, where, message_indexes)
         author = optional_str(item, "author", f"{where}.author")
         if kind == "comment":

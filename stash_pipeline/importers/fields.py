@@ -37,6 +37,16 @@ def expect_object(value: Any, field: str) -> dict[str, Any]:
     return value
 
 
+def refuse_unknown_keys(item: dict[str, Any], known: tuple[str, ...], what: str,
+                       where: str | None = None) -> None:
+    """An InputError naming the first key of ``item`` that is not in ``known`` (a misspelt
+    ``action_id`` must not turn a step label into a trace label)."""
+    for key in item:
+        if key not in known:
+            raise InputError(f"unknown field; {what} has {', '.join(known)}",
+                             field=f"{where}.{key}" if where else key)
+
+
 def expect_list(value: Any, field: str) -> list[Any]:
     if not isinstance(value, list):
         raise InputError(f"expected a JSON array, got {json_type(value)}", field=field)

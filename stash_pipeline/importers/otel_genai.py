@@ -163,7 +163,8 @@ def parse_span(span: OtlpSpan, ordinal: int, attributes: dict[str, Any]) -> GenA
 
 def build_trace(key: str, spans: list[GenAISpan], options: ImportOptions,
                 file: str) -> ImportedTrace | None:
-    spans.sort(key=lambda s: (s.start, s.end, s.ordinal))
+    # Ties broken by span id, not file position: the same spans in any order make one trace.
+    spans.sort(key=lambda s: (s.start, s.end, s.span_id, s.ordinal))
     with_messages = [s for s in spans if s.input or s.output]
     if not with_messages:
         return None  # tool or agent spans of a conversation whose model calls are elsewhere

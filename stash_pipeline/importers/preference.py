@@ -48,7 +48,7 @@ def read(path: Path, options: ImportOptions) -> Iterator[ImportedTrace]:
     for record in iter_records(path, options.limits):
         try:
             with locating(file, record.label):
-                pair = convert_record(record.data, options, record.label)
+                pair = convert_record(record.data, options)
             imported = [finish(trace, feedback, file=file, record=record.label,
                                number=record.number, limits=options.limits)
                         for trace, feedback in pair]
@@ -61,12 +61,13 @@ def read(path: Path, options: ImportOptions) -> Iterator[ImportedTrace]:
         yield from imported
 
 
-def convert_record(value: Any, options: ImportOptions, position: str = "document"
+def convert_record(value: Any, options: ImportOptions
                    ) -> tuple[tuple[Trace, tuple], tuple[Trace, tuple[ReviewedComparison]]]:
     """(chosen trace, no feedback), (rejected trace, the comparison of the two last turns).
 
-    ``position`` ("line 12") and the record's id, when it has one, are kept as provenance in
-    ``metadata.preference``; the ids do not depend on them.
+    The record's id, when it has one, is kept as provenance in ``metadata.preference``. Nothing
+    stored depends on where the record is in its file: the same record at another line, in
+    another shard or repeated is the same content, so its reimport is ``unchanged``.
     """
     record = expect_object(value, "record")
     for side in SIDES:
@@ -84,7 +85,6 @@ def convert_record(value: Any, options: ImportOptions, position: str = "document
     for side in SIDES:
         metadata = {"task_id": conversation,
                     "preference": {"conversation": conversation, "side": side,
-                                   "record": position,
                                    **({"id": record_id} if record_id else {})}}
         trace_id = content_trace_id(FORMAT, {"conversation": conversation, "side": side})
         traces[side] = Trace(id=trace_id, messages=sides[side], owner=options.owner,

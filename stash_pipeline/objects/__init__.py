@@ -14,6 +14,7 @@ from stash_pipeline.objects.errors import (
     ObjectNotFoundError,
     ObjectStoreConfigError,
     ObjectStoreError,
+    ObjectStoreFullError,
 )
 from stash_pipeline.objects.keys import (
     reward_model_checkpoint_key,
@@ -27,7 +28,8 @@ from stash_pipeline.objects.signing import UrlSigner
 __all__ = [
     "DownloadExpiredError", "DownloadRefusedError", "DownloadSignatureError",
     "LocalObjectStore", "ObjectLocationError", "ObjectNotFoundError", "ObjectStore",
-    "ObjectStoreConfigError", "ObjectStoreError", "S3ObjectStore", "S3Settings", "UrlSigner",
+    "ObjectStoreConfigError", "ObjectStoreError", "ObjectStoreFullError", "S3ObjectStore",
+    "S3Settings", "UrlSigner",
     "object_store_from_env", "reward_model_checkpoint_key", "s3_settings_from_env",
     "shared_evaluator_checkpoint_key", "validate_key",
 ]

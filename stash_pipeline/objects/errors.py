@@ -6,7 +6,7 @@ errors from S3 are re-raised with the secret and access key scrubbed (see ``s3.p
 
 from __future__ import annotations
 
-from stash_pipeline.core.errors import StashError, UnavailableError
+from stash_pipeline.core.errors import StashError, StorageFullError, UnavailableError
 
 
 class ObjectStoreError(StashError):
@@ -15,6 +15,10 @@ class ObjectStoreError(StashError):
 
 class ObjectStoreUnavailableError(ObjectStoreError, UnavailableError):
     """The object store could not be reached or answered that it is busy (S3 5xx, SlowDown)."""
+
+
+class ObjectStoreFullError(ObjectStoreError, StorageFullError):
+    """The local store's disk is full: the object was not written, and no partial file is left."""
 
 
 class ObjectStoreConfigError(ObjectStoreError):

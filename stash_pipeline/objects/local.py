@@ -9,16 +9,20 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 from urllib.request import url2pathname
 
+from stash_pipeline.core.errors import disk_full
 from stash_pipeline.core.training_settings import DOWNLOAD_URL_EXPIRES_S
 from stash_pipeline.objects.base import ObjectStore, check_expires_s, download_target, source_file
 from stash_pipeline.objects.errors import (
     ObjectLocationError,
     ObjectNotFoundError,
     ObjectStoreConfigError,
+    ObjectStoreFullError,
 )
 from stash_pipeline.objects.keys import validate_key
 from stash_pipeline.objects.signing import UrlSigner
@@ -62,9 +66,10 @@ class LocalObjectStore(ObjectStore):
     def put_file(self, key: str, path: str | os.PathLike[str]) -> str:
         target = self.path_for(key)
         source = source_file(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with open(source, "rb") as reader:
-            _write_atomically(target, reader)
+        with _full_disk_refused(f"no space left in the local object store to write {key}"):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(source, "rb") as reader:
+                _write_atomically(target, reader)
         return target.as_uri()
 
     def get_file(self, uri: str, destination: str | os.PathLike[str]) -> Path:
@@ -74,7 +79,7 @@ class LocalObjectStore(ObjectStore):
             reader = open(self.path_for(key), "rb")
         except FileNotFoundError:
             raise ObjectNotFoundError(f"no object at {uri}") from None
-        with reader:
+        with reader, _full_disk_refused(f"no space left to download {key} to {target.parent}"):
             _write_atomically(target, reader)
         return target
 
@@ -111,6 +116,18 @@ class LocalObjectStore(ObjectStore):
         if not path.is_file():
             raise ObjectNotFoundError(f"no object at {path.as_uri()}")
         return path
+
+
+@contextmanager
+def _full_disk_refused(message: str) -> Iterator[None]:
+    """A full disk as the store's own error (nothing was written: see ``_write_atomically``)."""
+    try:
+        yield
+    except OSError as error:
+        if disk_full(error):
+            raise ObjectStoreFullError(f"{message} ({error.strerror}); nothing was stored"
+                                       ) from None
+        raise
 
 
 def _write_atomically(target: Path, reader) -> None:  # reader: a binary file object

@@ -147,14 +147,19 @@ class S3ObjectStore(ObjectStore):
             message = self._scrub(f"{operation} {uri} failed: S3 answered {code}: "
                                   f"{details.get('Message', '')}")
             if code in _BUSY_CODES:
-                raise ObjectStoreUnavailableError(f"{message}; try again later") from None
+                raise ObjectStoreUnavailableError(
+                    f"the object store is busy: {operation} {uri} failed (S3 answered {code}); "
+                    "try again later", detail=message) from None
             raise ObjectStoreError(message) from None
         except (BotoCoreError, Boto3Error) as error:
             message = self._scrub(f"{operation} {uri} failed: {error}")
             # The transfer manager wraps a connection failure in S3UploadFailedError's text.
             if isinstance(error, _UNREACHABLE) or "Could not connect" in str(error):
+                # The endpoint's host and port are the operator's (``detail``), not a client's.
                 raise ObjectStoreUnavailableError(
-                    f"the object store is unavailable: {message}; try again later") from None
+                    f"the object store is unavailable: {operation} {uri} failed; try again "
+                    "later",
+                    detail=message) from None
             raise ObjectStoreError(message) from None
 
     def _scrub(self, message: str) -> str:

@@ -23,13 +23,27 @@ from stash_pipeline.core.feedback import (
 from stash_pipeline.core.traces import LOCAL_ACTION_ID
 from stash_pipeline.core.validation import check_name, check_text
 from stash_pipeline.importers.common import locating
-from stash_pipeline.importers.fields import expect_object, json_type, number, optional_str
+from stash_pipeline.importers.fields import (
+    expect_object,
+    json_type,
+    number,
+    optional_str,
+    refuse_unknown_keys,
+)
 from stash_pipeline.importers.jsonio import check_file_size, iter_records
 from stash_pipeline.importers.limits import ImportLimits
 from stash_pipeline.services.feedback import MAX_COMMENT_LENGTH, comment_item, rating_item
 from stash_pipeline.store import Store
 
 ITEM_TYPES = ("comment", "rating", "comparison", "review", "outcome")
+# The fields of each type of item; any other is refused, as the single-item routes refuse one.
+ITEM_FIELDS = {
+    "comment": ("type", "trace_id", "action_id", "text", "author"),
+    "rating": ("type", "trace_id", "action_id", "value", "author"),
+    "comparison": ("type", "chosen", "rejected", "author", "reviewer", "status", "rationale"),
+    "review": ("type", "comparison_id", "reviewer", "status"),
+    "outcome": ("type", "trace_id", "reward", "source"),
+}
 MAX_BATCH_ITEMS = 10_000  # one API request; a file has no such limit
 
 
@@ -40,6 +54,7 @@ def parse_item(value: Any) -> Feedback | Review:
     if kind not in ITEM_TYPES:
         raise InputError(f"unknown feedback type {kind!r}; expected one of "
                          f"{', '.join(ITEM_TYPES)}", field="type")
+    refuse_unknown_keys(item, ITEM_FIELDS[kind], f"a {kind} item")
     if kind == "comparison":
         return comparison_item(
             item.get("chosen"), item.get("rejected"), author=_name(item, "author"),

@@ -20,6 +20,7 @@ class Account:
     reward_models_enabled: bool
     created_at: datetime
     name: str | None = None
+    session_epoch: int = 0  # the viewer's sessions issued under another epoch are over
 
 
 def ensure_accounts(connection: sa.Connection, ids: Iterable[str]) -> None:
@@ -57,6 +58,13 @@ def set_api_key_hash(connection: sa.Connection, account_id: str, api_key_hash: s
                                 .values(api_key_hash=api_key_hash))
     if result.rowcount != 1:
         raise NotFoundError(f"account {account_id} does not exist")
+
+
+def end_sessions(connection: sa.Connection, account_id: str) -> None:
+    """Every viewer session of the account issued so far stops working (Log out)."""
+    a = schema.accounts
+    connection.execute(a.update().where(a.c.id == account_id)
+                       .values(session_epoch=a.c.session_epoch + 1))
 
 
 def get_account(connection: sa.Connection, account_id: str) -> Account:

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 import sqlalchemy as sa
 
-from stash_pipeline.core.errors import UnavailableError
+from stash_pipeline.core.errors import StorageFullError, UnavailableError, disk_full
 
 _MIGRATION_LOCK = "stash-pipeline:migrations"
 # Trace locks are striped: a trace takes the lock of its stripe, so a transaction holds at most
@@ -80,6 +80,8 @@ def concurrent_write_errors(busy_timeout_s: float | None) -> Iterator[None]:
     try:
         yield
     except sa.exc.DBAPIError as error:
+        if disk_full(error):
+            raise database_full() from None
         if "database is locked" in str(error.orig):
             raise ConcurrentWriteError(
                 f"the SQLite database stayed locked by another writer for {busy_timeout_s:g} s "
@@ -97,6 +99,11 @@ def concurrent_write_errors(busy_timeout_s: float | None) -> Iterator[None]:
         if translated is not None:
             raise translated from None
         raise
+    except Exception as error:
+        # The driver's own error, not wrapped by SQLAlchemy (PostgreSQL's COPY of an import).
+        if not isinstance(error, OSError) and disk_full(error):
+            raise database_full() from None
+        raise
 
 
 def unavailable_database(error: BaseException) -> UnavailableError | None:
@@ -109,8 +116,13 @@ def unavailable_database(error: BaseException) -> UnavailableError | None:
     if not _unreachable(error):
         return None
     return DatabaseUnavailableError(
-        f"the database is unavailable ({_first_line(error.orig)}); nothing was stored, try "
-        "again once it is back")
+        "the database is unavailable; nothing was stored, try again once it is back",
+        detail=_first_line(error.orig))
+
+
+def database_full() -> StorageFullError:
+    return StorageFullError("the disk that holds the database is full; nothing was stored "
+                            "(free space, then run it again)")
 
 
 def _unreachable(error: sa.exc.DBAPIError) -> bool:

@@ -43,6 +43,8 @@ accounts = sa.Table(
     _created(),
     # False for accounts that existed before the reward-model rollout: their RM routes answer 404.
     sa.Column("reward_models_enabled", sa.Boolean, nullable=False, server_default=sa.true()),
+    # Raised by the viewer's Log out: every session cookie issued before it stops working.
+    sa.Column("session_epoch", sa.Integer, nullable=False, server_default="0"),
 )
 
 traces = sa.Table(

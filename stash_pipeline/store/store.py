@@ -228,6 +228,10 @@ class Store:
         with self.transaction() as c:
             accounts.set_api_key_hash(c, account_id, api_key_hash)
 
+    def end_sessions(self, account_id: str) -> None:
+        with self.transaction() as c:
+            accounts.end_sessions(c, account_id)
+
     def get_account(self, account_id: str) -> accounts.Account:
         with self.reading() as c:
             return accounts.get_account(c, account_id)

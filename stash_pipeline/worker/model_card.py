@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from stash_pipeline.core.calibration import RewardStats
+from stash_pipeline.core.failures import hide_server_paths
 
 DATA_ROWS = (("train_pairs", "training pairs"), ("eval_pairs", "held-out pairs"),
              ("action_train_pairs", "action comparisons trained on"),
@@ -33,7 +34,9 @@ def _value(value: Any) -> str:
 def model_card(*, evaluator: str, audience: str, base_model: str, window: int,
                stored_dtype: str, metrics: Mapping[str, Any], reward_stats: RewardStats,
                action_reward_stats: RewardStats | None) -> str:
-    """The card's Markdown."""
+    """The card's Markdown. A local base model is named by its folder's name only: the card is
+    downloaded by users, who have no business with the server's paths."""
+    base_model = hide_server_paths(base_model)
     who = ("the shared evaluator (every account's opted-in traces)" if audience == "shared"
            else "a personal reward model (one account's own traces and feedback)")
     data = "\n".join(f"| {label} | {_value(metrics.get(key))} |" for key, label in DATA_ROWS

@@ -100,13 +100,25 @@ def test_the_database_stopped_is_503_everywhere_then_it_works_again(postgres: Po
         for _ in serve(create_app(store, objects, SETTINGS), sock):
             _, ana = api.account("ana")
             assert import_traces(ana, "t1").status_code == 200
+            key = ana.headers["Authorization"].split()[1]
+            signed_in = api.client()
+            assert signed_in.post("/ui/login", data={"api_key": key}).status_code == 303
             postgres.stop()
             for response in (ana.get("/api/v1/account"), ana.get("/api/v1/traces"),
                              ana.get("/api/v1/traces/t1"), import_traces(ana, "t2"),
                              ana.post("/api/v1/traces/t1/ratings", json={"value": 1}),
                              ana.get("/api/v1/rm/reward-models")):
                 assert_retryable(response)
-                assert "database is unavailable" in response.json()["detail"]
+                detail = response.json()["detail"]
+                assert "database is unavailable" in detail
+                assert str(postgres.port) not in detail and "127.0.0.1" not in detail, detail
+            # The viewer answers with pages: its login, and a signed-in page.
+            for page in (api.client().post("/ui/login", data={"api_key": key}),
+                         signed_in.get("/ui/traces")):
+                assert page.status_code == 503, page.text
+                assert page.headers["content-type"].startswith("text/html")
+                assert "database is unavailable" in page.text
+                assert str(postgres.port) not in page.text and int(page.headers["Retry-After"])
 
             cli = subprocess.run(
                 [sys.executable, "-m", "stash_pipeline", "traces", "list"], cwd=REPO,

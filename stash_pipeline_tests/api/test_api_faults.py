@@ -135,9 +135,19 @@ def test_weights_while_the_object_store_is_down_is_503(store: Store, tmp_path: P
             model = ana.post(RM, json={"name": "m", "trace_ids": ["t1"]}).json()
             succeed(store, objects, model["id"], tmp_path)
             assert ana.get(f"{RM}/{model['id']}/weights").status_code == 200
+            viewer = api.client()
+            key = ana.headers["Authorization"].split()[1]
+            assert viewer.post("/ui/login", data={"api_key": key}).status_code == 303
             server.stop()
             assert_retryable(ana.get(f"{RM}/{model['id']}/weights"))
-            assert "object store" in ana.get(f"{RM}/{model['id']}/weights").json()["detail"]
+            detail = ana.get(f"{RM}/{model['id']}/weights").json()["detail"]
+            # The endpoint's host and port are the operator's (the server log), not the client's.
+            assert "object store" in detail and f":{port}" not in detail and host not in detail
+            # The viewer's Download weights answers with a page that says so, not the JSON.
+            page = viewer.get(f"/ui/reward-models/{model['id']}/weights")
+            assert page.status_code == 503 and page.headers["content-type"].startswith(
+                "text/html") and "object store is unavailable" in page.text
+            assert int(page.headers["Retry-After"]) >= 1 and f":{port}" not in page.text
     finally:
         server.stop()
 

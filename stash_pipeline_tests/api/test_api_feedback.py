@@ -138,3 +138,28 @@ def test_unstorable_review_names_are_422(api, ana) -> None:
     response = client.post(f"{API}/feedback", json={"items": [review]})
     assert response.status_code == 422
     assert (response.json()["record"], response.json()["field"]) == ("items[0]", "reviewer")
+
+
+def test_batch_items_with_unknown_keys_are_422_naming_the_item_and_key(api, ana) -> None:
+    """A misspelt ``action_id`` must not store a whole-trace rating: every type of item refuses a
+    field it does not have, as the single-item routes do."""
+    _, client = ana
+    good = {"type": "rating", "trace_id": "a1", "action_id": "m4", "value": 1}
+    misspelt = [
+        {"type": "rating", "trace_id": "a1", "action": "m99", "value": 1},
+        {"type": "comment", "trace_id": "a1", "text": "x", "actionid": "m4"},
+        {"type": "comparison", "chosen": "a1/m4", "rejected": "a2/m4", "reviewr": "bob"},
+        {"type": "review", "comparison_id": "c", "reviewer": "bob", "state": "rejected"},
+        {"type": "outcome", "trace_id": "a1", "reward": 1, "value": 1},
+    ]
+    for item in misspelt:
+        response = client.post(f"{API}/feedback", json={"items": [good, item]})
+        assert response.status_code == 422, (item, response.text)
+        error = response.json()
+        unknown = next(k for k in item if k not in ("type", "trace_id", "text", "reward",
+                                                    "value", "chosen", "rejected",
+                                                    "comparison_id", "reviewer")
+                       or (item["type"] == "outcome" and k == "value"))
+        assert (error["record"], error["field"]) == ("items[1]", unknown), error
+        assert "unknown field" in error["detail"]
+    assert stored_feedback(api, "a1", "a2") == []

@@ -6,7 +6,9 @@ the server ends it (EOF or reset), measured from when the client began.
 
 from __future__ import annotations
 
+import dataclasses
 import socket
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +23,7 @@ from stash_pipeline.services import accounts
 from stash_pipeline.store import Store
 
 from api_helpers import SETTINGS, loopback_socket, serve
+from waiting import REQUEST_S, wait_until
 
 LIMITS = ServerSettings(header_timeout_s=1.0, body_timeout_s=1.5, idle_timeout_s=1.0,
                         max_connections=3)
@@ -122,27 +125,57 @@ def test_a_client_trickling_its_body_gets_408_and_is_disconnected(
     assert b"did not arrive within 1.5 s" in received
 
 
-def test_connections_past_the_limit_are_closed_at_once(address: tuple[str, int]) -> None:
-    held = [socket.create_connection(address) for _ in range(LIMITS.max_connections)]
+def test_300_silent_connections_make_room_for_a_request(address: tuple[str, int]) -> None:
+    """Past the limit (3 here), each new connection closes the one that has waited longest
+    without a request: 300 that say nothing cannot keep a client out until they time out."""
+    silent = [socket.create_connection(address) for _ in range(300)]
     try:
-        with socket.create_connection(address) as extra:
-            started = time.monotonic()
-            closed, _ = closed_by_server(extra, LIMITS.header_timeout_s + SLACK_S)
-            # Closed before the header timeout could have closed it.
-            assert closed and time.monotonic() - started < LIMITS.header_timeout_s
+        started = time.monotonic()
+        response = httpx.get(f"http://{address[0]}:{address[1]}/openapi.json", timeout=30)
+        assert response.status_code == 200
+        # Served before the header timeout could have closed a single silent connection.
+        assert time.monotonic() - started < LIMITS.header_timeout_s
+        closed = [closed_by_server(conn, 0.5)[0] for conn in silent[:-LIMITS.max_connections]]
+        assert all(closed)
     finally:
-        for conn in held:
+        for conn in silent:
             conn.close()
-    # Once they are gone (closed by the client, seen by the server) requests are served again.
-    deadline = time.monotonic() + 30
-    while True:
+
+
+def test_past_the_limit_with_every_request_in_progress_a_new_connection_gets_503(
+        store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Connections whose requests are in progress (imports whose bodies are still arriving) are
+    never closed to make room: the new connection is answered 503 with Retry-After at once, and
+    closed."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))  # where the server writes the bodies
+    sock = loopback_socket()
+    address = sock.getsockname()
+    objects = LocalObjectStore(tmp_path / "objects", api_url="http://x",
+                               signer=UrlSigner(b"k" * 32))
+    patient = dataclasses.replace(LIMITS, body_timeout_s=120.0)
+    head = (b"POST /api/v1/traces HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer KEY\r\n"
+            b"Content-Type: application/x-ndjson\r\nContent-Length: 100000\r\n\r\n")
+    for _ in serve(create_app(store, objects, SETTINGS), sock, patient):
+        key = accounts.create(store, "ana")[1]
+        head = head.replace(b"KEY", key.encode())
+        busy = [socket.create_connection(address) for _ in range(LIMITS.max_connections)]
         try:
-            response = httpx.get(f"http://{address[0]}:{address[1]}/openapi.json", timeout=5)
-            break
-        except httpx.TransportError:
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
-    assert response.status_code == 200
+            for conn in busy:
+                conn.sendall(head + b" ")
+            wait_until(lambda: len(list(folder.iterdir())) == len(busy), timeout_s=REQUEST_S,
+                       what="the imports to be in progress")
+            with socket.create_connection(address) as extra:
+                started = time.monotonic()
+                closed, received = closed_by_server(extra, LIMITS.header_timeout_s + SLACK_S)
+                assert closed and time.monotonic() - started < LIMITS.header_timeout_s
+            assert received.startswith(b"HTTP/1.1 503 Service Unavailable"), received[:200]
+            assert b"retry-after: 1" in received.lower() and b"request in progress" in received
+            assert all(not closed_by_server(conn, 0.2)[0] for conn in busy)
+        finally:
+            for conn in busy:
+                conn.close()
 
 
 def test_an_idle_kept_alive_connection_is_closed(address: tuple[str, int]) -> None:

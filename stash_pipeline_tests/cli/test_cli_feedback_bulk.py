@@ -77,6 +77,11 @@ def test_feedback_import_file_is_one_transaction_naming_line_and_field(cli_store
     assert main(["feedback", "import", bad]) == 2
     error = capsys.readouterr().err
     assert "record line 5" in error and "field 'value'" in error
+    misspelt = write_lines(tmp_path / "misspelt.jsonl", [
+        *items, {"type": "rating", "trace_id": "t2", "action": "m1", "value": -1}])
+    assert main(["feedback", "import", misspelt]) == 2
+    error = capsys.readouterr().err
+    assert "record line 5" in error and "field 'action': unknown field" in error, error
     missing = write_lines(tmp_path / "missing.jsonl", [*items, {"type": "outcome",
                                                                 "trace_id": "t9", "reward": 0}])
     assert main(["feedback", "import", missing]) == 2

@@ -67,7 +67,8 @@ def tau2_run(extra: dict) -> dict:
 
 
 # (name, writer of a file holding ``payload`` in a place the importer reads past, the record an
-# error names). The payload sits in an ignored or free-form field of the first record.
+# error names). The payload sits in an ignored or free-form field of the first record (feedback
+# items have none: an unknown field there is refused, test_importers_openai.py).
 FORMATS = {
     "openai jsonl": (lambda d, p: write_jsonl(d, "t.jsonl", [
         {"id": "a", "messages": MESSAGES, "metadata": {"deep": p}}]), "line 1"),
@@ -77,9 +78,6 @@ FORMATS = {
         "id": "a", "messages": MESSAGES, "extra": p}), "document"),
     "anthropic": (lambda d, p: write_jsonl(d, "t.jsonl", [
         {"id": "a", "system": "s", "messages": MESSAGES, "extra": p}]), "line 1"),
-    "feedback list": (lambda d, p: write_jsonl(d, "t.jsonl", [
-        {"id": "a", "messages": MESSAGES,
-         "feedback": [{"type": "rating", "value": 1, "note": p}]}]), "line 1"),
     # Documents are pretty-printed as real exports are (a one-line document is also a JSON Lines
     # file of one line, and its errors name line 1).
     "tau2": (lambda d, p: _pretty(d, "t.json", tau2_run({"deep": p})), "simulations[0]"),

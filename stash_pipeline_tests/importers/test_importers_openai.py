@@ -165,6 +165,12 @@ def test_feedback_list_targets(tmp_path):
     ({"type": "outcome", "reward": 1, "action_id": "m2"}, "feedback[0]", "takes no target"),
     ({"type": "rating", "value": 1, "action_id": "m2", "message_index": 2},
      "feedback[0].message_index", "at most one"),
+    # A misspelt target must not make a step rating a trace rating.
+    ({"type": "rating", "value": 1, "action": "m2"}, "feedback[0].action", "unknown field"),
+    ({"type": "comment", "text": "x", "messageIndex": 2}, "feedback[0].messageIndex",
+     "unknown field"),
+    ({"type": "review", "comparison_id": "c", "reviewer": "r", "action_id": "m2"},
+     "feedback[0].action_id", "unknown field"),
 ])
 def test_bad_feedback_names_the_field(tmp_path, item, field, reason):
     path = write_jsonl(tmp_path, "t.jsonl",

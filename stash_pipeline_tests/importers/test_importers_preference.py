@@ -41,10 +41,9 @@ def test_hh_rlhf_text_is_one_context_with_two_last_turns(tmp_path):
     assert comparison.chosen_action_id == f"{chosen.id}/m3"
     assert comparison.rejected_action_id == f"{rejected.id}/m3"
     assert comparison.status == "approved" and comparison.author is None
-    # Both sides are one task (the conversation); the record's position is provenance.
+    # Both sides are one task (the conversation); nothing stored names the record's position.
     assert chosen.task_id == rejected.task_id
-    assert chosen.metadata["preference"] == {"conversation": chosen.task_id, "side": "chosen",
-                                             "record": "line 1"}
+    assert chosen.metadata["preference"] == {"conversation": chosen.task_id, "side": "chosen"}
     (pair,) = build_feedback_pairs([chosen, rejected], [comparison])
     assert pair.kind == "action" and pair.source_kind == "reviewed_comparison"
     assert pair_context(pair) == chosen.messages[:3]

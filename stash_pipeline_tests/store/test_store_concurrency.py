@@ -11,8 +11,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -187,25 +186,6 @@ def test_a_lost_bump_can_never_mark_new_content_scored(store: Store) -> None:
     # Whatever the scorer marked last, the next reimport is pending again.
     store.import_traces([make_record(make_trace("t", text="last"))])
     assert store.traces_pending_scoring("shared-v1") == [("t", trace.version + 1)]
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def fresh_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
-    """The URL of a database nobody has migrated yet (on PostgreSQL, created beside the test
-    session's database and dropped afterwards)."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'fresh.db'}"
-        return
-    session: Store = request.getfixturevalue("postgres_store")
-    server = session.engine.execution_options(isolation_level="AUTOCOMMIT")
-    name = f"stash_fresh_{uuid.uuid4().hex[:12]}"
-    with server.connect() as connection:
-        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"{session.url.rsplit('/', 1)[0]}/{name}"
-    finally:
-        with server.connect() as connection:
-            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_8_first_commands_at_once_on_a_fresh_store(fresh_url: str, tmp_path) -> None:

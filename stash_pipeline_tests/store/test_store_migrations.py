@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -79,3 +80,41 @@ def test_each_migration_folder_is_read_once_a_process(tmp_path, monkeypatch) -> 
     heads = [head_of(first), head_of(first)]
     assert len(read) == scripts and heads[0] == heads[1] is not None
     assert head_of(second) == heads[0] and len(read) == 2 * scripts
+
+
+def test_stored_preference_positions_are_dropped_so_a_reimport_is_unchanged(
+        fresh_url: str, tmp_path) -> None:
+    """The preference importer stored ``metadata.preference.record = "line N"`` (covered by the
+    content digest) before 0007; 0007 removes it and recomputes the digests, so importing the same
+    records again, at any line, finds them unchanged."""
+    from stash_pipeline.core.digests import stored_trace_digest
+    from stash_pipeline.importers import read_path
+    from stash_pipeline.store.engine import migrate
+
+    hh = {"chosen": "\n\nHuman: Capital of France?\n\nAssistant: Paris.",
+          "rejected": "\n\nHuman: Capital of France?\n\nAssistant: No idea."}
+    records = [hh, {**hh, "chosen": hh["chosen"].replace("Paris", "Paris, of course")}]
+    path = tmp_path / "hh.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    store = Store(fresh_url)
+    try:
+        migrate(store.engine, "0006_scores_that_stay_true")
+        store.import_traces(read_path(path))
+        t = schema.traces
+        with store.engine.begin() as connection:  # as the importer stored them before 0007
+            for row in connection.execute(sa.select(t)).all():
+                metadata = {**row.metadata, "preference": {**row.metadata["preference"],
+                                                           "record": "line 1"}}
+                connection.execute(t.update().where(t.c.id == row.id).values(
+                    metadata=metadata, content_digest=stored_trace_digest(
+                        row.agent, row.domain, metadata, row.tools, row.messages)))
+        store.migrate()
+        with store.reading() as connection:
+            rows = connection.execute(sa.select(t.c.metadata)).all()
+        assert len(rows) == 4 and all("record" not in r.metadata["preference"] for r in rows)
+        path.write_text("".join(json.dumps(r) + "\n" for r in records[::-1]))
+        summary = store.import_traces(read_path(path))
+        assert (summary.unchanged, summary.updated) == (4, 0)
+        assert {s.version for s in store.list_traces()} == {1}
+    finally:
+        store.dispose()

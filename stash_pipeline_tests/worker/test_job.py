@@ -64,7 +64,11 @@ def test_the_model_card_names_its_model_data_and_window_and_its_recipe_scores(tr
     job_dir, score_traces = trained_job
     metrics = json.loads((job_dir / "metrics.json").read_text())
     card = (job_dir / "reward-model" / "README.md").read_text()
-    assert f"`{tiny_base_model}`" in card and "# Reward model `model-1`" in card
+    assert f"`.../{tiny_base_model.name}`" in card and "# Reward model `model-1`" in card
+    # Nothing a user downloads names a server path: not the card, not the configs.
+    for file in (job_dir / "reward-model").iterdir():
+        if file.suffix in (".json", ".md", ".jinja", ".txt"):
+            assert str(tiny_base_model.parent) not in file.read_text(errors="replace"), file.name
     assert f"| training pairs | {metrics['train_pairs']} |" in card
     assert f"| held-out pairs | {metrics['eval_pairs']} |" in card
     assert "| excluded: spanning both partitions | 3 |" in card

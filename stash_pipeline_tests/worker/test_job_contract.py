@@ -152,3 +152,19 @@ def test_the_worker_names_the_pipes_variable_as_dagster_pipes_does():
     from stash_pipeline.worker import progress
 
     assert progress.DAGSTER_PIPES_CONTEXT_ENV_VAR == DAGSTER_PIPES_CONTEXT_ENV_VAR
+
+
+def test_a_full_scratch_disk_is_one_clear_error_and_leaves_no_inputs(tmp_path, synthetic_pairs):
+    """A job directory on a really full disk (full_disk.py): StorageFullError in one sentence that
+    says where to free space, and none of the job's inputs half-written or left behind."""
+    from stash_pipeline.core.errors import StorageFullError
+
+    from full_disk import contents, fill, small_disk
+
+    with small_disk(tmp_path / "scratch", 1024) as disk:
+        fill(disk, leave_kib=64)
+        with pytest.raises(StorageFullError, match="RM_ARTIFACT_DIR") as caught:
+            write_job(disk / "job", JobSettings(evaluator="m", base_model="b"),
+                      train_pairs=synthetic_pairs(0, 400), eval_pairs=synthetic_pairs(500, 50))
+        assert "\n" not in str(caught.value)
+        assert [p for p in contents(disk) if (disk / p).is_file()] == []

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
 
+from stash_pipeline.api import temporaries, write_slots
 from stash_pipeline.api.auth import current_account
 from stash_pipeline.api.bodies import CommentBody, ContributionChange, RatingBody, ScoreAgainBody
 from stash_pipeline.api.ids import readable_ids
@@ -53,7 +53,7 @@ async def import_traces(request: Request, format: Format = "auto", contribute: b
     sets take the comparisons' `author` and `reviewer`, and `skip_invalid`; `outcome_field` is
     the metadata path read as a verified outcome (empty: none). `warnings` says what you should
     know although nothing failed: an `outcome_field` that matched no trace."""
-    with tempfile.TemporaryDirectory(prefix="stash-api-import-") as folder:
+    with temporaries.import_folder() as folder:
         path = Path(folder) / "body"
         size = 0
         with open(path, "wb") as file:
@@ -63,11 +63,12 @@ async def import_traces(request: Request, format: Format = "auto", contribute: b
         if size == 0:
             raise InputError("the request body is empty: send traces as JSON, a JSON array or "
                              "JSON Lines", file="request body")
-        return await run_in_threadpool(
-            traces.import_file, request.app.state.store, account.id, path, format=format,
-            contribute=contribute, label="request body", on_imported=_record_import,
-            author=author, reviewer=reviewer, skip_invalid=skip_invalid,
-            outcome_field=outcome_field)
+        async with write_slots.slots(request):  # once the body is on disk, not before
+            return await run_in_threadpool(
+                traces.import_file, request.app.state.store, account.id, path, format=format,
+                contribute=contribute, label="request body", on_imported=_record_import,
+                author=author, reviewer=reviewer, skip_invalid=skip_invalid,
+                outcome_field=outcome_field)
 
 
 def _record_import(report: ImportReport) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urlparse
 
 import jinja2
+import sqlalchemy as sa
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -26,7 +27,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from stash_pipeline.api.errors import error_response
 from stash_pipeline.api.ui import plots
 from stash_pipeline.api.ui.session import COOKIE, SESSION_SECONDS, Sessions, session_secret
-from stash_pipeline.core.errors import InputError, NotFoundError, OwnershipError
+from stash_pipeline.core.errors import (
+    InputError,
+    NotFoundError,
+    OwnershipError,
+    StorageFullError,
+    UnavailableError,
+)
 from stash_pipeline.core.failures import reason_line
 from stash_pipeline.core.feedback import ReviewedComparison, feedback_id
 from stash_pipeline.core.requests import MAX_TRACE_IDS
@@ -112,7 +119,10 @@ def _same_origin(request: Request) -> bool:
     origin = request.headers.get("origin")
     if origin is None:  # not sent by every browser on a same-origin POST
         return True
-    return urlparse(origin).netloc == request.headers.get("host")
+    try:
+        return urlparse(origin).netloc == request.headers.get("host")
+    except ValueError:  # "http://[x": not a URL, so not this site
+        return False
 
 
 async def _read_form(request: Request) -> dict[str, list[str]]:
@@ -181,7 +191,13 @@ async def login(request: Request) -> Response:
 
 
 @router.post("/logout", response_class=HTMLResponse)
-def logout(fields: dict = Depends(posted)) -> Response:
+def logout(request: Request, fields: dict = Depends(posted)) -> Response:
+    """Ends the session on the server too: the account's session epoch moves on, so this cookie
+    (and every other of the account's sessions) is no session any more, even replayed."""
+    store = request.app.state.store
+    account = sessions(request).account(store, request.cookies.get(COOKIE))
+    if account is not None:
+        store.end_sessions(account.id)
     response = redirect("/ui/login")
     response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
     return response
@@ -203,9 +219,9 @@ def _list_query(request: Request) -> dict[str, Any]:
     offset = query.get("offset") or "0"
     if sort not in SORTS:
         raise InputError(f"sort is one of {', '.join(SORTS)}", field="sort")
-    if not limit.isdigit() or int(limit) not in PAGE_SIZES:
+    if not _digits(limit) or int(limit) not in PAGE_SIZES:
         raise InputError(f"limit is one of {', '.join(map(str, PAGE_SIZES))}", field="limit")
-    if not offset.isdigit() or int(offset) > 2**31:
+    if not _digits(offset) or int(offset) > 2**31:
         raise InputError("offset is a whole number", field="offset")
     state = query.get("state") or None
     if state is not None and state not in STATES:
@@ -250,7 +266,12 @@ def trace_list(request: Request, account: Account = Depends(viewer)) -> Response
 def _number(text: str | None) -> Any:
     """A form's number as the JSON request would carry it: digits become an int, the rest stays
     text so the request's own validation names the field."""
-    return int(text) if text is not None and text.isdigit() and len(text) < 10 else text
+    return int(text) if text is not None and _digits(text) and len(text) < 10 else text
+
+
+def _digits(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit()`` also takes "²", which ``int()`` refuses."""
+    return text.isascii() and text.isdigit()
 
 
 @router.post("/reward-models", response_class=HTMLResponse)
@@ -563,6 +584,15 @@ def install(app: FastAPI) -> None:
                 return await result if hasattr(result, "__await__") else result
             if isinstance(error, LoginRequired):
                 return redirect("/ui/login?" + urlencode({"next": error.target}))
+            if status is None and not isinstance(error, (Refused, StarletteHTTPException)):
+                # A database or disk error: the page says what the API's JSON would.
+                answer = json_handler(request, error)
+                answer = await answer if hasattr(answer, "__await__") else answer
+                shown = json.loads(answer.body)["detail"]
+                response = page(answer.status_code, shown)(request, error)
+                if "retry-after" in answer.headers:
+                    response.headers["Retry-After"] = answer.headers["retry-after"]
+                return response
             code = status
             if isinstance(error, Refused):
                 code = error.status
@@ -570,7 +600,10 @@ def install(app: FastAPI) -> None:
                 code = error.status_code
             shown = message or (str(error.detail) if isinstance(error, StarletteHTTPException)
                                 else str(error))
-            return page(code, shown)(request, error)
+            response = page(code, shown)(request, error)
+            if isinstance(error, UnavailableError):
+                response.headers["Retry-After"] = str(error.retry_after_s)
+            return response
 
         app.add_exception_handler(kind, handle)
 
@@ -580,3 +613,8 @@ def install(app: FastAPI) -> None:
     on_ui(InputError, 422)
     on_ui(StatusError, 409)
     on_ui(StarletteHTTPException, None)
+    # Outages and full disks are pages too, in the JSON handler's words (which name no host).
+    on_ui(UnavailableError, 503)
+    on_ui(StorageFullError, 507)
+    on_ui(sa.exc.DBAPIError, None)
+    on_ui(OSError, None)

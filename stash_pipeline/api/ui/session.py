@@ -1,10 +1,13 @@
 """The viewer's login: an API key exchanged for a session cookie, and CSRF tokens for its forms.
 
 The cookie (HttpOnly, SameSite=Strict, Secure over HTTPS) holds the account id, an expiry and an
-HMAC over both and the account's current key hash: it never holds the key, a new key (`accounts
-key`) ends every session of the old one, and an altered cookie is no session. Every form carries a
-token derived from the cookie (``csrf_token``); a POST without the matching one is refused, and so
-is one whose Origin is another site.
+HMAC over both, the account's current key hash and its session epoch: it never holds the key, a
+new key (`accounts key`) ends every session of the old one, Log out raises the epoch and so ends
+every session of the account on the server (a saved cookie replayed afterwards is no session), and
+an altered cookie is no session. Every form carries a token derived from the cookie
+(``csrf_token``); a POST without the matching one is refused, and so is one whose Origin is
+another site. A cookie or token of any shape (non-ASCII, Unicode digits, the wrong number of
+parts) is simply no session or no match: never an error.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import base64
 import hashlib
 import hmac
 import os
+import re
 import secrets
 import time
 
@@ -23,6 +27,8 @@ from stash_pipeline.store import Account, Store
 COOKIE = "stash_session"
 SESSION_SECONDS = 12 * 3600
 MAX_COOKIE_CHARS = 1000
+_EXPIRES = re.compile(r"[0-9]{1,12}")  # ASCII digits: str.isdigit() also takes "²", int() not
+_MAC = re.compile(r"[0-9a-f]{64}")
 
 
 def session_secret() -> bytes:
@@ -49,7 +55,11 @@ class Sessions:
         """A cookie value for ``account`` (which has a key), valid SESSION_SECONDS."""
         expires = str(int((time.time() if now is None else now) + SESSION_SECONDS))
         who = base64.urlsafe_b64encode(account.id.encode("utf-8")).decode().rstrip("=")
-        return f"{who}.{expires}.{self._mac(account.id, expires, account.api_key_hash or '')}"
+        return f"{who}.{expires}.{self._session_mac(account, expires)}"
+
+    def _session_mac(self, account: Account, expires: str) -> str:
+        return self._mac(account.id, expires, account.api_key_hash or "",
+                         str(account.session_epoch))
 
     def account(self, store: Store, value: str | None, now: float | None = None) -> Account | None:
         """The account of a valid, unexpired cookie value whose key is still current; else None."""
@@ -60,7 +70,7 @@ class Sessions:
             account_id = base64.urlsafe_b64decode(who + "=" * (-len(who) % 4)).decode("utf-8")
         except ValueError:
             return None
-        if "\x00" in account_id or not expires.isdigit():
+        if "\x00" in account_id or not _EXPIRES.fullmatch(expires) or not _MAC.fullmatch(mac):
             return None
         if int(expires) < (time.time() if now is None else now):
             return None
@@ -70,7 +80,7 @@ class Sessions:
             return None
         if account.api_key_hash is None:
             return None
-        if not hmac.compare_digest(mac, self._mac(account_id, expires, account.api_key_hash)):
+        if not hmac.compare_digest(mac, self._session_mac(account, expires)):
             return None
         return account
 
@@ -78,4 +88,7 @@ class Sessions:
         return self._mac("csrf", cookie)
 
     def csrf_ok(self, cookie: str | None, token: str | None) -> bool:
-        return bool(cookie and token) and hmac.compare_digest(self.csrf_token(cookie), token)
+        """Whether ``token`` is the cookie's; a token of any other shape is no match."""
+        if not cookie or not token or not _MAC.fullmatch(token):
+            return False
+        return hmac.compare_digest(self.csrf_token(cookie), token)

@@ -50,7 +50,11 @@ class ReadonlySql:
         """Set up what the database needs; returns why the endpoint is unavailable, or None."""
         if self.postgres:
             from stash_pipeline.store.readonly_sql import postgres
-            self._problem = postgres.prepare(self.store.engine)
+            try:
+                self._problem = postgres.prepare(self.store.engine)
+            except sa.exc.DBAPIError as error:  # a full disk, say: the rest of the API serves on
+                first = (str(error.orig).strip().splitlines() or [type(error).__name__])[0]
+                self._problem = f"the SQL endpoint's views could not be set up ({first})"
             if self._problem is None and self._reader is None:
                 self._reader = sa.create_engine(postgres.reader_url(self.store.url),
                                                 pool_pre_ping=True,

@@ -7,8 +7,11 @@
 - **Whose rows**: each view reads the application's tables as the view's owner and keeps the rows of
   the account in ``stash_sql.callers`` for the reading session's ``pg_backend_pid()``. The API
   writes that row through its own connection before the query and deletes it after; the reader can
-  neither write it nor fake its own pid. No row: the views are empty. ``security_barrier`` keeps the
-  views' owner filter below any function of the query, so errors cannot leak other rows.
+  neither write it nor fake its own pid. No row: the views are empty. The rows are selected in a
+  ``MATERIALIZED`` CTE (``views.caller_views``), which no condition of the query can enter: the
+  query's expressions only ever see the caller's rows, so no error, value or time can tell about
+  another account's (``security_barrier`` alone lets PostgreSQL run a condition it judges
+  leak-proof on every row first).
 - **What it may do**: a ``READ ONLY`` transaction with ``SET LOCAL statement_timeout``, always
   rolled back; rows are fetched from a server-side cursor, at most the row limit plus one.
 
@@ -29,7 +32,7 @@ import sqlalchemy as sa
 from stash_pipeline.store import schema
 from stash_pipeline.store.readonly_sql.errors import SqlRefused, SqlUnavailable
 from stash_pipeline.store.readonly_sql.gate import SCHEMA, check_select
-from stash_pipeline.store.readonly_sql.views import VIEW_NAMES, compile_select, view_selects
+from stash_pipeline.store.readonly_sql.views import VIEW_NAMES, caller_views, compile_select
 
 READER_ROLE = "stash_sql_reader"
 READER_URL_ENV = "STASH_SQL_DATABASE_URL"
@@ -69,7 +72,7 @@ def prepare(engine: sa.Engine) -> str | None:
         c.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
         c.execute(sa.text(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}"))
         callers.create(c, checkfirst=True)
-        for name, select in view_selects(caller).items():
+        for name, select in caller_views(caller).items():
             c.execute(sa.text(f"DROP VIEW IF EXISTS {SCHEMA}.{name}"))
             c.execute(sa.text(f"CREATE VIEW {SCHEMA}.{name} WITH (security_barrier) AS "
                               f"{compile_select(select, c.dialect)}"))

@@ -1,7 +1,7 @@
 """How far to trust an evaluator: token counts of scored inputs, and the trust reports.
 
 Revision ID: 0010_trust_reports
-Revises: 0006_scores_that_stay_true
+Revises: 0007_sessions_record_identity
 """
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0010_trust_reports"
-down_revision = "0006_scores_that_stay_true"
+down_revision = "0007_sessions_record_identity"
 branch_labels = None
 depends_on = None
 
