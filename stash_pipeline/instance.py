@@ -23,7 +23,7 @@ from typing import Any
 import dagster as dg
 
 from stash_pipeline.compute.job import JobProgress, job_progress
-from stash_pipeline.core.home import stash_home
+from stash_pipeline.core.home import absolute, stash_home
 from stash_pipeline.defs import abandoned_runs
 from stash_pipeline.defs.abandoned_runs import PROCESS_TAG, this_process
 from stash_pipeline.store.migration_scripts import share_revision_maps
@@ -41,8 +41,8 @@ def dagster_home(environ: Mapping[str, str] | None = None) -> Path:
     """The instance folder; the embedded one is created with its dagster.yaml on first use."""
     environ = os.environ if environ is None else environ
     if environ.get("DAGSTER_HOME"):
-        return Path(environ["DAGSTER_HOME"])
-    home = (stash_home(environ) / "dagster").resolve()
+        return absolute(environ["DAGSTER_HOME"])
+    home = stash_home(environ) / "dagster"
     home.mkdir(parents=True, exist_ok=True)
     if not (home / "dagster.yaml").is_file():
         shutil.copyfile(LOCAL_CONFIG, home / "dagster.yaml")

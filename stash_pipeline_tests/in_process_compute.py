@@ -23,6 +23,7 @@ import dagster as dg
 
 from stash_pipeline.compute.local import LocalCompute
 from stash_pipeline.compute.outcome import WorkerExit
+from stash_pipeline.compute.pipes import TempFileMessageReader
 from stash_pipeline.compute.run import ComputeTarget
 from stash_pipeline.defs.resources import ComputeResource
 
@@ -33,7 +34,7 @@ class InProcessCompute(LocalCompute):
 
     def launch(self, context: Any, job_dir: Path) -> WorkerExit:
         with dg.open_pipes_session(context=context, context_injector=dg.PipesEnvContextInjector(),
-                                   message_reader=dg.PipesTempFileMessageReader()) as session:
+                                   message_reader=TempFileMessageReader()) as session:
             code = run_worker_in_process(job_dir, session.get_bootstrap_env_vars())
         return WorkerExit(code, messages=tuple(session.get_custom_messages()))
 

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from stash_pipeline.instance import dagster_home
 
     # Absolute, so every process reads the same store whatever its working directory.
-    os.environ["STASH_HOME"] = str(stash_home(os.environ).resolve())
+    os.environ["STASH_HOME"] = str(stash_home(os.environ))
     home = dagster_home()
     os.environ["DAGSTER_HOME"] = str(home)
     if sys.prefix != sys.base_prefix:  # this interpreter's virtualenv is the active one
