@@ -42,10 +42,16 @@ class InProcessCompute(LocalCompute):
 def run_worker_in_process(job_dir: Path, env: Mapping[str, str]) -> int:
     """The worker's ``main`` on ``job_dir`` in this process, with ``env`` added to the
     environment for the call (Pipes' bootstrap variables among them); its exit status."""
+    import datasets
     from dagster_pipes import PipesContext
+    from transformers.utils import logging as transformers_logging
 
     from stash_pipeline.worker.runner import main
 
+    # A worker's own process turns the libraries' progress bars off before it loads them
+    # (runner.QUIET_LIBRARIES); in this process they are loaded already.
+    transformers_logging.disable_progress_bar()
+    datasets.disable_progress_bars()
     with environment(env):
         # open_dagster_pipes hands back a process's one context once it exists: each job here is
         # a new "process", so it starts without the last job's (closed) context.

@@ -391,6 +391,14 @@ def phase_seconds(log_text: str) -> dict[str, float]:
     return seconds
 
 
+def phase_mark(line: str) -> tuple[str, float | None] | None:
+    """A phase's start (its name, None) or end (its name and seconds) in one log line."""
+    found = _PHASE_LINE.match(line)
+    if found is None:
+        return None
+    return found["name"], None if found["started"] else float(found["seconds"])
+
+
 def unfinished_phase(log_text: str) -> str | None:
     """The phase a log started last and never finished: where a killed worker was."""
     current = None

@@ -127,21 +127,26 @@ def load_reward_model(path_or_id: str, *, dtype: torch.dtype = torch.float32,
     # transformers prints a LOAD REPORT table of every weight the checkpoint lacks: for a base
     # model that is the new score head, as expected, and alarming to read. What is unusual is
     # said in worker.log instead (report_loading).
+    # (A filter, not a higher level: transformers checks a tensor-parallel plan, and warns of
+    # every layer it leaves unsharded, when its logger's level is WARNING or above.)
     transformers_logger = logging.getLogger("transformers.modeling_utils")
-    level = transformers_logger.level
-    transformers_logger.setLevel(logging.ERROR)
+    transformers_logger.addFilter(_without_load_report)
     try:
         model, loading = AutoModelForSequenceClassification.from_pretrained(
             path_or_id, num_labels=1, dtype=dtype, output_loading_info=True)
     except (OSError, ValueError, KeyError) as error:
         raise ModelLoadError(f"model {path_or_id}: cannot load its weights: {error}") from error
     finally:
-        transformers_logger.setLevel(level)
+        transformers_logger.removeFilter(_without_load_report)
     report_loading(model, loading, path_or_id)
     model.config.pad_token_id = tokenizer.pad_token_id
     model.to(device or pick_device())
     model.eval()
     return model
+
+
+def _without_load_report(record: logging.LogRecord) -> bool:
+    return "LOAD REPORT" not in str(record.msg)
 
 
 def report_loading(model: Any, loading: dict[str, Any], path_or_id: str,

@@ -103,7 +103,11 @@ def test_a_worker_that_never_started_leaves_its_real_reason(python, reason, tmp_
 
     code = main(["rm", "create", "--name", "m", "--all-traces", "--base-model", "Qwen/Qwen3-0.6B",
                  "--wait", "--json"])
-    model = run_json_of(capsys.readouterr().out)
+    out, err = capsys.readouterr()
+    model = run_json_of(out)
     assert code == 1 and model["status"] == "failed"
     assert reason_line(model["error"]) == reason, model["error"]
+    # The run's failure in one line, its reason first (no stack trace, no Dagster event stream).
+    assert f'  error: Execution of step "personal_checkpoint" failed: {reason}' in err.splitlines()
+    assert "Stack Trace" not in err and "STEP_FAILURE" not in err and "[pipes]" not in err
     assert "worker.log missing" not in model["error"] and str(tmp_path) not in model["error"]
