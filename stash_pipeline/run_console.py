@@ -20,6 +20,7 @@ from stash_pipeline.compute.job import job_progress, phase_mark
 
 LONG_PHASES = ("training", "evaluation", "scoring")
 _COUNTS = re.compile(r"(\d+)/(\d+) (\w+)")
+_SCORED = re.compile(r"^scored (?P<what>\d+ [\w ]+)$")  # "scored 19 benchmark pairs"
 
 
 class PhaseDisplay:
@@ -53,6 +54,8 @@ class PhaseDisplay:
             *others, (done, total, unit) = counts  # the bar counts the last unit
             self._show(int(done), int(total), unit,
                        ", ".join(f"{d}/{t} {u}" for d, t, u in others), before=True)
+        elif not self.counts and (scored := _SCORED.match(line)):
+            self.counts = scored["what"]  # a phase without counting lines (the benchmark's)
 
     def say(self, line: str) -> None:
         self._close()
@@ -75,11 +78,12 @@ class PhaseDisplay:
         self.bar.set_postfix_str(besides)
 
     def _close(self, seconds: float | None = None) -> None:
+        """End the phase's bar, or say what it did (a phase that did nothing says nothing)."""
         if self.bar is not None:
             self.bar.close()
-        elif self.phase is not None and seconds is not None:
-            took = f"{self.counts} in {seconds:.1f} s" if self.counts else f"{seconds:.1f} s"
-            print(f"  {self.phase}: {took}", file=self.stream, flush=True)
+        elif self.phase is not None and seconds is not None and self.counts:
+            print(f"  {self.phase}: {self.counts} in {seconds:.1f} s", file=self.stream,
+                  flush=True)
         self.bar, self.phase, self.counts = None, None, ""
 
 

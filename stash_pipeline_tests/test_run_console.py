@@ -52,6 +52,16 @@ def test_on_a_terminal_each_long_phase_is_a_bar_on_its_own_line():
     assert "92/92" in shown[2] and "21/21 traces" in shown[2]
 
 
+def test_a_phase_without_counting_lines_says_what_it_scored_or_nothing():
+    stream = io.StringIO()
+    display = PhaseDisplay(stream)
+    for line in [phase_started_line("scoring"), phase_done_line("scoring", 0.01),
+                 phase_started_line("scoring"), "scored 19 benchmark pairs",
+                 phase_done_line("scoring", 1.5)]:
+        display.worker_line(line)
+    assert stream.getvalue().splitlines() == ["  scoring: 19 benchmark pairs in 1.5 s"]
+
+
 def test_a_phase_the_worker_never_ended_is_closed_by_what_follows():
     stream = io.StringIO()
     display = PhaseDisplay(stream)

@@ -102,6 +102,7 @@ def format_summary(counts: dict, skipped: str = "") -> str:
                      f"{skipped}.")
     feedback = {k: counts.get(k, 0) for k in ("comments", "ratings", "comparisons", "outcomes",
                                                 "reviews")}
-    if any(feedback.values()):
-        lines.append("Feedback: " + ", ".join(f"{v} {k}" for k, v in feedback.items()) + ".")
+    if any(feedback.values()):  # the kinds the files held
+        lines.append("Feedback: " + ", ".join(f"{v} {k if v != 1 else k[:-1]}"
+                                              for k, v in feedback.items() if v) + ".")
     return "\n".join(lines)

@@ -159,7 +159,8 @@ def _report(store: Any, args: argparse.Namespace, model_id: str) -> int:
         if view["error"]:
             print(f"reason: {reason_line(view['error'])}")
         for name, value in (view["metrics"] or {}).items():
-            print(f"  {name:28} {_shown(value)}")
+            if value is not None:  # nothing to say (eval_unavailable_reason when eval ran)
+                print(f"  {name:28} {_shown(value)}")
         if view["error"]:
             print(f"error:\n{view['error']}")
         _print_extremes(store, model_id)

@@ -147,8 +147,10 @@ def run_show(args: argparse.Namespace) -> int:
             payload[key] = scored[key]
         print_json(payload)
         return 0
-    print(f"trace {trace.id}  owner={trace.owner}  agent={trace.agent}  domain={trace.domain}  "
-          f"task={trace.task_id}  version={trace.version}  contribute={trace.contribute}")
+    named = {"owner": trace.owner, "agent": trace.agent, "domain": trace.domain,
+             "task": trace.task_id, "version": trace.version,
+             "contribute": "yes" if trace.contribute else "no"}
+    print(f"trace {trace.id}  " + "  ".join(f"{k}={v}" for k, v in named.items() if v is not None))
     names = {m.id: m.name for m in store.list_reward_models(owner=trace.owner)}
     shared = scored["shared_evaluator"]
     print(f"shared evaluator: {shared['status']}"

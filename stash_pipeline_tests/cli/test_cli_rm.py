@@ -60,6 +60,9 @@ def test_create_wait_show_weights_and_score_again(home, pipeline_base_model, cap
 
     assert main(["rm", "show", model["id"], "--json"]) == 0
     assert last_json(capsys)["status"] == "succeeded"
+    assert main(["rm", "show", model["id"]]) == 0
+    shown = capsys.readouterr().out
+    assert "  eval_accuracy " in shown and "None" not in shown  # words, not Python's
     assert main(["rm", "list", "--json"]) == 0
     assert [m["id"] for m in last_json(capsys)["reward_models"]] == [model["id"]]
 

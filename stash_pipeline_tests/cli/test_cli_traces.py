@@ -151,6 +151,7 @@ def test_show_keeps_multi_line_text_in_its_column_and_says_feedback_in_words(cap
     capsys.readouterr()
     assert main(["traces", "show", "multi-line", "--owner", "ana"]) == 0
     out = capsys.readouterr().out.splitlines()
+    assert out[0] == "trace multi-line  owner=ana  version=1  contribute=no"  # nothing unset shown
     body = out[out.index(next(line for line in out if line.startswith("[0]"))):]
     assert body == [
         "[0] system             You are a travel agent.",
