@@ -464,7 +464,8 @@ def failure_reason(job_dir: Path, exit_code: int | None = None, *, stderr: str =
 
 def never_started(exit_code: int | None, stderr: str) -> str:
     """Why a worker that wrote no worker.log failed: its exit status, then what it said."""
-    status = "" if exit_code is None else f" (exit status {exit_code})"
+    # A signal is said on the line after this one (failure_reason).
+    status = "" if exit_code is None or exit_code < 0 else f" (exit status {exit_code})"
     said = stderr.strip()
     return (f"the worker{status} stopped before it wrote {LOG}"
             + (f"; it said:\n{said}\n" if said else ", and said nothing on stderr\n"))
