@@ -20,6 +20,8 @@ def build_parser() -> argparse.ArgumentParser:
         imports,
         pairs,
         rm,
+        score,
+        serve,
         traces,
     )
 
@@ -29,7 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "scored.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (imports, traces, feedback, pairs, rm, evaluator, accounts, api, dev):
+    for module in (imports, traces, feedback, pairs, rm, evaluator, score, accounts, api, serve,
+                   dev):
         module.add_parser(commands)
     return parser
 
