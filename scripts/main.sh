@@ -16,7 +16,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 scripts/venv.sh
-export STASH_HOME="${STASH_HOME:-$PWD/.stash}"
+# STASH_HOME as a newcomer has it: unset, the documented default ./.stash (here the project root's).
+home="${STASH_HOME:-.stash}"
 # No network here: train on the ratings alone. With ANTHROPIC_API_KEY set, STASH_EXTRACTION=on
 # also extracts comments, corrections and automatic assessment.
 export STASH_EXTRACTION="${STASH_EXTRACTION:-off}"
@@ -27,7 +28,7 @@ $cli import stash_pipeline/samples
 # step ratings and independently reviewed comparisons: the shared evaluator's data and benchmark.
 $cli import stash_pipeline/samples/shared --owner ana --contribute
 if [ -z "$base_model" ]; then
-  base_model="$STASH_HOME/tiny-qwen3"
+  base_model="$home/tiny-qwen3"
   [ -f "$base_model/config.json" ] || .venv/bin/python -m stash_pipeline.worker.tiny_model \
     "$base_model" stash_pipeline/samples/*.jsonl stash_pipeline/samples/shared/*.jsonl
   echo "Training on a tiny random base model: the pipeline is real, the model is a toy."

@@ -8,14 +8,11 @@ instance.
 
 from __future__ import annotations
 
-import logging
 import os
-import re
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,15 +20,16 @@ from typing import Any
 import dagster as dg
 
 from stash_pipeline.compute.job import JobProgress, job_progress
-from stash_pipeline.core.home import stash_home
+from stash_pipeline.core.home import absolute, stash_home
 from stash_pipeline.defs import abandoned_runs
 from stash_pipeline.defs.abandoned_runs import PROCESS_TAG, this_process
+from stash_pipeline.run_console import command_console
 from stash_pipeline.store.migration_scripts import share_revision_maps
 
 LOCAL_CONFIG = Path(__file__).with_name("dagster_local.yaml")
 CREATED = ".stash-created"  # in the instance folder, once its storage exists
-# Runs executed here log their progress (the worker's steps among it) at INFO, not every DEBUG
-# event.
+# Runs executed here log their progress (the worker's lines among it) at INFO, not every DEBUG
+# event: run_console shows what a person needs of it.
 CONSOLE_INFO = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
 # The tags by which the sensor daemon finds a run key's existing run and skips the key
 # (dagster._daemon.sensor.fetch_existing_runs); a run without an origin matches on the name.
@@ -41,8 +39,8 @@ def dagster_home(environ: Mapping[str, str] | None = None) -> Path:
     """The instance folder; the embedded one is created with its dagster.yaml on first use."""
     environ = os.environ if environ is None else environ
     if environ.get("DAGSTER_HOME"):
-        return Path(environ["DAGSTER_HOME"])
-    home = (stash_home(environ) / "dagster").resolve()
+        return absolute(environ["DAGSTER_HOME"])
+    home = stash_home(environ) / "dagster"
     home.mkdir(parents=True, exist_ok=True)
     if not (home / "dagster.yaml").is_file():
         shutil.copyfile(LOCAL_CONFIG, home / "dagster.yaml")
@@ -187,7 +185,7 @@ def run_sensor_requests(instance: dg.DagsterInstance, defs: dg.Definitions, sens
         job = defs.resolve_job_def(request.job_name or sensor.job_name)
         if on_run:
             on_run(f"running {job.name} for {request.partition_key or request.run_key}")
-        with _console_without_stack_traces():
+        with command_console():
             result = job.execute_in_process(
                 instance=instance, partition_key=request.partition_key, tags=tags,
                 raise_on_error=False, run_config={**dict(request.run_config or {}),
@@ -196,29 +194,6 @@ def run_sensor_requests(instance: dg.DagsterInstance, defs: dg.Definitions, sens
         if not result.success:
             _record_failed_run(instance, defs, result)
     return runs
-
-
-class _OneLineErrors(logging.Logger):
-    """Dagster's console logger for runs executed here: an error in one line, without its stack
-    trace (the run's event log keeps the whole error, for the UI; the model keeps the reason)."""
-
-    def handle(self, record: logging.LogRecord) -> None:
-        if isinstance(record.msg, str) and "Stack Trace:" in record.msg:
-            head = record.msg.split("\n\nStack Trace:", 1)[0]
-            # `failed.\n\ndagster._core.definitions.events.Failure: why` reads `failed: why`.
-            record.msg = re.sub(r"\.?\s*\n\n(?:[\w.]+\.)?\w+: ", ": ", head).replace("\n", " ")
-        super().handle(record)
-
-
-@contextmanager
-def _console_without_stack_traces() -> Iterator[None]:
-    """Dagster makes its console logger with the logging module's logger class at run start."""
-    previous = logging.getLoggerClass()
-    logging.setLoggerClass(_OneLineErrors)
-    try:
-        yield
-    finally:
-        logging.setLoggerClass(previous)
 
 
 def _run_of_key(instance: dg.DagsterInstance, sensor_name: str,

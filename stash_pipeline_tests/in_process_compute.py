@@ -23,6 +23,7 @@ import dagster as dg
 
 from stash_pipeline.compute.local import LocalCompute
 from stash_pipeline.compute.outcome import WorkerExit
+from stash_pipeline.compute.pipes import TempFileMessageReader
 from stash_pipeline.compute.run import ComputeTarget
 from stash_pipeline.defs.resources import ComputeResource
 
@@ -33,7 +34,7 @@ class InProcessCompute(LocalCompute):
 
     def launch(self, context: Any, job_dir: Path) -> WorkerExit:
         with dg.open_pipes_session(context=context, context_injector=dg.PipesEnvContextInjector(),
-                                   message_reader=dg.PipesTempFileMessageReader()) as session:
+                                   message_reader=TempFileMessageReader()) as session:
             code = run_worker_in_process(job_dir, session.get_bootstrap_env_vars())
         return WorkerExit(code, messages=tuple(session.get_custom_messages()))
 
@@ -41,10 +42,16 @@ class InProcessCompute(LocalCompute):
 def run_worker_in_process(job_dir: Path, env: Mapping[str, str]) -> int:
     """The worker's ``main`` on ``job_dir`` in this process, with ``env`` added to the
     environment for the call (Pipes' bootstrap variables among them); its exit status."""
+    import datasets
     from dagster_pipes import PipesContext
+    from transformers.utils import logging as transformers_logging
 
     from stash_pipeline.worker.runner import main
 
+    # A worker's own process turns the libraries' progress bars off before it loads them
+    # (runner.QUIET_LIBRARIES); in this process they are loaded already.
+    transformers_logging.disable_progress_bar()
+    datasets.disable_progress_bars()
     with environment(env):
         # open_dagster_pipes hands back a process's one context once it exists: each job here is
         # a new "process", so it starts without the last job's (closed) context.

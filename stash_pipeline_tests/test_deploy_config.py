@@ -30,6 +30,7 @@ def test_instance_config_passes_dagsters_schema(path: Path, monkeypatch) -> None
     config, _ = dagster_instance_config(str(path.parent), path.name)
     assert config["concurrency"]["pools"]["default_limit"] == 1
     assert config["run_monitoring"]["enabled"] is True
+    assert config["nux"] == {"enabled": False}  # no first-visit dialog over the UI
     # Each pluggable class, with its own config schema (env values resolved as Dagster does).
     for section in ("run_coordinator", "run_launcher", "compute_logs"):
         if section not in config:

@@ -27,3 +27,9 @@ def test_one_instance_per_folder_shared_by_threads(use_stash_home, tmp_path, mon
     assert second is not first
     assert second.root_directory == str((tmp_path / "second" / "dagster").resolve())
     assert first.get_runs(limit=1) == []  # not disposed: a caller may still hold it
+
+
+def test_the_ui_opens_without_dagsters_first_visit_dialog(use_stash_home, tmp_path) -> None:
+    use_stash_home(tmp_path / "home")
+    assert get_instance().nux_enabled is False
+

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -39,20 +42,85 @@ def dev_command(host: str, port: int, root: Path = PROJECT_ROOT) -> list[str]:
             "--host", host, "--port", str(port)]
 
 
+# After Ctrl-C or SIGTERM, how long `dg dev` gets to stop its webserver, daemon, code servers and
+# runs; then every process it started is killed.
+STOP_GRACE_S = 30.0
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+POLL_S = 0.5
+
+
 def run(args: argparse.Namespace) -> int:
     from stash_pipeline.core.home import stash_home
     from stash_pipeline.instance import dagster_home
 
     # Absolute, so every process reads the same store whatever its working directory.
-    os.environ["STASH_HOME"] = str(stash_home(os.environ).resolve())
+    os.environ["STASH_HOME"] = str(stash_home(os.environ))
     home = dagster_home()
     os.environ["DAGSTER_HOME"] = str(home)
     if sys.prefix != sys.base_prefix:  # this interpreter's virtualenv is the active one
         os.environ.setdefault("VIRTUAL_ENV", sys.prefix)
     # In the instance folder: its dagster.yaml is the one in use, so Dagster does not warn about
     # the checkout's (for a bare `dg dev` there) being ignored.
-    if home.is_dir():
-        os.chdir(home)
-    command = dev_command(args.host, args.port)
-    os.execvp(command[0], command)
-    return 0  # not reached: exec replaces this process
+    return supervise(dev_command(args.host, args.port), cwd=home if home.is_dir() else None)
+
+
+def supervise(command: list[str], *, cwd: Path | None = None,
+              grace_s: float = STOP_GRACE_S) -> int:
+    """Run ``command`` in a process group of its own, which holds every process it starts (dg
+    dev's webserver, daemon, code servers and the runs they launch), and stop them all on Ctrl-C,
+    SIGTERM or SIGHUP: SIGINT to the group, as a terminal's Ctrl-C sends it; past ``grace_s``, or
+    on a second signal, SIGKILL. Whatever is left when the command ends is ended too. The
+    command's exit status."""
+    process = subprocess.Popen(command, cwd=cwd, start_new_session=True,
+                               preexec_fn=_interruptible)
+    stopping_since: float | None = None
+
+    def stop(_signal: int, _frame: object) -> None:
+        nonlocal stopping_since
+        if stopping_since is None:
+            stopping_since = time.monotonic()
+            _signal_group(process.pid, signal.SIGINT)
+        else:  # asked again: at once
+            _signal_group(process.pid, signal.SIGKILL)
+
+    previous = {number: signal.signal(number, stop) for number in STOP_SIGNALS}
+    try:
+        while True:
+            try:
+                code = process.wait(timeout=POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                if stopping_since is not None and time.monotonic() - stopping_since > grace_s:
+                    _signal_group(process.pid, signal.SIGKILL)
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        _end_group(process.pid)
+    return code
+
+
+def _interruptible() -> None:
+    """In the child: Ctrl-C's signal at its default, even when this command was started with it
+    ignored (a shell's background job), so dg dev and its children handle it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _signal_group(group: int, number: int) -> bool:
+    """Send ``number`` to the process group; False when no process is left in it."""
+    try:
+        os.killpg(group, number)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def _end_group(group: int, grace_s: float = 5.0) -> None:
+    """SIGTERM to what is left of the group, SIGKILL to what outlives ``grace_s``."""
+    if not _signal_group(group, signal.SIGTERM):
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if not _signal_group(group, 0):
+            return
+        time.sleep(0.1)
+    _signal_group(group, signal.SIGKILL)

@@ -115,9 +115,10 @@ def print_outcome(outcome: dict[str, Any]) -> None:
         print(f"Training failed (run {outcome['run_id']}):\n{outcome['error']}")
     if outcome["benchmark"]:
         overall = outcome["benchmark"]["overall"]
+        incumbent = (f"incumbent {outcome['incumbent']} {rounded(overall['incumbent'])}"
+                     if outcome["incumbent"] else "no incumbent")
         print(f"benchmark: {overall['pairs']} pairs, candidate {rounded(overall['candidate'])}, "
-              f"incumbent {outcome['incumbent'] or 'none'} {rounded(overall['incumbent'])} "
-              f"({overall['decision']})")
+              f"{incumbent} ({overall['decision']})")
         rows = [{k: rounded(v) for k, v in row.items()} for row in outcome["benchmark"]["slices"]]
         if rows:
             print_table(rows, SLICE_COLUMNS)

@@ -43,8 +43,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                             help="who reviewed them: with an --author other than the reviewer, "
                                  "they count as independently reviewed for the shared evaluator")
     preference.add_argument("--skip-invalid", action="store_true",
-                            help="skip (and count) a record that cannot be a comparison instead "
-                                 "of refusing the import")
+                            help="skip (and count) a malformed record instead of refusing the "
+                                 "import (a record that holds no comparison of two replies, such "
+                                 "as an empty reply, is always skipped and counted)")
     parser.add_argument("--json", action="store_true", help="end with one JSON summary line")
     parser.set_defaults(handler=run)
 
@@ -81,11 +82,19 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(counts)
     else:
-        print(format_summary(counts))
+        print(format_summary(counts, skipped_records(skipped, several_files=len(args.paths) > 1)))
     return 0
 
 
-def format_summary(counts: dict) -> str:
+def skipped_records(skipped: list[InputError], *, several_files: bool) -> str:
+    """The skipped records by place (``line 256, line 609``), the first ``SHOWN_SKIPPED``."""
+    named = [f"{Path(e.file).name} {e.record}" if several_files and e.file else str(e.record)
+             for e in skipped[:SHOWN_SKIPPED]]
+    more = len(skipped) - len(named)
+    return ", ".join(named) + (f" and {more} more" if more > 0 else "")
+
+
+def format_summary(counts: dict, skipped: str = "") -> str:
     lines = [
         f"Imported {counts['traces']} traces ({counts['imported']} new, "
         f"{counts['updated']} updated, {counts.get('unchanged', 0)} unchanged): "
@@ -93,9 +102,12 @@ def format_summary(counts: dict) -> str:
         f"{counts['tool_calls']} tool calls.",
     ]
     if counts.get("skipped_invalid"):
-        lines.append(f"Skipped {counts['skipped_invalid']} invalid record(s) (--skip-invalid).")
+        count = counts["skipped_invalid"]
+        lines.append(f"Skipped {count} record{'s' if count != 1 else ''} (each reason above): "
+                     f"{skipped}.")
     feedback = {k: counts.get(k, 0) for k in ("comments", "ratings", "comparisons", "outcomes",
                                                 "reviews")}
-    if any(feedback.values()):
-        lines.append("Feedback: " + ", ".join(f"{v} {k}" for k, v in feedback.items()) + ".")
+    if any(feedback.values()):  # the kinds the files held
+        lines.append("Feedback: " + ", ".join(f"{v} {k if v != 1 else k[:-1]}"
+                                              for k, v in feedback.items() if v) + ".")
     return "\n".join(lines)

@@ -6,6 +6,8 @@ import argparse
 
 from stash_pipeline.cli.output import print_json
 from stash_pipeline.cli.store import open_store
+from stash_pipeline.core.errors import InputError
+from stash_pipeline.core.traces import DEFAULT_OWNER
 from stash_pipeline.core.training_settings import DEFAULT_MAX_PAIRS
 
 
@@ -16,7 +18,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "preview", help="counts of the pairs a model would train on (no training, no model call)")
     selection = preview.add_mutually_exclusive_group(required=True)
     selection.add_argument("--trace-ids", nargs="+", metavar="ID", help="these traces only")
-    selection.add_argument("--all-traces", action="store_true", help="every stored trace")
+    selection.add_argument("--all-traces", action="store_true",
+                           help="every trace of --owner (with --shared: every account's)")
+    preview.add_argument("--owner", help=f"whose traces, as `rm create --owner` takes them "
+                                         f"(default: {DEFAULT_OWNER}; with --shared: every "
+                                         "account's opted-in traces)")
     preview.add_argument("--max-pairs", type=_positive_int, default=DEFAULT_MAX_PAIRS,
                          help=f"cap on rating and feedback pairs together (default "
                               f"{DEFAULT_MAX_PAIRS})")
@@ -30,8 +36,14 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def run_preview(args: argparse.Namespace) -> int:
     from stash_pipeline.pipelines.training_pairs import training_pairs
     store = open_store()
-    trace_ids = store.trace_ids() if args.all_traces else list(dict.fromkeys(args.trace_ids))
+    owner = args.owner or (None if args.shared else DEFAULT_OWNER)  # None: every account
+    trace_ids = (store.trace_ids(owner=owner) if args.all_traces
+                 else list(dict.fromkeys(args.trace_ids)))
     traces = store.get_traces(trace_ids)
+    others = [t.id for t in traces if owner is not None and t.owner != owner]
+    if others:
+        raise InputError(f"trace {others[0]} is not one of {owner}'s traces (--owner names "
+                         "whose traces to preview)", field="trace_ids")
     if args.shared:  # what a candidate would train on: the benchmark's traces are set apart
         from stash_pipeline.pipelines.shared_evaluator import assemble
 

@@ -176,7 +176,9 @@ def _report(store: Any, args: argparse.Namespace, model_id: str) -> int:
         for name, value in (view["metrics"] or {}).items():
             if name == "eval_accuracy" and view["held_out"]:
                 value = held_out_line(view["held_out"])  # never a bare 1.0 on three pairs
-            if name != "eval_slices":  # rm trust shows them with their intervals
+            # rm trust shows the slices with their intervals; None has nothing to say
+            # (eval_unavailable_reason when evaluation ran).
+            if name != "eval_slices" and value is not None:
                 print(f"  {name:28} {_shown(value)}")
         if view["error"]:
             print(f"error:\n{view['error']}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import sys
 from typing import Any
@@ -12,6 +13,7 @@ from stash_pipeline.cli.output import print_json, print_table, rounded
 from stash_pipeline.cli.store import open_store
 from stash_pipeline.cli.waiting import WAIT_HELP, run_now
 from stash_pipeline.core.errors import InputError
+from stash_pipeline.core.feedback import feedback_words
 from stash_pipeline.core.serialize import trace_to_dict
 from stash_pipeline.core.traces import DEFAULT_OWNER
 from stash_pipeline.store.trace_pages import SORTS, STATES, TraceFilter
@@ -33,10 +35,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     sub = parser.add_subparsers(dest="traces_command", required=True, metavar="SUBCOMMAND")
     listing = sub.add_parser("list", help="one line per stored trace")
     listing.add_argument("--owner", help="only this account's traces")
-    listing.add_argument("--sort", default="created", metavar="KEY",
-                         help="created (default), latest_score, mean_action_credit, "
-                              "actions_scored, scoring_state or outcome; --sort=-KEY or --desc "
-                              "for descending (traces without the value come last)")
+    listing.add_argument("--sort", default="-created", metavar="KEY",
+                         help="created, latest_score, mean_action_credit, actions_scored, "
+                              "scoring_state or outcome, ascending; --sort=-KEY or --desc for "
+                              "descending (traces without the value come last). Default: "
+                              "-created, the newest first")
     listing.add_argument("--desc", action="store_true", help="descending order")
     listing.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",
                          help="only traces with this agent=, domain= or state= "
@@ -47,6 +50,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     listing.set_defaults(handler=run_list)
     show = sub.add_parser("show", help="one trace with its messages, actions and feedback")
     show.add_argument("trace_id", metavar="ID")
+    show.add_argument("--owner", help="the trace's owner (default: any account)")
     show.add_argument("--json", action="store_true", help="print one JSON object")
     show.set_defaults(handler=run_show)
     contribute = sub.add_parser(
@@ -93,8 +97,11 @@ def run_list(args: argparse.Namespace) -> int:
     else:
         print_table([_short_row(row) for row in rows], LIST_COLUMNS, width=LIST_WIDTH,
                     shrink=(("agent", "domain"), ("id",)))
-        print(f"{len(rows)} traces (credit: the shared evaluator's mean action credit; "
-              "latest: the newest personal score)")
+        order = {"-created": "newest first", "created": "oldest first"}.get(
+            sort, f"by {sort.lstrip('-')}{', descending' if sort.startswith('-') else ''}")
+        print(f"{len(rows)} traces, {order} (--sort KEY orders them otherwise)")
+        print("credit: the shared evaluator's mean action credit; latest: the newest personal "
+              "score")
     return 0
 
 
@@ -123,10 +130,11 @@ def _short_row(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from stash_pipeline.services.traces import detail
+    from stash_pipeline.services.traces import detail, owned_trace
 
     store = open_store()
-    trace = store.get_trace(args.trace_id)
+    trace = (store.get_trace(args.trace_id) if args.owner is None
+             else owned_trace(store, args.owner, args.trace_id))
     feedback = store.feedback_for([trace.id])
     scored = detail(store, trace.owner, trace.id)
     if args.json:
@@ -139,8 +147,10 @@ def run_show(args: argparse.Namespace) -> int:
             payload[key] = scored[key]
         print_json(payload)
         return 0
-    print(f"trace {trace.id}  owner={trace.owner}  agent={trace.agent}  domain={trace.domain}  "
-          f"task={trace.task_id}  version={trace.version}  contribute={trace.contribute}")
+    named = {"owner": trace.owner, "agent": trace.agent, "domain": trace.domain,
+             "task": trace.task_id, "version": trace.version,
+             "contribute": "yes" if trace.contribute else "no"}
+    print(f"trace {trace.id}  " + "  ".join(f"{k}={v}" for k, v in named.items() if v is not None))
     names = {m.id: m.name for m in store.list_reward_models(owner=trace.owner)}
     shared = scored["shared_evaluator"]
     print(f"shared evaluator: {shared['status']}"
@@ -165,19 +175,31 @@ def run_show(args: argparse.Namespace) -> int:
         return " ".join(cells) + " "
 
     action_ids = {(a.message_index, a.call_index): a for a in trace.actions()}
+    number = len(f"[{len(trace.messages) - 1}] ")  # the widest "[i] "
+    # Every line of a message starts in the text's column: after the number, the role (9), the
+    # action (8) and a credit cell (7) per evaluator.
+    indent = " " * (number + 10 + 9 + 7 * len(evaluators))
     for i, message in enumerate(trace.messages):
         action = action_ids.get((i, None))
         label = action.local_id if action else ""
         text = message.content if len(message.content) <= 400 else message.content[:400] + "…"
-        print(f"[{i}] {message.role:9} {label:8} {credits(action.id if action else None)}"
-              f"{text}".rstrip())
+        print(f"{f'[{i}]':{number}}{message.role:9} {label:8} "
+              f"{credits(action.id if action else None)}{indented(text, indent)}".rstrip())
         for k, call in enumerate(message.tool_calls):
             call_action = action_ids[(i, k)]
-            print(f"    {'':9} {call_action.local_id:8} {credits(call_action.id)}"
-                  f"-> {call.name}({call.arguments})")
+            print(f"{'':{number}}{'':9} {call_action.local_id:8} {credits(call_action.id)}"
+                  f"-> {call.name}({json.dumps(call.arguments, ensure_ascii=False)})")
+    if feedback:
+        print(f"feedback ({len(feedback)}):")
     for item in feedback:
-        print(f"feedback: {type(item).__name__} {dataclasses.asdict(item)}")
+        print(f"  {indented(feedback_words(item, trace.id), '    ')}")
     return 0
+
+
+def indented(text: str, indent: str) -> str:
+    """``text`` with its second and later lines indented, so a multi-line message keeps to its
+    column."""
+    return text.replace("\n", "\n" + indent)
 
 
 def _credit_columns(action_scores: list[dict[str, Any]], release: str | None

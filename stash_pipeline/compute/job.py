@@ -401,6 +401,14 @@ def phase_seconds(log_text: str) -> dict[str, float]:
     return seconds
 
 
+def phase_mark(line: str) -> tuple[str, float | None] | None:
+    """A phase's start (its name, None) or end (its name and seconds) in one log line."""
+    found = _PHASE_LINE.match(line)
+    if found is None:
+        return None
+    return found["name"], None if found["started"] else float(found["seconds"])
+
+
 def unfinished_phase(log_text: str) -> str | None:
     """The phase a log started last and never finished: where a killed worker was."""
     current = None
@@ -430,7 +438,7 @@ def killed_by_signal(exit_code: int | None) -> int | None:
     return -exit_code if exit_code is not None and exit_code < 0 else None
 
 
-def failure_reason(job_dir: Path, exit_code: int | None = None) -> str:
+def failure_reason(job_dir: Path, exit_code: int | None = None, *, stderr: str = "") -> str:
     """What a failed model's ``error`` holds: the last 2000 characters of worker.log with every
     absolute server path cut to its last part (``hide_server_paths``: the log on disk keeps them
     for the operator). The paths are cut before the tail is taken, so the reason keeps 2000
@@ -440,9 +448,14 @@ def failure_reason(job_dir: Path, exit_code: int | None = None) -> str:
     why: for a negative ``exit_code`` the reason ends with the phase it was in and
     ``worker killed (signal N)``, and those lines are added to worker.log as well, so the log of
     that attempt keeps them when a retry moves it to ``attempt-logs/``.
+
+    A worker that stopped before it opened worker.log (it could not find its job directory or
+    import the project) said why on stderr: the reason is then its exit status and ``stderr``'s
+    end, whose last line is the error.
     """
     path = job_dir / LOG
-    text = path.read_text(errors="replace") if path.is_file() else f"{LOG} missing\n"
+    text = (path.read_text(errors="replace") if path.is_file()
+            else never_started(exit_code, stderr))
     signal_number = killed_by_signal(exit_code)
     if signal_number is not None:
         phase = unfinished_phase(text)
@@ -457,6 +470,15 @@ def failure_reason(job_dir: Path, exit_code: int | None = None) -> str:
         else:
             text = text.rstrip() + "\n" + "\n".join(lines)
     return hide_server_paths(text.rstrip())[-ERROR_TAIL_CHARS:]
+
+
+def never_started(exit_code: int | None, stderr: str) -> str:
+    """Why a worker that wrote no worker.log failed: its exit status, then what it said."""
+    # A signal is said on the line after this one (failure_reason).
+    status = "" if exit_code is None or exit_code < 0 else f" (exit status {exit_code})"
+    said = stderr.strip()
+    return (f"the worker{status} stopped before it wrote {LOG}"
+            + (f"; it said:\n{said}\n" if said else ", and said nothing on stderr\n"))
 
 
 # How often the worker in the Modal function uploads its Pipes messages to S3.

@@ -21,8 +21,11 @@ from typing import Any
 import dagster as dg
 
 from stash_pipeline.compute.job import CHECKPOINT_INPUT
-from stash_pipeline.compute.outcome import WorkerExit, check_worker_exit
+from stash_pipeline.compute.outcome import StderrTail, WorkerExit, WorkerFailed, check_worker_exit
+from stash_pipeline.compute.pipes import TempFileMessageReader
 from stash_pipeline.compute.upload import upload_checkpoint
+from stash_pipeline.core.failures import hide_server_paths
+from stash_pipeline.core.home import absolute
 
 # After SIGTERM the worker logs why it stops; past this it is killed.
 TERMINATION_GRACE_S = 30
@@ -40,6 +43,7 @@ class LocalCompute:
 
     def run(self, context: Any, job_dir: Path, objects: Any, *, upload_key: str | None = None,
             checkpoint_uri: str | None = None) -> str | None:
+        job_dir = absolute(job_dir)  # the worker starts in it: a relative path would miss it
         if checkpoint_uri:
             objects.get_file(checkpoint_uri, job_dir / CHECKPOINT_INPUT)
         check_worker_exit(job_dir, self.launch(context, job_dir))
@@ -53,14 +57,23 @@ class LocalCompute:
 def run_local_worker(context: Any, job_dir: Path, *, python: str,
                      timeout_s: float | None = None,
                      env: dict[str, str] | None = None) -> WorkerExit:
-    """Run the job in ``job_dir`` to its end; the exit status and Pipes messages come back."""
+    """Run the job in ``job_dir`` (absolute: the worker starts in it) to its end; the exit
+    status, the Pipes messages and the end of the worker's stderr come back. An interpreter that
+    cannot be started is WorkerFailed with the reason."""
     with dg.open_pipes_session(context=context, context_injector=dg.PipesEnvContextInjector(),
-                               message_reader=dg.PipesTempFileMessageReader()) as session:
-        process = subprocess.Popen(
-            [python, "-m", "stash_pipeline.worker", str(job_dir)], cwd=job_dir,
-            env={**os.environ, **(env or {}), **session.get_bootstrap_env_vars()},
-            start_new_session=True,  # its own process group: a signal reaches all its children
-            preexec_fn=_die_with_parent)
+                               message_reader=TempFileMessageReader()) as session:
+        try:
+            process = subprocess.Popen(
+                [python, "-m", "stash_pipeline.worker", str(job_dir)], cwd=job_dir,
+                env={**os.environ, **(env or {}), **session.get_bootstrap_env_vars()},
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # its own process group: a signal reaches its children
+                preexec_fn=_die_with_parent)
+        except OSError as error:
+            raise WorkerFailed(hide_server_paths(
+                f"the worker did not start: {python} -m stash_pipeline.worker "
+                f"(RM_WORKER_PYTHON): {error.strerror or error}")) from error
+        stderr = StderrTail(process.stderr).start()
         timed_out = False
         try:
             code = process.wait(timeout=timeout_s)
@@ -71,7 +84,7 @@ def run_local_worker(context: Any, job_dir: Path, *, python: str,
             _terminate(process)
             raise
     return WorkerExit(code, timed_out=timed_out, timeout_s=timeout_s,
-                      messages=tuple(session.get_custom_messages()))
+                      messages=tuple(session.get_custom_messages()), stderr=stderr.text())
 
 
 def _die_with_parent() -> None:

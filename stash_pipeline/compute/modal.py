@@ -24,6 +24,7 @@ from stash_pipeline.compute.job import (
     SCORES,
 )
 from stash_pipeline.compute.outcome import WorkerFailed
+from stash_pipeline.compute.pipes import s3_message_reader
 from stash_pipeline.compute.upload import record_upload
 
 PIPES_POLL_S = 5.0
@@ -43,8 +44,6 @@ class ModalCompute:
 
 def run_modal_worker(context: Any, job_dir: Path, *, function: Any, objects: Any,
                      upload_key: str | None, checkpoint_uri: str | None) -> str | None:
-    from dagster_aws.pipes import PipesS3MessageReader
-
     if not hasattr(objects, "bucket"):
         raise WorkerFailed("RM_COMPUTE=modal needs S3 (set S3_BUCKET and the other S3_* "
                            "variables): the GPU function reads its inputs and writes the "
@@ -52,8 +51,8 @@ def run_modal_worker(context: Any, job_dir: Path, *, function: Any, objects: Any
     prefix = f"jobs/{job_dir.parent.name}/{job_dir.name}"
     inputs = {name: objects.put_file(f"{prefix}/{name}", job_dir / name)
               for name in INPUT_FILES if (job_dir / name).is_file()}
-    reader = PipesS3MessageReader(bucket=objects.bucket, client=objects.client,
-                                  interval=PIPES_POLL_S)
+    reader = s3_message_reader(bucket=objects.bucket, client=objects.client,
+                               interval=PIPES_POLL_S)
     with dg.open_pipes_session(context=context, context_injector=dg.PipesEnvContextInjector(),
                                message_reader=reader) as session:
         result = function.remote(inputs=inputs, upload_key=upload_key,

@@ -30,7 +30,9 @@ from stash_pipeline.compute.job import (
     read_jsonl,
     read_metrics,
 )
+from stash_pipeline.compute.outcome import StderrTail, WorkerExit
 from stash_pipeline.compute.upload import read_upload, upload_checkpoint
+from stash_pipeline.core.home import absolute
 
 # The seed: "storage and model-provider credentials, but no database, queue, or integration
 # credentials". Anything not listed here (DATABASE_URL, REDIS_URL, DAGSTER_PG_*, MODAL_TOKEN_*)
@@ -52,11 +54,15 @@ def worker_environment(environ: Mapping[str, str]) -> dict[str, str]:
     return {name: environ[name] for name in WORKER_ENVIRONMENT if name in environ}
 
 
-def run_worker_process(job_dir: Path, env: Mapping[str, str]) -> int:
-    """``python -m stash_pipeline.worker job_dir`` with exactly ``env``; its exit status."""
+def run_worker_process(job_dir: Path, env: Mapping[str, str]) -> WorkerExit:
+    """``python -m stash_pipeline.worker job_dir`` with exactly ``env``; its exit status and the
+    end of its stderr (which reaches the function's log as well)."""
     python = env.get("RM_WORKER_PYTHON") or sys.executable
-    return subprocess.run([python, "-m", "stash_pipeline.worker", str(job_dir)], cwd=job_dir,
-                          env=dict(env), check=False).returncode
+    process = subprocess.Popen([python, "-m", "stash_pipeline.worker", str(job_dir)],
+                               cwd=job_dir, env=dict(env), stderr=subprocess.PIPE)
+    stderr = StderrTail(process.stderr).start()
+    code = process.wait()
+    return WorkerExit(code, stderr=stderr.text())
 
 
 def run_remote_job(*, inputs: Mapping[str, str], upload_key: str | None = None,
@@ -68,7 +74,7 @@ def run_remote_job(*, inputs: Mapping[str, str], upload_key: str | None = None,
         from stash_pipeline.objects import object_store_from_env
 
         objects = object_store_from_env(env)
-    job_dir = Path(env.get("RM_ARTIFACT_DIR") or DEFAULT_ARTIFACT_DIR) / uuid.uuid4().hex
+    job_dir = absolute(env.get("RM_ARTIFACT_DIR") or DEFAULT_ARTIFACT_DIR) / uuid.uuid4().hex
     job_dir.mkdir(parents=True)
     for name, uri in inputs.items():
         if "/" in name or name.startswith("."):
@@ -76,8 +82,10 @@ def run_remote_job(*, inputs: Mapping[str, str], upload_key: str | None = None,
         objects.get_file(uri, job_dir / name)
     if checkpoint_uri:
         objects.get_file(checkpoint_uri, job_dir / CHECKPOINT_INPUT)
-    code = run_worker_process(job_dir, {**env, **(pipes_env or {})})
-    result: dict[str, Any] = {"exit_code": code, "log_tail": failure_reason(job_dir, code)}
+    done = run_worker_process(job_dir, {**env, **(pipes_env or {})})
+    code = done.code
+    result: dict[str, Any] = {"exit_code": code,
+                              "log_tail": failure_reason(job_dir, code, stderr=done.stderr)}
     if code != 0 or not (job_dir / METRICS).is_file():
         return result
     if upload_key and (job_dir / ARCHIVE_NAME).is_file():

@@ -23,8 +23,9 @@ class InputError(StashError):
         super().__init__(f"{where}: {message}" if where else message)
 
     def located(self, *, file: str | None = None, record: str | None = None) -> InputError:
-        """The same error with the file and record filled in where they were unknown."""
-        return InputError(self.reason, file=self.file or file, record=self.record or record,
+        """The same error (of the same class) with the file and record filled in where they
+        were unknown."""
+        return type(self)(self.reason, file=self.file or file, record=self.record or record,
                           field=self.field)
 
 

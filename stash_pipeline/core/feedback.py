@@ -105,6 +105,33 @@ class VerifiedOutcome:
 Feedback = Comment | Rating | ReviewedComparison | VerifiedOutcome
 
 
+def feedback_words(item: Feedback, trace_id: str) -> str:
+    """One feedback item on the trace ``trace_id`` in words, as ``traces show`` prints it:
+    ``rating -1 on m4``, ``comment on the trace: "..."``, ``comparison: m2 preferred to
+    <trace>/m2 (approved by qa, author ana)``, ``outcome 1 (tau2)``. Actions of this trace by
+    their local id; a note when a reimport detached it."""
+    def where(action_id: str | None, of: str = trace_id) -> str:
+        if action_id is None:
+            return "the whole trace" if of == trace_id else f"trace {of}"
+        return local_part(action_id, trace_id)
+
+    by = f", by {item.author}" if getattr(item, "author", None) else ""
+    if isinstance(item, Rating):
+        words = f"rating {item.value:+g} on {where(item.action_id)}{by}".replace("+0 ", "0 ")
+    elif isinstance(item, Comment):
+        words = f'comment on {where(item.action_id)}{by}: "{item.text}"'
+    elif isinstance(item, ReviewedComparison):
+        review = item.status if item.reviewer is None else f"{item.status} by {item.reviewer}"
+        words = (f"comparison: {where(item.chosen_action_id, item.chosen_trace_id)} preferred "
+                 f"to {where(item.rejected_action_id, item.rejected_trace_id)} ({review}"
+                 f"{', author ' + item.author if item.author else ''})")
+    else:
+        words = f"outcome {item.reward:g}" + (f" ({item.source})" if item.source else "")
+    detached = (" [detached: a reimport changed what it is about]"
+                if getattr(item, "detached", False) else "")
+    return words + detached
+
+
 @dataclass(frozen=True)
 class Review:
     """A review of a stored comparison (not feedback itself: it changes a comparison's status)."""

@@ -159,11 +159,20 @@ def base_model_dirs(environ: Mapping[str, str] | None = None) -> tuple[str, ...]
     return tuple(d for d in (environ.get(BASE_MODEL_DIRS_ENV) or "").split(os.pathsep) if d)
 
 
+def local_model_path(value: str) -> str:
+    """A base model named by a local path that exists, made absolute against the working
+    directory (the worker starts in its job directory, where a relative path means nothing); a
+    Hugging Face id, or any other name, as it is."""
+    return os.path.abspath(value) if os.path.exists(value) else value
+
+
 def check_base_model(value: str, local_dirs: Sequence[str] | None) -> str:
     """``value`` if it is a Hugging Face id, or a local path inside one of ``local_dirs``
-    (``None``: any local path, for the deployment's owner on the CLI). The message names neither
-    the directories nor what the path resolves to."""
-    if local_dirs is None or _hf_id(value):
+    (``None``: any local path, for the deployment's owner on the CLI, made absolute). The message
+    names neither the directories nor what the path resolves to."""
+    if local_dirs is None:
+        return local_model_path(value)
+    if _hf_id(value):
         return value
     if os.path.isabs(value):
         real = os.path.realpath(value)  # symlinks followed: a link out of a directory is outside
@@ -241,5 +250,5 @@ def parse_shared_training_request(data: Mapping[str, Any]) -> SharedTrainingOpti
         raise _fail(unknown[0], "unknown field")
     return SharedTrainingOptions(
         base_model=None if data.get("base_model") is None
-        else _text(data, _FIELDS["base_model"]),
+        else local_model_path(_text(data, _FIELDS["base_model"])),
         epochs=None if data.get("epochs") is None else _integer(data, _FIELDS["epochs"]))

@@ -16,7 +16,8 @@ import dagster as dg
 from stash_pipeline.compute.local import LocalCompute
 from stash_pipeline.compute.remote import MODAL_APP, MODAL_FUNCTION
 from stash_pipeline.compute.run import ComputeTarget
-from stash_pipeline.core.home import stash_home
+from stash_pipeline.core.home import absolute, stash_home
+from stash_pipeline.core.requests import local_model_path
 from stash_pipeline.core.training_settings import DEFAULT_BASE_MODEL
 from stash_pipeline.core.validation import positive_setting
 from stash_pipeline.extraction.config import ExtractionConfig
@@ -70,7 +71,10 @@ class ComputeResource(dg.ConfigurableResource):
 
     @property
     def python(self) -> str:
-        return self.worker_python or os.environ.get("RM_WORKER_PYTHON") or sys.executable
+        """``RM_WORKER_PYTHON``: a path (``.venv/bin/python``) made absolute here, since the worker
+        starts in its job directory; a bare name (``python3``) is looked up on ``PATH``."""
+        python = self.worker_python or os.environ.get("RM_WORKER_PYTHON") or sys.executable
+        return str(absolute(python)) if os.sep in python else python
 
     def target(self) -> ComputeTarget:
         """The compute that runs the worker (``compute.run.Compute``)."""
@@ -84,8 +88,10 @@ class ComputeResource(dg.ConfigurableResource):
 
     @property
     def scratch(self) -> Path:
+        """``RM_ARTIFACT_DIR``, else ``$STASH_HOME/jobs``: absolute (a relative value is read
+        against this process's working directory), created."""
         directory = self.artifact_dir or os.environ.get("RM_ARTIFACT_DIR")
-        path = Path(directory) if directory else stash_home(os.environ) / "jobs"
+        path = absolute(directory) if directory else stash_home(os.environ) / "jobs"
         path.mkdir(parents=True, exist_ok=True)
         return path
 
@@ -105,7 +111,8 @@ class SharedEvaluatorResource(dg.ConfigurableResource):
     scoring_batch: int | None = None
 
     def default_base_model(self) -> str:
-        return self.base_model or os.environ.get("STASH_SHARED_BASE_MODEL") or DEFAULT_BASE_MODEL
+        return local_model_path(self.base_model or os.environ.get("STASH_SHARED_BASE_MODEL")
+                                or DEFAULT_BASE_MODEL)
 
     def batch_size(self) -> int:
         return positive_setting("STASH_SCORING_BATCH", self.scoring_batch

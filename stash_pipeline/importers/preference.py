@@ -43,7 +43,19 @@ def looks_like_preference(record: Any) -> bool:
         and "messages" not in record
 
 
+class NoComparison(InputError):
+    """A well-formed record whose two sides are no comparison of two replies: an empty reply,
+    the same reply twice, sides that differ before their last turn. Public data sets hold a few
+    (hh-rlhf's harmless-base dev file: 5 of 1,096); each is skipped, counted and named, never
+    refused."""
+
+
+SKIP_HINT = "--skip-invalid (the API's skip_invalid=true) skips such records and counts them"
+
+
 def read(path: Path, options: ImportOptions) -> Iterator[ImportedTrace]:
+    """The records' traces. A record that is no comparison is skipped (``on_skipped``); any other
+    bad record refuses the import, saying which option skips it, unless ``skip_invalid``."""
     file = str(path)
     for record in iter_records(path, options.limits):
         try:
@@ -53,8 +65,9 @@ def read(path: Path, options: ImportOptions) -> Iterator[ImportedTrace]:
                                number=record.number, limits=options.limits)
                         for trace, feedback in pair]
         except InputError as error:
-            if not options.skip_invalid:
-                raise
+            if not (options.skip_invalid or isinstance(error, NoComparison)):
+                raise InputError(f"{error.reason} ({SKIP_HINT})", file=error.file,
+                                 record=error.record, field=error.field) from None
             if options.on_skipped is not None:
                 options.on_skipped(error)
             continue
@@ -130,7 +143,8 @@ def _text_turns(text: str, field: str, *, default_role: str) -> tuple[Message, .
 def _shared_context(chosen: tuple[Message, ...],
                     rejected: tuple[Message, ...]) -> tuple[Message, ...]:
     """The prompt both sides share: everything but each side's last turn, which must be an
-    assistant turn with text, different from the other side's."""
+    assistant turn (else InputError) with text, different from the other side's (else
+    NoComparison)."""
     for side, messages in (("chosen", chosen), ("rejected", rejected)):
         if not messages or messages[-1].role != "assistant":
             role = messages[-1].role if messages else "nothing"
@@ -138,16 +152,17 @@ def _shared_context(chosen: tuple[Message, ...],
                              field=side)
         last = messages[-1]
         if not last.content.strip() and not last.tool_calls:
-            raise InputError(f"the last assistant turn of {side!r} is empty", field=side)
+            # An empty reply has no action to compare (core.traces.trace_actions).
+            raise NoComparison(f"the last assistant turn of {side!r} is empty", field=side)
     if chosen[:-1] != rejected[:-1]:
         at = next((i for i, (a, b) in enumerate(zip(chosen, rejected)) if a != b),
                   min(len(chosen), len(rejected)) - 1)
-        raise InputError(f"'chosen' and 'rejected' do not share a prompt: they differ at turn "
-                         f"{at} ({len(chosen)} and {len(rejected)} turns), not only in the last "
-                         "assistant turn", field="rejected")
+        raise NoComparison(f"'chosen' and 'rejected' do not share a prompt: they differ at turn "
+                           f"{at} ({len(chosen)} and {len(rejected)} turns), not only in the "
+                           "last assistant turn", field="rejected")
     if chosen[-1] == rejected[-1]:
-        raise InputError("'chosen' and 'rejected' end with the same assistant turn: nothing to "
-                         "compare", field="rejected")
+        raise NoComparison("'chosen' and 'rejected' end with the same assistant turn: nothing "
+                           "to compare", field="rejected")
     return chosen[:-1]
 
 

@@ -31,7 +31,7 @@ def database_url_from_env() -> str:
         return normalize_url(url)
     home = stash_home(os.environ)
     home.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{home.resolve() / 'stash.db'}"
+    return f"sqlite:///{home / 'stash.db'}"
 
 
 def normalize_url(url: str) -> str:

@@ -162,8 +162,9 @@ def add_feedback(connection: sa.Connection, items: Sequence[Feedback],
         for _, kind, ref in references(item):
             if ref in missing:
                 where = f"{names[index]}: " if labels is not None else ""
-                raise NotFoundError(f"{where}feedback {item.id} names {kind} {ref}, which does "
-                                    "not exist")
+                # The ids the person gave (a trace, an action), not the feedback's own id,
+                # which they never saw.
+                raise NotFoundError(f"{where}{kind} {ref} does not exist")
     write_feedback(connection, items)
     return count_by_kind(list(items))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, ContextManager
@@ -23,6 +24,9 @@ TOKENS_A_RENDERING_CAN_END_WITH = ("<|im_end|>", "</tool_call>")
 # ("You need to have sentencepiece or tiktoken installed").
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.txt",
                    "vocab.json")
+
+
+logger = logging.getLogger(__name__)
 
 
 class ModelLoadError(StashError):
@@ -120,15 +124,55 @@ def load_reward_model(path_or_id: str, *, dtype: torch.dtype = torch.float32,
     """
     _checked_source(path_or_id, needs_config=True, needs_tokenizer=tokenizer is None)
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(path_or_id)
+    # transformers prints a LOAD REPORT table of every weight the checkpoint lacks: for a base
+    # model that is the new score head, as expected, and alarming to read. What is unusual is
+    # said in worker.log instead (report_loading).
+    # (A filter, not a higher level: transformers checks a tensor-parallel plan, and warns of
+    # every layer it leaves unsharded, when its logger's level is WARNING or above.)
+    transformers_logger = logging.getLogger("transformers.modeling_utils")
+    transformers_logger.addFilter(_without_load_report)
     try:
-        model = AutoModelForSequenceClassification.from_pretrained(path_or_id, num_labels=1,
-                                                                   dtype=dtype)
+        model, loading = AutoModelForSequenceClassification.from_pretrained(
+            path_or_id, num_labels=1, dtype=dtype, output_loading_info=True)
     except (OSError, ValueError, KeyError) as error:
         raise ModelLoadError(f"model {path_or_id}: cannot load its weights: {error}") from error
+    finally:
+        transformers_logger.removeFilter(_without_load_report)
+    report_loading(model, loading, path_or_id)
     model.config.pad_token_id = tokenizer.pad_token_id
     model.to(device or pick_device())
     model.eval()
     return model
+
+
+def _without_load_report(record: logging.LogRecord) -> bool:
+    return "LOAD REPORT" not in str(record.msg)
+
+
+def report_loading(model: Any, loading: dict[str, Any], path_or_id: str,
+                   shown: int = 5) -> None:
+    """What loading left to chance, in worker.log: a new score head (what a base model lacks) at
+    INFO; any other weight the checkpoint lacks, or holds in another shape, as a WARNING; weights
+    the model does not use (a language-model head) at INFO."""
+    def listed(keys: list[str]) -> str:
+        return ", ".join(keys[:shown]) + (f" and {len(keys) - shown} more" if len(keys) > shown
+                                          else "")
+
+    base = f"{model.base_model_prefix}."
+    missing = sorted(loading.get("missing_keys") or ())
+    head = [key for key in missing if not key.startswith(base)]
+    others = [key for key in missing if key.startswith(base)]
+    mismatched = sorted(str(entry[0]) for entry in loading.get("mismatched_keys") or ())
+    unused = sorted(loading.get("unexpected_keys") or ())
+    if head:
+        logger.info(f"model {path_or_id}: a new score head ({listed(head)}), randomly "
+                    "initialised for training")
+    if others or mismatched:
+        logger.warning(f"model {path_or_id}: weights newly initialised, not from its "
+                       f"checkpoint: {listed(others + mismatched)}")
+    if unused:
+        logger.info(f"model {path_or_id}: checkpoint weights a reward model does not use: "
+                    f"{listed(unused)}")
 
 
 def cast_parameters(model: Any, dtype: torch.dtype) -> None:

@@ -99,8 +99,9 @@ class PhaseProgress:
     """Counts what a phase has done as its forwards finish and reports it, throttled:
     ``<phase>: 120/200 traces, 1500/2544 actions, 31.0 actions/s, about 34 s left``.
 
-    ``totals`` names the units (traces, actions, pairs) and how many of each there are; ``work``
-    is the phase's whole cost in tokens, which the time left is estimated from.
+    ``totals`` names the units (traces, actions, pairs) and how many of each there are; a unit
+    with none is left out (an actions-only run counts actions, not ``0/0 traces``). ``work`` is
+    the phase's whole cost in tokens, which the time left is estimated from.
     """
 
     def __init__(self, report: Any, phase: str, totals: dict[str, int], *, work: int,
@@ -121,8 +122,9 @@ class PhaseProgress:
 
     def line(self) -> str:
         elapsed = max(self.clock() - self.started, 1e-9)
-        counts = ", ".join(f"{self.done[u]}/{n} {u}" for u, n in self.totals.items())
-        rate_unit = list(self.totals)[-1] if self.totals else "items"
+        counted = {u: n for u, n in self.totals.items() if n} or self.totals
+        counts = ", ".join(f"{self.done[u]}/{n} {u}" for u, n in counted.items())
+        rate_unit = list(counted)[-1] if counted else "items"
         rate = self.done.get(rate_unit, 0) / elapsed
         left = self.seconds_left(elapsed)
         when = "time left unknown" if left is None else f"about {left:.0f} s left"

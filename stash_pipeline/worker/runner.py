@@ -69,9 +69,17 @@ def run_job(job_dir: Path, progress: Progress | None = None, phase: Phases | Non
     return metrics
 
 
+# The worker reports its own progress, phase by phase (worker.log, Pipes log events): the bars of
+# transformers and datasets on stderr would only glue lines into the caller's terminal and the
+# run's logs. Set before they are imported; a value already set is kept.
+QUIET_LIBRARIES = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
+
+
 def main(job_dir: str) -> int:
     """Run a job with logging to worker.log; on failure the log ends with the reason, exit status
     1."""
+    for name, value in QUIET_LIBRARIES.items():
+        os.environ.setdefault(name, value)
     path = Path(job_dir)
     if not path.is_dir():
         print(f"job directory {job_dir} does not exist", file=sys.stderr)

@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config
+from transformers.utils import logging as transformers_logging
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Qwen adds these as non-special added tokens: they are split off before pre-tokenisation.
@@ -77,6 +78,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     files = args.files or sorted((Path(__file__).parents[1] / "samples").glob("*.jsonl"))
     texts = [line for path in files for line in path.read_text().splitlines() if line.strip()]
+    transformers_logging.disable_progress_bar()  # one shard of a tiny model: no bar to watch
     save_tiny_base_model(args.directory, texts, shape=args.shape)
     print(f"A tiny random Qwen3 base model ({args.shape} shape; not a trained language model) is "
           f"in {args.directory}.")

@@ -119,10 +119,11 @@ def test_a_preference_data_set_imports_over_http(api, ana) -> None:
     _, client = ana
     good = {"chosen": "\n\nHuman: Hi\n\nAssistant: Hello!",
             "rejected": "\n\nHuman: Hi\n\nAssistant: Go."}
-    bad = {"chosen": "\n\nHuman: Hi\n\nAssistant: A", "rejected": "\n\nHuman: Yo\n\nAssistant: B"}
+    bad = {"chosen": "\n\nHuman: Hi\n\nAssistant: A", "rejected": "\n\nHuman: Hi"}
     body = "\n".join(json.dumps(r) for r in (good, bad)) + "\n"
     refused = client.post(f"{API}/traces", content=body)
     assert refused.status_code == 422 and refused.json()["record"] == "line 2"
+    assert "skip_invalid=true" in refused.json()["detail"]  # the option that skips it
     query = "?author=labeler&reviewer=qa&skip_invalid=true"
     first = client.post(f"{API}/traces{query}", content=body).json()
     assert (first["comparisons"], first["imported"], first["skipped_invalid"]) == (1, 2, 1)
@@ -130,6 +131,10 @@ def test_a_preference_data_set_imports_over_http(api, ana) -> None:
     assert (again["imported"], again["updated"], again["unchanged"]) == (0, 0, 2)
     (comparison,) = stored_feedback(api, *first["trace_ids"])
     assert comparison.independently_reviewed
+    no_comparison = {"chosen": "\n\nHuman: Yo\n\nAssistant: ", "rejected": good["rejected"]}
+    body = "\n".join(json.dumps(r) for r in (good, no_comparison)) + "\n"
+    skipped = client.post(f"{API}/traces{query.replace('true', 'false')}", content=body).json()
+    assert (skipped["unchanged"], skipped["skipped_invalid"]) == (2, 1)  # an empty reply
 
 
 def test_unstorable_review_names_are_422(api, ana) -> None:

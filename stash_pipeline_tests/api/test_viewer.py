@@ -55,6 +55,14 @@ def test_login_sets_a_strict_httponly_cookie_and_pages_need_it(api: Api, world: 
     assert "script-src 'self'" in page.headers["content-security-policy"]
 
 
+def test_the_apis_root_leads_a_browser_to_the_viewer(api: Api) -> None:
+    anonymous = api.client()
+    response = anonymous.get("/")
+    assert response.status_code == 303 and response.headers["location"] == "/ui/traces"
+    response = anonymous.get("/", follow_redirects=True)
+    assert response.url.path == "/ui/login" and "API key" in response.text
+
+
 def test_a_new_key_ends_the_old_sessions(api: Api, world: World) -> None:
     client = login(api, world.alice_key)
     alice = next(a for a in api.store.list_accounts() if a.name == "alice")

@@ -9,9 +9,9 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+
+import pytest
 
 from stash_pipeline.cli.dev import PROJECT_ROOT, dev_command
 
@@ -37,29 +37,27 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@contextmanager
-def interruptible_children() -> Iterator[None]:
-    """Children started inside see SIGINT. A shell without job control starts a background job
-    (a CI script's ``&``) with SIGINT ignored, an ignored signal stays ignored across exec, and dg
-    dev would never see the test's SIGINT; a caught one is reset to the default instead."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+def ignoring_ctrl_c() -> None:
+    """How a shell without job control starts a background job (a CI script's ``&``): with
+    SIGINT ignored, which an exec keeps."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def test_dev_starts_without_a_warning(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_dev_starts_without_a_warning_and_stops_with_every_child(tmp_path, stop):
     """The UI serves and the daemon ticks the sensors (the code location loaded) with no warning
     printed: not the code location's name, not the checkout's dagster.yaml (the instance's is
-    the one in use), not the virtualenv."""
+    the one in use), not the virtualenv. Ctrl-C or SIGTERM to the command then ends it and every
+    process it started (the webserver, the daemon, the code servers), even when it was started
+    as a background job, with Ctrl-C's signal ignored."""
     cli = shutil.which("stash-pipeline", path=str(Path(sys.executable).parent))
     assert cli, "the stash-pipeline script is installed with the project"
     log = tmp_path / "dev.log"
-    with log.open("w") as out, interruptible_children():
-        # Its own session: dg dev starts the webserver and the daemon as its children.
+    with log.open("w") as out:
         process = subprocess.Popen([cli, "dev", "--port", str(_free_port())], cwd=PROJECT_ROOT,
-                                   stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                                   stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                   preexec_fn=ignoring_ctrl_c,
+                                   env={**os.environ, "STASH_HOME": str(tmp_path / "home")})
     try:
         wait_until(lambda: process.poll() is not None or (
             "Serving dagster-webserver" in log.read_text()
@@ -67,13 +65,42 @@ def test_dev_starts_without_a_warning(tmp_path):
             timeout_s=SERVER_START_S, what="dg dev to serve the UI and tick a sensor")
         started = log.read_text()  # the start; what shutting down prints is not in question
         assert process.poll() is None, started
+        children = descendants(process.pid)
+        assert len(children) >= 4, children  # dg, its webserver, daemon and code server
+        process.send_signal(stop)
+        assert process.wait(timeout=bound(PROCESS_EXIT_S)) == 0, log.read_text()
+        wait_until(lambda: not [pid for pid in children if alive(pid)],
+                   timeout_s=SERVER_START_S, what="every process dg dev started to end")
     finally:
         if process.poll() is None:
-            process.send_signal(signal.SIGINT)  # dg dev shuts its children down on SIGINT
-            try:
-                process.wait(timeout=bound(PROCESS_EXIT_S))
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
     warnings = [line for line in started.splitlines() if "WARNING" in line or "Warning" in line]
     assert warnings == [], started
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, from /proc."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(stat.parent.name)] = int(fields[1])
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        children = [child for child, ppid in parents.items() if ppid == parent]
+        found.extend(children)
+        todo.extend(children)
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie waiting for its parent to read its status is not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

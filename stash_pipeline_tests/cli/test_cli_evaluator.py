@@ -88,3 +88,18 @@ def test_train_release_and_score_from_the_command_line(store, capsys, pipeline_b
     rows = last_json(capsys)["traces"]
     assert {(r["scoring_state"], r["actions_scored"]) for r in rows} == {("scored", 2)}
     assert all(-1 <= r["mean_action_credit"] <= 1 for r in rows)
+
+
+def test_the_gate_summary_says_no_incumbent_once(capsys):
+    from stash_pipeline.cli.evaluator import print_outcome
+
+    overall = {"pairs": 19, "candidate": 1.0, "incumbent": None, "decision": "above chance"}
+    outcome = {"released": True, "version": "v1", "incumbent": None, "reasons": [],
+               "benchmark": {"overall": overall, "slices": []}}
+    print_outcome(outcome)
+    assert capsys.readouterr().out.splitlines() == [
+        "Released shared evaluator v1.", "benchmark: 19 pairs, candidate 1.000, no incumbent "
+        "(above chance)"]
+    print_outcome({**outcome, "incumbent": "v0", "benchmark": {
+        "overall": {**overall, "incumbent": 0.75}, "slices": []}})
+    assert "candidate 1.000, incumbent v0 0.750 (above chance)" in capsys.readouterr().out

@@ -7,8 +7,11 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from stash_pipeline.api import create_app
 from stash_pipeline.cli import main
+from stash_pipeline.core.failures import reason_line
 from stash_pipeline.objects import LocalObjectStore, UrlSigner
 from stash_pipeline.services import accounts
 from stash_pipeline_tests.cli.cli_helpers import cli_store, run_json  # noqa: F401 - a fixture
@@ -69,3 +72,42 @@ def run_json_of(out: str) -> dict:
     import json
 
     return json.loads(out.strip().splitlines()[-1])
+
+
+STOPS_AT_ONCE = ("#!/bin/sh\n"
+                 "echo 'Traceback (most recent call last):' >&2\n"
+                 "echo \"ModuleNotFoundError: No module named 'stash_pipeline'\" >&2\n"
+                 "exit 1\n")
+
+
+@pytest.mark.worker_process
+@pytest.mark.parametrize("python, reason", [
+    ("stops-at-once", "ModuleNotFoundError: No module named 'stash_pipeline'"),
+    ("missing", "the worker did not start: .../missing -m stash_pipeline.worker "
+                "(RM_WORKER_PYTHON): No such file or directory"),
+])
+def test_a_worker_that_never_started_leaves_its_real_reason(python, reason, tmp_path, monkeypatch,
+                                                           capsys, use_stash_home):
+    """An interpreter without the project (it stops before it writes worker.log, saying why on
+    stderr) or no interpreter at all: the model's reason says so, not `worker.log missing`."""
+    use_stash_home(tmp_path / "stash")
+    monkeypatch.setenv("STASH_EXTRACTION", "off")
+    stand_in = tmp_path / python
+    if python == "stops-at-once":
+        stand_in.write_text(STOPS_AT_ONCE)
+        stand_in.chmod(0o755)
+    monkeypatch.setenv("RM_WORKER_PYTHON", str(stand_in))
+    sample = tmp_path / "hotpot.jsonl"
+    sample.write_text("".join(HOTPOTQA.open().readlines()[:6]))
+    run_json(capsys, "import", str(sample))
+
+    code = main(["rm", "create", "--name", "m", "--all-traces", "--base-model", "Qwen/Qwen3-0.6B",
+                 "--wait", "--json"])
+    out, err = capsys.readouterr()
+    model = run_json_of(out)
+    assert code == 1 and model["status"] == "failed"
+    assert reason_line(model["error"]) == reason, model["error"]
+    # The run's failure in one line, its reason first (no stack trace, no Dagster event stream).
+    assert f'  error: Execution of step "personal_checkpoint" failed: {reason}' in err.splitlines()
+    assert "Stack Trace" not in err and "STEP_FAILURE" not in err and "[pipes]" not in err
+    assert "worker.log missing" not in model["error"] and str(tmp_path) not in model["error"]

@@ -27,7 +27,8 @@ def test_create_wait_without_an_api_key_says_so_in_one_line(home, capsys,
     assert code == 1 and model["status"] == "failed"
     assert "STASH_EXTRACTION=off" in model["error"] and "ANTHROPIC_API_KEY" in model["error"]
     assert "Traceback" not in captured.err and "Stack Trace" not in captured.err, captured.err
-    [failure] = [line for line in captured.err.splitlines() if "STEP_FAILURE" in line]
+    [failure] = [line for line in captured.err.splitlines() if "error:" in line]
+    assert failure.startswith('  error: Execution of step "personal_pairs" failed: ')
     assert "STASH_EXTRACTION=off" in failure
 
 

@@ -32,6 +32,12 @@ def test_import_samples_prints_a_json_summary(capsys):
     assert summary["comments"] == 2 and summary["ratings"] == 4 and summary["outcomes"] == 1
 
 
+def test_the_summary_counts_what_the_files_held(capsys):
+    assert main(["import", str(SAMPLES)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == \
+        "Feedback: 2 comments, 4 ratings, 1 outcome."  # no kind it did not hold
+
+
 def test_reimport_updates_and_keeps_ids(capsys, tmp_path):
     main(["import", str(SAMPLES), "--json"])
     capsys.readouterr()

@@ -43,8 +43,8 @@ def table_rows(store, table) -> list[dict]:
 def test_hh_rlhf_imports_in_one_command_and_reimports_as_a_no_op(cli_store, capsys):
     expected = valid_hh_records(HH_DEV)
     assert 1000 < expected < 1096
-    summary = run_json(capsys, "import", str(HH_DEV), "--skip-invalid", "--author", "labeler",
-                       "--reviewer", "qa")
+    summary = run_json(capsys, "import", str(HH_DEV), "--format", "preference", "--author",
+                       "labeler", "--reviewer", "qa")
     assert summary["comparisons"] == expected and summary["imported"] == 2 * expected
     assert summary["skipped_invalid"] == 1096 - expected
     assert summary["by_format"] == {"preference": 2 * expected}
@@ -58,18 +58,33 @@ def test_hh_rlhf_imports_in_one_command_and_reimports_as_a_no_op(cli_store, caps
         ("labeler", "qa", "approved")}
 
     traces_before = table_rows(cli_store, schema.traces)
-    again = run_json(capsys, "import", str(HH_DEV), "--skip-invalid", "--author", "labeler",
-                     "--reviewer", "qa")
+    again = run_json(capsys, "import", str(HH_DEV), "--author", "labeler", "--reviewer", "qa")
     assert (again["imported"], again["updated"], again["unchanged"]) == (0, 0, 2 * expected)
     assert table_rows(cli_store, schema.traces) == traces_before  # versions, times: all kept
     assert table_rows(cli_store, schema.reviewed_comparisons) == comparisons
 
 
-def test_without_skip_invalid_a_bad_record_refuses_the_whole_file(cli_store, capsys):
-    assert main(["import", str(HH_DEV)]) == 2
+def test_the_records_that_hold_no_comparison_are_skipped_and_named(cli_store, capsys):
+    """hh-rlhf's own file with the defaults: one empty reply and four records whose sides differ
+    before their last turn are skipped, each named with its reason, and counted."""
+    assert main(["import", str(HH_DEV)]) == 0
+    out, err = capsys.readouterr()
+    assert "record line 256, field 'chosen': the last assistant turn of 'chosen' is empty" in err
+    assert ("Skipped 5 records (each reason above): line 256, line 609, line 938, line 939, "
+            "line 978.") in out
+
+
+def test_a_malformed_record_refuses_the_file_naming_the_option_that_skips_it(cli_store, capsys,
+                                                                             tmp_path):
+    path = tmp_path / "broken.jsonl"
+    path.write_text(json.dumps({"prompt": "2+2=", "chosen": "4", "rejected": "5"}) + "\n"
+                    + json.dumps({"prompt": "2+2=", "chosen": "4"}) + "\n")
+    assert main(["import", str(path)]) == 2
     error = capsys.readouterr().err
-    assert "record line 256" in error and "the last assistant turn of 'chosen' is empty" in error
+    assert "record line 2, field 'rejected': a preference record needs 'rejected'" in error
+    assert "--skip-invalid" in error
     assert table_rows(cli_store, schema.traces) == []
+    assert run_json(capsys, "import", str(path), "--skip-invalid")["skipped_invalid"] == 1
 
 
 def test_trl_files_standard_and_conversational(cli_store, capsys, tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from pathlib import Path
 
 import dagster as dg
@@ -45,12 +46,23 @@ def test_an_import_materialises_the_traces_asset(home, capsys):
 def test_create_wait_show_weights_and_score_again(home, pipeline_base_model, capsys):
     code = main(["rm", "create", "--name", "hotpot", "--all-traces", "--base-model",
                  str(pipeline_base_model), "--wait", "--json"])
-    model = last_json(capsys)
+    out, err = capsys.readouterr()
+    model = json.loads(out.strip().splitlines()[-1])
     assert code == 0 and model["status"] == "succeeded", model["error"]
+    # What a person waiting sees: the run, then a line for each long phase of the worker (not
+    # Dagster's event stream).
+    running, *phases = err.splitlines()
+    assert running == f"running personal_reward_model_training for hotpot--{model['id']}"
+    assert [re.sub(r"[\d.]+", "N", line) for line in phases] == [
+        "  training: N/N steps, loss N in N s", "  evaluation: N/N pairs in N s",
+        "  scoring: N/N traces, N/N actions in N s"], err
     assert model["metrics"]["train_pairs"] > 0 and model["error"] is None
 
     assert main(["rm", "show", model["id"], "--json"]) == 0
     assert last_json(capsys)["status"] == "succeeded"
+    assert main(["rm", "show", model["id"]]) == 0
+    shown = capsys.readouterr().out
+    assert "  eval_accuracy " in shown and "None" not in shown  # words, not Python's
     assert main(["rm", "list", "--json"]) == 0
     assert [m["id"] for m in last_json(capsys)["reward_models"]] == [model["id"]]
 

@@ -119,3 +119,52 @@ def test_show_colours_credit_on_a_terminal(capsys, monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
     assert main(["traces", "show", FIRST]) == 0
     assert "\033[" not in capsys.readouterr().out
+
+
+MULTI_LINE = {"id": "multi-line", "messages": [
+    {"role": "system", "content": "You are a travel agent.\nRules:\n- confirm first"},
+    {"role": "user", "content": "Move my trip."},
+    {"role": "assistant", "content": "Which day?\nI can offer Tuesday.",
+     "tool_calls": [{"id": "c1", "type": "function",
+                     "function": {"name": "lookup", "arguments": "{\"day\": \"Tue\"}"}}]}],
+    "feedback": [{"type": "comment", "text": "Ask first.\nThen move it.", "action_id": "m2"},
+                 {"type": "rating", "value": -1, "action_id": "m2.call0"}]}
+
+
+def test_list_puts_the_newest_import_first(capsys, tmp_path):
+    newest = tmp_path / "newest.jsonl"
+    newest.write_text(json.dumps(MULTI_LINE) + "\n")
+    assert main(["import", str(newest)]) == 0
+    capsys.readouterr()
+    assert main(["traces", "list"]) == 0
+    out = lines(capsys)
+    assert out[1].startswith("multi-line ") and out[-2].startswith("22 traces, newest first")
+    assert main(["traces", "list", "--sort", "created"]) == 0
+    out = lines(capsys)
+    assert out[-3].startswith("multi-line ") and out[-2].startswith("22 traces, oldest first")
+
+
+def test_show_keeps_multi_line_text_in_its_column_and_says_feedback_in_words(capsys, tmp_path):
+    path = tmp_path / "multi.jsonl"
+    path.write_text(json.dumps(MULTI_LINE) + "\n")
+    assert main(["import", str(path), "--owner", "ana"]) == 0
+    capsys.readouterr()
+    assert main(["traces", "show", "multi-line", "--owner", "ana"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "trace multi-line  owner=ana  version=1  contribute=no"  # nothing unset shown
+    body = out[out.index(next(line for line in out if line.startswith("[0]"))):]
+    assert body == [
+        "[0] system             You are a travel agent.",
+        "                       Rules:",
+        "                       - confirm first",
+        "[1] user               Move my trip.",
+        "[2] assistant m2       Which day?",
+        "                       I can offer Tuesday.",
+        '              m2.call0 -> lookup({"day": "Tue"})',
+        "feedback (2):",
+        '  comment on m2: "Ask first.',
+        '    Then move it."',
+        "  rating -1 on m2.call0",
+    ]
+    assert main(["traces", "show", "multi-line", "--owner", "local"]) == 2
+    assert "trace multi-line does not exist" in capsys.readouterr().err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,17 @@ def test_step_labelled_traces_split_with_evaluation(tmp_path, monkeypatch, capsy
     assert 0 < report["action_eval_pairs"] <= report["eval_pairs"]
     assert 0 < report["tool_eval_pairs"] <= report["action_eval_pairs"]
     assert report["action_train_pairs"] + report["action_eval_pairs"] == 885
+
+
+def test_owner_keeps_one_accounts_traces_as_rm_create_would(tmp_path, monkeypatch, capsys):
+    """Two accounts' traces in one store: --all-traces previews --owner's only (default local),
+    --shared every account's opted-in ones, and another account's trace id is refused."""
+    theirs = rated_trace(contribute=True)
+    theirs = ImportedTrace(replace(theirs.trace, owner="ana"), theirs.feedback)
+    store = sqlite_store(tmp_path, monkeypatch, [theirs])
+    assert preview(capsys, "--all-traces")["traces"] == 0
+    assert preview(capsys, "--all-traces", "--owner", "ana")["traces"] == 1
+    assert preview(capsys, "--all-traces", "--shared")["traces"] == 1
+    assert main(["pairs", "preview", "--trace-ids", RATED_ID]) == 2
+    assert f"trace {RATED_ID} is not one of local's traces (--owner" in capsys.readouterr().err
+    store.dispose()

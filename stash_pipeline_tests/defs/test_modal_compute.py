@@ -18,6 +18,7 @@ import dagster as dg
 import pytest
 
 from stash_pipeline.compute import remote as remote_job
+from stash_pipeline.compute.outcome import WorkerExit
 from stash_pipeline.compute.remote import worker_environment
 from stash_pipeline.instance import definitions, run_sensor_requests
 from stash_pipeline.services import reward_models
@@ -53,7 +54,8 @@ def modal_compute(home, s3_settings, monkeypatch, modal_app):
     for name, value in s3_environ(s3_settings).items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("RM_COMPUTE", "modal")
-    monkeypatch.setattr(remote_job, "run_worker_process", run_worker_in_process)
+    monkeypatch.setattr(remote_job, "run_worker_process",
+                        lambda job_dir, env: WorkerExit(run_worker_in_process(job_dir, env)))
     remote = LocalFunction(modal_app.run_reward_job)
     looked_up = []
     monkeypatch.setattr("modal.Function.from_name",
@@ -161,7 +163,7 @@ def test_the_functions_worker_is_a_process_with_exactly_its_environment(tmp_path
     python.write_text("#!/bin/sh\n{ pwd; echo \"$@\"; env; } > seen.txt\nexit 3\n")
     python.chmod(0o755)
     code = remote_job.run_worker_process(job_dir, {"RM_WORKER_PYTHON": str(python),
-                                                   "S3_BUCKET": "b", "PATH": "/usr/bin:/bin"})
+                                                   "S3_BUCKET": "b", "PATH": "/usr/bin:/bin"}).code
     cwd, argv, *environment = (job_dir / "seen.txt").read_text().splitlines()
     assert code == 3 and cwd == str(job_dir)
     assert argv == f"-m stash_pipeline.worker {job_dir}"

@@ -94,29 +94,44 @@ def test_gzip_jsonl_and_a_directory_of_data_set_files(tmp_path):
 @pytest.mark.parametrize(("record", "field", "reason"), [
     ({"chosen": "\n\nHuman: a\n\nAssistant: b", "rejected": "\n\nHuman: c\n\nAssistant: d"},
      "rejected", "do not share a prompt"),
-    ({"chosen": "\n\nHuman: a\n\nAssistant: b", "rejected": "\n\nHuman: a"},
-     "rejected", "must be an assistant turn, not user"),
     ({"chosen": "\n\nHuman: a\n\nAssistant: ", "rejected": "\n\nHuman: a\n\nAssistant: d"},
      "chosen", "is empty"),
     ({"chosen": "\n\nHuman: a\n\nAssistant: b", "rejected": "\n\nHuman: a\n\nAssistant: b"},
      "rejected", "nothing to compare"),
+])
+def test_a_record_that_is_no_comparison_is_skipped_and_named(tmp_path, record, field, reason):
+    """Public data sets hold a few (hh-rlhf: an empty reply): the import goes on with the
+    defaults, and each skipped record is reported with its line, field and reason."""
+    path = write_jsonl(tmp_path, "some.jsonl", [HH, record, HH])
+    skipped: list[InputError] = []
+    assert len(read_all(path, format="preference", on_skipped=skipped.append)) == 4
+    [error] = skipped
+    assert (error.record, error.field) == ("line 2", field)
+    assert reason in error.reason
+
+
+@pytest.mark.parametrize(("record", "field", "reason"), [
     ({"chosen": "x", "rejected": 3}, "rejected", "expected a string or a list of messages"),
     ({"chosen": "x"}, "rejected", "needs 'rejected'"),
+    ({"chosen": "\n\nHuman: a\n\nAssistant: b", "rejected": "\n\nHuman: a"},
+     "rejected", "must be an assistant turn, not user"),
     ({"chosen": [{"role": "wizard", "content": "x"}], "rejected": "y"}, "chosen[0].role",
      "unknown role"),
+    ({"chosen": "intro\n\nHuman: a\n\nAssistant: b", "rejected": "y"}, "chosen",
+     "text before the first"),
 ])
-def test_a_record_that_is_no_comparison_is_refused_naming_line_and_field(tmp_path, record,
-                                                                           field, reason):
+def test_a_malformed_record_is_refused_naming_line_field_and_the_option(tmp_path, record, field,
+                                                                         reason):
     path = write_jsonl(tmp_path, "bad.jsonl", [HH, record])
     with pytest.raises(InputError) as caught:
         read_all(path, format="preference")
     error = caught.value
     assert (error.record, error.field) == ("line 2", field)
-    assert reason in error.reason
+    assert reason in error.reason and "--skip-invalid" in error.reason
 
 
 def test_skip_invalid_skips_and_reports_each_refusal(tmp_path):
-    bad = {"chosen": "\n\nHuman: a\n\nAssistant: b", "rejected": "\n\nHuman: c\n\nAssistant: d"}
+    bad = {"chosen": "x", "rejected": 3}
     path = write_jsonl(tmp_path, "mixed.jsonl", [bad, HH, bad])
     skipped: list[InputError] = []
     records = read_all(path, skip_invalid=True, on_skipped=skipped.append)

@@ -101,6 +101,21 @@ def test_stash_home_defaults_to_dot_stash(tmp_path: Path, monkeypatch: pytest.Mo
     assert store.root == tmp_path / ".stash" / "objects"
 
 
+def test_a_relative_stash_home_is_read_as_an_absolute_path(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read where the settings are read, so a process started elsewhere (a worker in its job
+    directory) means the same directory."""
+    from stash_pipeline.core.home import stash_home
+
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    assert stash_home({}) == tmp_path / "work" / ".stash"
+    assert stash_home({"STASH_HOME": "../home"}).is_absolute()
+    store = object_store_from_env({"STASH_HOME": "../home"})
+    monkeypatch.chdir(tmp_path)
+    assert store.root.is_absolute() and store.root.resolve() == tmp_path / "home" / "objects"
+
+
 def test_processes_sharing_stash_home_verify_each_others_urls(tmp_path: Path) -> None:
     environ = {"STASH_HOME": str(tmp_path / "home"), "STASH_API_URL": "https://stash.example/"}
     pipeline, api = object_store_from_env(environ), object_store_from_env(environ)

@@ -203,7 +203,7 @@ def cli(store: Store, monkeypatch, capsys):
     (["feedback", "compare", "t", "t", "--author", "ana"], "two different sides"),
     (["feedback", "outcome", "t", "1", "--source", LONG], "over the limit of 256"),
     (["feedback", "outcome", "t", "1e999"], "finite number"),
-    (["feedback", "rate", "t/x/m2", "1"], "names trace t/x, which does not exist"),
+    (["feedback", "rate", "t/x/m2", "1"], "error: trace t/x does not exist"),
     (["feedback", "rate", "t/message2", "1"], "'message2' is not an action"),
 ])
 def test_bad_cli_feedback_is_refused_and_nothing_is_written(store: Store, cli, argv, reason):

@@ -50,8 +50,12 @@ def test_an_exit_status_that_is_not_a_signal_adds_nothing(tmp_path):
     for code in (None, 0, 1):
         reason = failure_reason(tmp_path, code)
         assert len(reason) == 2000 and reason.endswith("job failed in phase training: boom")
-    assert failure_reason(tmp_path / "nowhere", -15) == \
-        "worker.log missing\nworker killed (signal 15)"
+    assert failure_reason(tmp_path / "nowhere", -15) == (
+        "the worker stopped before it wrote worker.log, and said nothing on stderr\n"
+        "worker killed (signal 15)")
+    assert failure_reason(tmp_path / "nowhere", 1, stderr="Traceback ...\nImportError: x\n") == (
+        "the worker (exit status 1) stopped before it wrote worker.log; it said:\n"
+        "Traceback ...\nImportError: x")
 
 
 def test_phases_are_read_from_the_log(tmp_path):

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 
 from stash_pipeline.core.training_settings import MAX_LENGTH
-from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, pick_device, tokenize
+from stash_pipeline.worker.modeling import (
+    load_reward_model,
+    load_tokenizer,
+    pick_device,
+    report_loading,
+    tokenize,
+)
 
 
 @pytest.mark.slow
@@ -36,3 +44,25 @@ def test_batched_scores_equal_single_scores(tiny_base_model):
 
 def test_pick_device_names_a_known_device():
     assert pick_device() in ("cuda", "mps", "cpu")
+
+
+@pytest.mark.slow
+def test_a_new_score_head_is_said_in_the_log_not_as_a_load_report(tiny_base_model, capfd,
+                                                                   caplog):
+    """A base model lacks the score head, as every reward model's base does: transformers'
+    LOAD REPORT table (a warning on stderr) is not printed, and worker.log says it in words."""
+    with caplog.at_level(logging.INFO, logger="stash_pipeline.worker"):
+        model = load_reward_model(str(tiny_base_model), device="cpu")
+    assert "LOAD REPORT" not in capfd.readouterr().err
+    assert f"model {tiny_base_model}: a new score head (score.weight), randomly initialised " \
+           "for training" in caplog.messages
+    assert logging.getLogger("transformers.modeling_utils").filters == []  # as it was
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="stash_pipeline.worker"):
+        report_loading(model, {"missing_keys": {"score.weight", "model.norm.weight"},
+                               "unexpected_keys": {"lm_head.weight"}}, "m")
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("INFO", "model m: a new score head (score.weight), randomly initialised for training"),
+        ("WARNING", "model m: weights newly initialised, not from its checkpoint: "
+                    "model.norm.weight"),
+        ("INFO", "model m: checkpoint weights a reward model does not use: lm_head.weight")]

@@ -46,6 +46,18 @@ def test_phase_progress_reports_on_its_interval_with_counts_rate_and_time_left()
     assert len(lines) == 1
 
 
+def test_a_unit_the_run_has_none_of_is_not_counted():
+    """An actions-only run (the shared evaluator's auto-scoring) counts actions, not 0/0
+    traces."""
+    now = [0.0]
+    reporter = PhaseProgress(lambda line: None, "scoring", {"traces": 0, "actions": 0}, work=10,
+                             clock=lambda: now[0])
+    reporter.totals.update(traces=0, actions=8)  # as scoring sets them once it knows
+    now[0] = 2.0
+    reporter.add(10, actions=8)
+    assert reporter.line() == "scoring: 8/8 actions, 4.0 actions/s, about 0 s left"
+
+
 def test_the_time_left_never_goes_negative_when_the_token_estimate_was_short():
     """Issue 44: "about -180 s left" once the tokens forwarded passed the estimate (sides that
     could not share a prompt); then the share of units done says how far the phase got."""

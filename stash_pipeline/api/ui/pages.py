@@ -566,6 +566,8 @@ def install(app: FastAPI) -> None:
     ``errors.install``: on ``/ui`` paths the API's JSON errors become pages."""
     app.state.ui_sessions = Sessions(session_secret())
     app.include_router(router)
+    # The API's root is where a browser lands first: it leads to the viewer.
+    app.add_api_route("/", home, methods=["GET"], include_in_schema=False)
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
 
     def page(status: int, message: str) -> Callable[[Request, Exception], Any]:
