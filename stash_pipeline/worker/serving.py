@@ -220,12 +220,16 @@ class Engine:
                                  batch_tokens=self.budget(key), on_batch=counted)
             answers = [item.plan.answer(rewards) for item in batch]
         except Exception as error:  # noqa: BLE001 - every waiting caller learns what failed
+            self._count(batch)
             for item in batch:
                 item.future.set_exception(error)
         else:
+            self._count(batch)
             for item, answer in zip(batch, answers):
                 item.future.set_result(answer)
-        finally:
-            self.stats.requests += len(batch)
-            self.stats.batches += 1
-            self.stats.largest_batch = max(self.stats.largest_batch, len(batch))
+
+    def _count(self, batch: Sequence[_Queued]) -> None:
+        """Counted before any caller is answered, so an answered caller sees its own batch."""
+        self.stats.requests += len(batch)
+        self.stats.batches += 1
+        self.stats.largest_batch = max(self.stats.largest_batch, len(batch))
