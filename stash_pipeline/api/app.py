@@ -14,7 +14,16 @@ from starlette.types import Scope
 
 from stash_pipeline.api import docs, errors, ui
 from stash_pipeline.api.limits import BodyLimit
-from stash_pipeline.api.routes import account, feedback, objects, reward_models, sql, traces
+from stash_pipeline.api.routes import (
+    account,
+    bulk,
+    feedback,
+    objects,
+    review,
+    reward_models,
+    sql,
+    traces,
+)
 from stash_pipeline.api.settings import ApiSettings
 from stash_pipeline.objects import ObjectStore
 from stash_pipeline.store import Store
@@ -58,7 +67,7 @@ def create_app(store: Store | None = None, objects_store: ObjectStore | None = N
         docs_url=None, redoc_url=None,  # docs.install serves both without a CDN
     )
     app.state.settings = settings
-    for module in (reward_models, traces, feedback, sql, account, objects):
+    for module in (reward_models, traces, feedback, bulk, review, sql, account, objects):
         app.include_router(module.router)
     docs.install(app)
     errors.install(app)

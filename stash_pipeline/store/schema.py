@@ -67,6 +67,10 @@ traces = sa.Table(
     # core.digests.trace_digest of the stored content: an identical reimport changes nothing.
     # Null for traces stored before digests existed (their next reimport counts as a change).
     sa.Column("content_digest", sa.String(64)),
+    # core.trace_search: the first user message as the list shows it, and the casefolded text
+    # a search matches (not JSON: a substring search must not match keys or escapes).
+    sa.Column("preview", sa.String(256)),
+    sa.Column("search_text", sa.Text),
 )
 
 actions = sa.Table(
@@ -75,7 +79,7 @@ actions = sa.Table(
     sa.Column("trace_id", ID, sa.ForeignKey("traces.id"), nullable=False, index=True),
     sa.Column("message_index", sa.Integer, nullable=False),
     sa.Column("call_index", sa.Integer),
-    sa.Column("tool_name", sa.String(256)),
+    sa.Column("tool_name", sa.String(256), index=True),  # the tool filter and its menu
     # core.digests.action_digests: the action and what its rendering reads before it.
     sa.Column("content_digest", sa.String(64)),
 )
@@ -254,4 +258,30 @@ scoring_requests = sa.Table(
     sa.Column("traces", sa.JSON, nullable=False),  # {trace id: version} when asked
     sa.Column("actions", sa.Boolean, nullable=False),  # Score actions too
     _created(),
+)
+
+# The review queue's state of an item (a trace, or a comparison waiting for review) that is not
+# feedback itself: reviewed without a comment (at which trace version), skipped, assigned.
+review_items = sa.Table(
+    "review_items", metadata,
+    sa.Column("kind", sa.String(16), primary_key=True),  # "trace" or "comparison"
+    sa.Column("item_id", ID, primary_key=True),
+    sa.Column("owner", ID, sa.ForeignKey("accounts.id"), nullable=False, index=True),
+    sa.Column("status", sa.String(16)),  # "reviewed", "skipped" or null (only assigned)
+    sa.Column("trace_version", sa.Integer),  # a trace reviewed at this version
+    sa.Column("assignee", sa.String(256)),
+    sa.Column("reviewer", sa.String(256)),  # who set the status
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False, default=utcnow,
+              server_default=NOW),
+)
+
+# A search of the trace list kept under a name (its parameters, core.trace_search.filter_params).
+saved_filters = sa.Table(
+    "saved_filters", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("owner", ID, sa.ForeignKey("accounts.id"), nullable=False),
+    sa.Column("name", sa.String(256), nullable=False),
+    sa.Column("params", sa.JSON, nullable=False),
+    _created(),
+    sa.UniqueConstraint("owner", "name"),
 )

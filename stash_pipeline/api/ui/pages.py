@@ -37,7 +37,7 @@ from stash_pipeline.core.training_settings import (
 )
 from stash_pipeline.services import accounts, feedback, reward_models, traces
 from stash_pipeline.store import Account, StatusError
-from stash_pipeline.store.trace_pages import SORTS, STATES
+from stash_pipeline.store.trace_pages import SORTS, STATES, TraceFilter
 
 HERE = Path(__file__).parent
 log = logging.getLogger(__name__)
@@ -221,7 +221,8 @@ def _trace_list(request: Request, account: Account, *, status: int = 200,
         query = _list_query(request)
         page = traces.page(store, account.id, sort=query["sort"], limit=query["limit"],
                            offset=query["offset"], model_id=query["model"],
-                           agent=query["agent"], domain=query["domain"], state=query["state"])
+                           where=TraceFilter(agent=query["agent"], domain=query["domain"],
+                                             state=query["state"]))
     except InputError as bad:
         raise Refused(422, str(bad)) from None
 
