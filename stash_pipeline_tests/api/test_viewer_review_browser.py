@@ -100,6 +100,7 @@ def test_the_queues_keyboard_flow_end_to_end(browser, api: Api, world: AirlineWo
     progress = alice.get("/api/v1/review/next").json()
     assert driver.find_element(By.ID, "progress-count").text == \
         f"{progress['reviewed']} of {progress['total']}"
+    driver.execute_script("window.scrollTo(0, 0)")
     shoot(driver, "review-item", _kind(request))
 
     # n: on to the next item; x skips it (to the end); n marks the next one done.

@@ -68,6 +68,7 @@ templates.filters["num"] = lambda v, digits=3: "" if v is None else (
 templates.filters["pretty"] = lambda v: v if isinstance(v, str) else json.dumps(
     v, indent=2, ensure_ascii=False, default=str)
 templates.filters["signed"] = lambda v: "" if v is None else f"{v:+.2f}"
+templates.filters["short"] = lambda v: v if len(v) <= 14 else v[:8] + "…"  # a long id
 templates.globals["credit_class"] = plots.credit_class
 
 router = APIRouter(prefix="/ui", include_in_schema=False)

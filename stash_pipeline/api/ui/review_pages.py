@@ -77,13 +77,14 @@ def overview(request: Request, offset: int = 0, done: str | None = None,
     if offset < 0 or offset > 2**31:
         raise Refused(422, "offset is a whole number")
     page = review.queue(store, scope, limit=PAGE, offset=offset)
+    models = [m for m in views.models_of(store, account.id) if m.status == "succeeded"]
     return render(request, "review.html", account=account, page=page, params=params,
+                  model_name=next((m.name for m in models if m.id == scope.model_id), None),
                   qs=_qs(params), item_url=item_url, next_qs=_qs(params, offset=offset + PAGE),
                   prev_qs=_qs(params, offset=max(offset - PAGE, 0)), offset=offset,
                   order=[(name, REASON_TEXT[name]) for name in REASONS],
                   facets=store.trace_facets(account.id), outcomes=OUTCOMES, kinds=KINDS,
-                  models=[m for m in views.models_of(store, account.id)
-                          if m.status == "succeeded"], done=DONE.get(done or ""))
+                  models=models, done=DONE.get(done or ""))
 
 
 @router.get("/next", response_class=HTMLResponse)
