@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
         feedback,
         imports,
         pairs,
+        review,
         rm,
         traces,
     )
@@ -29,7 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "scored.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (imports, traces, feedback, pairs, rm, evaluator, accounts, api, dev):
+    for module in (imports, traces, review, feedback, pairs, rm, evaluator, accounts, api,
+                   dev):
         module.add_parser(commands)
     return parser
 
