@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -70,12 +71,14 @@ class QueueCounts:
         return self.total - self.pending
 
 
-def _items(scope: QueueScope) -> sa.Subquery:
-    """Every item in scope, reviewed or not, with its rank, key and whether it is done."""
+def _items(scope: QueueScope, *, ordered: bool = True) -> sa.Subquery:
+    """Every item in scope, reviewed or not, whether it is done and (``ordered``) its rank
+    and key."""
     unknown = set(scope.kinds) - set(KINDS)
     if unknown or not scope.kinds:
         raise ValueError(f"queue kinds are among {KINDS}, got {scope.kinds}")
-    parts = [_trace_items(scope) if kind == "trace" else _comparison_items(scope)
+    parts = [_trace_items(scope, ordered=ordered) if kind == "trace"
+             else _comparison_items(scope)
              for kind in dict.fromkeys(scope.kinds)]
     return (sa.union_all(*parts) if len(parts) > 1 else parts[0]).subquery("queue")
 
@@ -116,15 +119,39 @@ def _assignment(scope: QueueScope, review: sa.Alias) -> list[sa.ColumnElement[bo
     return []
 
 
-def _trace_items(scope: QueueScope) -> sa.Select:
-    t, sc, o = schema.traces, schema.scores, schema.verified_outcomes
-    r = schema.review_items.alias("trace_review")
+def _trace_items(scope: QueueScope, *, ordered: bool = True) -> sa.Select:
+    """The owner's traces in scope; ``ordered`` adds each one's reason and key (its scores),
+    which counting does without."""
+    t, r = schema.traces, schema.review_items.alias("trace_review")
+    reviewed = sa.or_(
+        sa.and_(r.c.status == "reviewed", r.c.trace_version == t.c.version),
+        *(sa.exists().where(table.c.trace_id == t.c.id)
+          for table in (schema.comments, schema.ratings)),
+        *(sa.exists().where(column == t.c.id) for column in (
+            schema.reviewed_comparisons.c.chosen_trace_id,
+            schema.reviewed_comparisons.c.rejected_trace_id)))
+    query = sa.select(t).outerjoin(r, sa.and_(r.c.kind == "trace", r.c.item_id == t.c.id))
+    order: dict[str, Any] = {"rank": sa.literal(0), "key": sa.literal(0.0)}
+    if ordered:
+        query, order = _ordered(scope, query, t, r)
+    return (query.with_only_columns(*_columns(
+                kind=sa.literal("trace", sa.String), item_id=t.c.id, trace=t,
+                created=t.c.created_at, done=sa.case((reviewed, 1), else_=0), review=r,
+                **order))
+            .where(t.c.owner == scope.owner, *trace_conditions(scope.where, t, scope.release),
+                   *_assignment(scope, r)))
+
+
+def _ordered(scope: QueueScope, query: sa.Select, t: sa.Table,
+             r: sa.Alias) -> tuple[sa.Select, dict[str, Any]]:
+    """The joins of the trace's scores and outcomes, and core.review_order's reason (as a rank)
+    and sort key over them, as SQL (NULL comparisons are never true)."""
+    o = schema.verified_outcomes
     shared = _per_trace_credit(scope, scope.release, "shared_credit")
     mine = _per_trace_credit(scope, scope.model_id, "personal_credit")
-    whole = (sa.select(sc.c.trace_id, sc.c.calibrated)
-             .join(t, sa.and_(t.c.id == sc.c.trace_id, t.c.version == sc.c.trace_version))
-             .where(sc.c.evaluator == scope.model_id, t.c.owner == scope.owner)
-             .subquery("personal_whole"))
+    # Joined directly through the scores' primary key (trace, evaluator): a subquery of them
+    # was scanned whole for every trace by SQLite.
+    whole = schema.scores.alias("personal_whole")
     outcomes = (sa.select(o.c.trace_id, sa.func.min(o.c.reward).label("lowest"))
                 .join(t, t.c.id == o.c.trace_id).where(t.c.owner == scope.owner)
                 .group_by(o.c.trace_id).subquery("outcomes"))
@@ -133,7 +160,6 @@ def _trace_items(scope: QueueScope) -> sa.Select:
     v = sa.func.coalesce(s, p)
     nearest = sa.func.coalesce(shared.c.nearest, mine.c.nearest)
     lowest = outcomes.c.lowest
-    # core.review_order.reason and sort_key, as SQL (NULL comparisons are never true).
     skipped = r.c.status == "skipped"
     disagree = s * p < 0
     contradicts = sa.or_(sa.and_(lowest >= SUCCESS_REWARD, v < 0),
@@ -145,25 +171,14 @@ def _trace_items(scope: QueueScope) -> sa.Select:
     key = sa.case((skipped, 0.0), (disagree, -sa.func.abs(s - p)),
                   (contradicts, -sa.func.abs(v)), (near, nearest), (v.is_not(None), v),
                   else_=0.0)
-    reviewed = sa.or_(
-        sa.and_(r.c.status == "reviewed", r.c.trace_version == t.c.version),
-        *(sa.exists().where(table.c.trace_id == t.c.id)
-          for table in (schema.comments, schema.ratings)),
-        *(sa.exists().where(column == t.c.id) for column in (
-            schema.reviewed_comparisons.c.chosen_trace_id,
-            schema.reviewed_comparisons.c.rejected_trace_id)))
-    return (sa.select(*_columns(kind=sa.literal("trace", sa.String), item_id=t.c.id,
-                                trace=t, rank=rank, key=key, created=t.c.created_at,
-                                done=sa.case((reviewed, 1), else_=0), review=r, shared=s,
-                                personal=p, nearest=nearest, lowest=lowest))
-            .select_from(t)
-            .outerjoin(r, sa.and_(r.c.kind == "trace", r.c.item_id == t.c.id))
-            .outerjoin(shared, shared.c.trace_id == t.c.id)
-            .outerjoin(mine, mine.c.trace_id == t.c.id)
-            .outerjoin(whole, whole.c.trace_id == t.c.id)
-            .outerjoin(outcomes, outcomes.c.trace_id == t.c.id)
-            .where(t.c.owner == scope.owner, *trace_conditions(scope.where, t, scope.release),
-                   *_assignment(scope, r)))
+    query = (query.outerjoin(shared, shared.c.trace_id == t.c.id)
+             .outerjoin(mine, mine.c.trace_id == t.c.id)
+             .outerjoin(whole, sa.and_(whole.c.trace_id == t.c.id,
+                                       whole.c.evaluator == scope.model_id,
+                                       whole.c.trace_version == t.c.version))
+             .outerjoin(outcomes, outcomes.c.trace_id == t.c.id))
+    return query, {"rank": rank, "key": key, "shared": s, "personal": p, "nearest": nearest,
+                   "lowest": lowest}
 
 
 def _comparison_items(scope: QueueScope) -> sa.Select:
@@ -189,7 +204,7 @@ def _comparison_items(scope: QueueScope) -> sa.Select:
 
 
 def queue_counts(connection: sa.Connection, scope: QueueScope) -> QueueCounts:
-    items = _items(scope)
+    items = _items(scope, ordered=False)
     row = connection.execute(sa.select(
         sa.func.count(), sa.func.coalesce(sa.func.sum(1 - items.c.done), 0))).one()
     return QueueCounts(total=int(row[0]), pending=int(row[1]))

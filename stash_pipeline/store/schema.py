@@ -79,9 +79,11 @@ actions = sa.Table(
     sa.Column("trace_id", ID, sa.ForeignKey("traces.id"), nullable=False, index=True),
     sa.Column("message_index", sa.Integer, nullable=False),
     sa.Column("call_index", sa.Integer),
-    sa.Column("tool_name", sa.String(256), index=True),  # the tool filter and its menu
+    sa.Column("tool_name", sa.String(256)),
     # core.digests.action_digests: the action and what its rendering reads before it.
     sa.Column("content_digest", sa.String(64)),
+    # The tool filter (the traces calling a tool) and the tool menu read only this index.
+    sa.Index("ix_actions_tool_name_trace_id", "tool_name", "trace_id"),
 )
 
 # Which trace version each evaluator has scored: a trace whose current version has no row here for

@@ -93,13 +93,14 @@ def list_traces(connection: sa.Connection, owner: str | None, *, shared_evaluato
     if model_ids is not None:
         personal = sa.and_(personal, s.c.evaluator.in_(
             sa.select(rm.c.id).where(rm.c.id.in_(list(model_ids)), rm.c.owner == t.c.owner)))
-    ranked = (sa.select(s.c.trace_id, s.c.raw, s.c.evaluator,
-                        sa.func.row_number().over(
-                            partition_by=s.c.trace_id,
-                            order_by=(s.c.created_at.desc(), s.c.evaluator.desc())).label("n"))
-              .join(t, sa.and_(t.c.id == s.c.trace_id, t.c.version == s.c.trace_version))
-              .where(personal, *owned)
-              .subquery())
+    # The newest personal score of the trace's current version, looked up for each trace
+    # through the scores' primary key (a window over every score, joined back, made SQLite scan
+    # the whole result once for every trace).
+    newest = (sa.select(s.c.raw, s.c.evaluator)
+              .where(s.c.trace_id == t.c.id, s.c.trace_version == t.c.version, personal)
+              .order_by(s.c.created_at.desc(), s.c.evaluator.desc()).limit(1))
+    latest_raw = newest.with_only_columns(s.c.raw).scalar_subquery()
+    latest_model = newest.with_only_columns(s.c.evaluator).scalar_subquery()
     credit = (sa.select(a.c.trace_id, sa.func.avg(a.c.credit).label("mean"),
                         sa.func.min(a.c.credit).label("lowest"), sa.func.count().label("n"))
               .join(t, sa.and_(t.c.id == a.c.trace_id, t.c.version == a.c.trace_version))
@@ -112,10 +113,11 @@ def list_traces(connection: sa.Connection, owner: str | None, *, shared_evaluato
     if model_ids is not None:
         chosen = chosen.where(rm.c.id.in_(list(model_ids)))
     chosen = chosen.subquery()
+    chosen = sa.select(chosen.c.owner, chosen.c.id).where(chosen.c.n == 1).subquery()
     mine = s.alias("mine")
     outcomes = (sa.select(o.c.trace_id, sa.func.avg(o.c.reward).label("reward"))
                 .group_by(o.c.trace_id).subquery())
-    columns = {"created_at": t.c.created_at, "latest_score": ranked.c.raw,
+    columns = {"created_at": t.c.created_at, "latest_score": latest_raw,
                "mean_action_credit": credit.c.mean, "actions_scored": credit.c.n,
                "scoring_state": _state_rank(shared_evaluator, marks, t),
                "outcome": outcomes.c.reward}
@@ -123,14 +125,14 @@ def list_traces(connection: sa.Connection, owner: str | None, *, shared_evaluato
     key = columns[label]
     query = (sa.select(t.c.id, t.c.owner, t.c.agent, t.c.domain, t.c.task_id, t.c.version,
                        t.c.message_count, t.c.action_count, t.c.contribute, t.c.created_at,
-                       t.c.updated_at, t.c.preview, ranked.c.raw, ranked.c.evaluator,
+                       t.c.updated_at, t.c.preview, latest_raw.label("raw"),
+                       latest_model.label("evaluator"),
                        credit.c.mean, credit.c.lowest, credit.c.n,
                        marks.c.trace_version.label("scored_version"),
                        outcomes.c.reward.label("outcome"),
                        chosen.c.id.label("personal_model_id"),
                        mine.c.trace_id.label("personal_scored"))
-             .outerjoin(ranked, sa.and_(ranked.c.trace_id == t.c.id, ranked.c.n == 1))
-             .outerjoin(chosen, sa.and_(chosen.c.owner == t.c.owner, chosen.c.n == 1))
+             .outerjoin(chosen, chosen.c.owner == t.c.owner)
              .outerjoin(mine, sa.and_(mine.c.trace_id == t.c.id,
                                       mine.c.evaluator == chosen.c.id,
                                       mine.c.trace_version == t.c.version))
@@ -187,8 +189,8 @@ def trace_conditions(where: TraceFilter | None, t: sa.Table | sa.Alias,
         found.append(t.c.id.in_(list(where.trace_ids)))
     if where.text is not None:
         found.append(t.c.search_text.contains(where.text, autoescape=True))
-    if where.tool is not None:
-        found.append(sa.exists().where(a.c.trace_id == t.c.id, a.c.tool_name == where.tool))
+    if where.tool is not None:  # IN, not EXISTS: read through the (tool_name, trace_id) index once
+        found.append(t.c.id.in_(sa.select(a.c.trace_id).where(a.c.tool_name == where.tool)))
     if where.created_from is not None:
         found.append(t.c.created_at >= where.created_from)
     if where.created_to is not None:

@@ -26,7 +26,7 @@ def upgrade() -> None:
     with op.batch_alter_table("traces") as batch:
         batch.add_column(sa.Column("preview", sa.String(256)))
         batch.add_column(sa.Column("search_text", sa.Text))
-    op.create_index(op.f("ix_actions_tool_name"), "actions", ["tool_name"])
+    op.create_index(op.f("ix_actions_tool_name_trace_id"), "actions", ["tool_name", "trace_id"])
     op.create_table(
         "review_items",
         sa.Column("kind", sa.String(16), nullable=False),
@@ -90,7 +90,7 @@ def downgrade() -> None:
     op.drop_table("saved_filters")
     op.drop_index(op.f("ix_review_items_owner"), "review_items")
     op.drop_table("review_items")
-    op.drop_index(op.f("ix_actions_tool_name"), "actions")
+    op.drop_index(op.f("ix_actions_tool_name_trace_id"), "actions")
     with op.batch_alter_table("traces") as batch:
         batch.drop_column("search_text")
         batch.drop_column("preview")
