@@ -100,15 +100,16 @@ def _columns(*, kind, item_id, trace, rank, key, created, done, review,
 
 
 def _per_trace_credit(scope: QueueScope, evaluator: str | None, name: str) -> sa.Subquery:
-    """Mean credit and smallest |credit| of ``evaluator``'s actions on each of the owner's
-    traces (current versions only)."""
+    """Mean credit and smallest |credit| of ``evaluator``'s actions on each version of the
+    owner's traces it scored (joined on the current version). Read from the evaluator's range of
+    the (evaluator, trace_id, trace_version, credit) index: an evaluator that scored no actions
+    costs nothing."""
     t, a = schema.traces, schema.action_scores
-    return (sa.select(a.c.trace_id, sa.func.avg(a.c.credit).label("mean"),
+    return (sa.select(a.c.trace_id, a.c.trace_version, sa.func.avg(a.c.credit).label("mean"),
                       sa.func.min(sa.func.abs(a.c.credit)).label("nearest"))
-            .join(t, sa.and_(t.c.id == a.c.trace_id, t.c.version == a.c.trace_version))
-            .where(a.c.evaluator == evaluator, t.c.owner == scope.owner,
-                   a.c.credit.is_not(None))
-            .group_by(a.c.trace_id).subquery(name))
+            .where(a.c.evaluator == evaluator, a.c.credit.is_not(None),
+                   a.c.trace_id.in_(sa.select(t.c.id).where(t.c.owner == scope.owner)))
+            .group_by(a.c.trace_id, a.c.trace_version).subquery(name))
 
 
 def _assignment(scope: QueueScope, review: sa.Alias) -> list[sa.ColumnElement[bool]]:
@@ -171,8 +172,10 @@ def _ordered(scope: QueueScope, query: sa.Select, t: sa.Table,
     key = sa.case((skipped, 0.0), (disagree, -sa.func.abs(s - p)),
                   (contradicts, -sa.func.abs(v)), (near, nearest), (v.is_not(None), v),
                   else_=0.0)
-    query = (query.outerjoin(shared, shared.c.trace_id == t.c.id)
-             .outerjoin(mine, mine.c.trace_id == t.c.id)
+    query = (query.outerjoin(shared, sa.and_(shared.c.trace_id == t.c.id,
+                                              shared.c.trace_version == t.c.version))
+             .outerjoin(mine, sa.and_(mine.c.trace_id == t.c.id,
+                                      mine.c.trace_version == t.c.version))
              .outerjoin(whole, sa.and_(whole.c.trace_id == t.c.id,
                                        whole.c.evaluator == scope.model_id,
                                        whole.c.trace_version == t.c.version))

@@ -218,6 +218,10 @@ action_scores = sa.Table(
     sa.Column("raw", sa.Float, nullable=False),
     sa.Column("credit", sa.Float),
     _created(),
+    # One evaluator's credit per trace version, read without the table (the trace list's and the
+    # review queue's aggregates).
+    sa.Index("ix_action_scores_evaluator_trace_id", "evaluator", "trace_id", "trace_version",
+             "credit"),
 )
 
 releases = sa.Table(

@@ -101,11 +101,14 @@ def list_traces(connection: sa.Connection, owner: str | None, *, shared_evaluato
               .order_by(s.c.created_at.desc(), s.c.evaluator.desc()).limit(1))
     latest_raw = newest.with_only_columns(s.c.raw).scalar_subquery()
     latest_model = newest.with_only_columns(s.c.evaluator).scalar_subquery()
-    credit = (sa.select(a.c.trace_id, sa.func.avg(a.c.credit).label("mean"),
+    # The release's range of the (evaluator, trace_id, trace_version, credit) index, grouped by
+    # trace version; joined on the current one.
+    credit = (sa.select(a.c.trace_id, a.c.trace_version, sa.func.avg(a.c.credit).label("mean"),
                         sa.func.min(a.c.credit).label("lowest"), sa.func.count().label("n"))
-              .join(t, sa.and_(t.c.id == a.c.trace_id, t.c.version == a.c.trace_version))
-              .where(a.c.evaluator == shared_evaluator, *owned)
-              .group_by(a.c.trace_id).subquery())
+              .where(a.c.evaluator == shared_evaluator,
+                     *(() if owner is None else (a.c.trace_id.in_(
+                         sa.select(t.c.id).where(t.c.owner == owner)),)))
+              .group_by(a.c.trace_id, a.c.trace_version).subquery())
     # The personal model whose state is shown: the one asked for, else the owner's newest.
     chosen = sa.select(rm.c.owner, rm.c.id, sa.func.row_number().over(
         partition_by=rm.c.owner, order_by=(rm.c.finished_at.desc(), rm.c.id.desc())).label("n")
@@ -136,7 +139,8 @@ def list_traces(connection: sa.Connection, owner: str | None, *, shared_evaluato
              .outerjoin(mine, sa.and_(mine.c.trace_id == t.c.id,
                                       mine.c.evaluator == chosen.c.id,
                                       mine.c.trace_version == t.c.version))
-             .outerjoin(credit, credit.c.trace_id == t.c.id)
+             .outerjoin(credit, sa.and_(credit.c.trace_id == t.c.id,
+                                        credit.c.trace_version == t.c.version))
              .outerjoin(marks, marks.c.trace_id == t.c.id)
              .outerjoin(outcomes, outcomes.c.trace_id == t.c.id)
              .order_by(sa.case((key.is_(None), 1), else_=0),

@@ -1,5 +1,5 @@
-"""The review loop: a trace's preview and search text, the tool index, the review queue's item
-states and saved filters.
+"""The review loop: a trace's preview and search text, the tool and credit indexes, the review
+queue's item states and saved filters.
 
 Existing traces get their preview and search text here, a batch at a time (core.trace_search,
 the functions imports use).
@@ -27,6 +27,8 @@ def upgrade() -> None:
         batch.add_column(sa.Column("preview", sa.String(256)))
         batch.add_column(sa.Column("search_text", sa.Text))
     op.create_index(op.f("ix_actions_tool_name_trace_id"), "actions", ["tool_name", "trace_id"])
+    op.create_index(op.f("ix_action_scores_evaluator_trace_id"), "action_scores",
+                    ["evaluator", "trace_id", "trace_version", "credit"])
     op.create_table(
         "review_items",
         sa.Column("kind", sa.String(16), nullable=False),
@@ -90,6 +92,7 @@ def downgrade() -> None:
     op.drop_table("saved_filters")
     op.drop_index(op.f("ix_review_items_owner"), "review_items")
     op.drop_table("review_items")
+    op.drop_index(op.f("ix_action_scores_evaluator_trace_id"), "action_scores")
     op.drop_index(op.f("ix_actions_tool_name_trace_id"), "actions")
     with op.batch_alter_table("traces") as batch:
         batch.drop_column("search_text")
