@@ -26,7 +26,8 @@ from stash_pipeline.store.scoring_requests import ScoringRequest
 
 MAX_BULK_TRACES = 50_000  # one bulk action's selection
 EXPORT_CHUNK = 200  # traces read at a time while exporting
-EXPORT_FORMATS = ("jsonl", "csv")
+EXPORT_MEDIA_TYPES = {"jsonl": "application/x-ndjson", "csv": "text/csv; charset=utf-8"}
+EXPORT_FORMATS = tuple(EXPORT_MEDIA_TYPES)
 # The CSV's columns: the trace list's, in its order.
 CSV_COLUMNS = ("id", "agent", "domain", "task_id", "preview", "outcome", "mean_action_credit",
                "min_action_credit", "actions_scored", "actions", "latest_score",
@@ -98,9 +99,7 @@ def export_lines(store: Store, owner: str, ids: Sequence[str], format: str) -> I
     """The traces as JSON Lines (each an OpenAI-format trace object that `stash-pipeline import`
     reads back, with its ``summary``: the trace list's line) or CSV (the trace list's columns,
     one row a trace), a chunk of traces at a time."""
-    if format not in EXPORT_FORMATS:
-        raise InputError(f"format is one of {', '.join(EXPORT_FORMATS)}, got {format!r}",
-                         field="format")
+    check_format(format)
     shared = release_version(store)
     for start in range(0, len(ids), EXPORT_CHUNK):
         chunk = list(ids[start:start + EXPORT_CHUNK])
@@ -117,9 +116,22 @@ def export_lines(store: Store, owner: str, ids: Sequence[str], format: str) -> I
             yield json.dumps(record, ensure_ascii=False, default=str) + "\n"
 
 
+def check_format(format: str) -> None:
+    if format not in EXPORT_FORMATS:
+        raise InputError(f"format is one of {', '.join(EXPORT_FORMATS)}, got {format!r}",
+                         field="format")
+
+
+# A spreadsheet runs a cell that starts so as a formula ("CSV injection"): such text is written
+# with a leading apostrophe, which spreadsheets show as text.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _csv(rows: list[dict[str, Any]], *, header: bool) -> str:
     import pandas as pd
 
+    safe = [{k: "'" + v if isinstance(v, str) and v.startswith(FORMULA_STARTS) else v
+             for k, v in row.items()} for row in rows]
     buffer = io.StringIO()
-    pd.DataFrame(rows, columns=list(CSV_COLUMNS)).to_csv(buffer, index=False, header=header)
+    pd.DataFrame(safe, columns=list(CSV_COLUMNS)).to_csv(buffer, index=False, header=header)
     return buffer.getvalue()

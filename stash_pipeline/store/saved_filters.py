@@ -13,6 +13,7 @@ from stash_pipeline.store.batching import dialect_insert
 
 f = schema.saved_filters
 MAX_SAVED_FILTERS = 200  # an account's
+MAX_FILTER_ID = 2**31 - 1  # saved_filters.id is a 32-bit integer on PostgreSQL
 
 
 @dataclass(frozen=True)

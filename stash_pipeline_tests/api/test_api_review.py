@@ -12,7 +12,7 @@ import pytest
 from stash_pipeline.core.feedback import ReviewedComparison, feedback_id
 from stash_pipeline.importers import read_path
 
-from api_helpers import Api
+from api_helpers import Api, trace_object
 from viewer_helpers import RELEASE, TRACES, World, scored_world
 
 
@@ -149,6 +149,13 @@ def test_bulk_actions_over_every_match_and_chosen_traces(api: Api, world: World)
     rows = list(csv.DictReader(io.StringIO(table.text)))
     assert [r["id"] for r in rows] == ["trace-b"] and rows[0]["preview"] == "hello"
     assert float(rows[0]["mean_action_credit"]) > 0
+    # A cell a spreadsheet would run as a formula is written as text.
+    formula = trace_object("formula", text='=HYPERLINK("https://evil.example")')
+    assert alice.post("/api/v1/traces", content=json.dumps(formula)).status_code == 200
+    table = alice.post("/api/v1/traces/bulk/export",
+                       json={"trace_ids": ["formula"], "format": "csv"})
+    assert next(csv.DictReader(io.StringIO(table.text)))["preview"] == \
+        "'=HYPERLINK(\"https://evil.example\")"
 
 
 def test_bulk_refusals(api: Api, world: World) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -15,11 +15,11 @@ from stash_pipeline.api.search import TraceSearch
 from stash_pipeline.services import scoring_requests, trace_bulk, traces
 from stash_pipeline.services.feedback import MAX_COMMENT_LENGTH
 from stash_pipeline.store import Account
+from stash_pipeline.store.saved_filters import MAX_FILTER_ID
 
 router = APIRouter(prefix="/api/v1", tags=["bulk"], dependencies=[Depends(readable_ids)])
 NOT_FOUND = {404: {"description": "A trace or model that is not yours (nothing was changed)."}}
 STRICT = ConfigDict(extra="forbid", strict=True)
-MEDIA = {"jsonl": "application/x-ndjson", "csv": "text/csv; charset=utf-8"}
 
 
 class Selection(BaseModel):
@@ -100,7 +100,7 @@ def export(body: BulkExport, request: Request,
     """The selection as a file, streamed a chunk of traces at a time."""
     ids = body.ids(request, account)
     lines = trace_bulk.export_lines(request.app.state.store, account.id, ids, body.format)
-    return StreamingResponse(lines, media_type=MEDIA[body.format], headers={
+    return StreamingResponse(lines, media_type=trace_bulk.EXPORT_MEDIA_TYPES[body.format], headers={
         "Content-Disposition": f'attachment; filename="traces.{body.format}"'})
 
 
@@ -134,6 +134,6 @@ def save_filter(body: SavedFilterBody, request: Request,
 
 @router.delete("/saved-filters/{filter_id}", status_code=204,
                responses={404: {"description": "No saved filter of yours with this id."}})
-def remove_filter(filter_id: int, request: Request,
+def remove_filter(request: Request, filter_id: int = Path(ge=1, le=MAX_FILTER_ID),
                   account: Account = Depends(current_account)) -> None:
     request.app.state.store.remove_filter(account.id, filter_id)

@@ -24,9 +24,9 @@ from stash_pipeline.core.errors import InputError, NotFoundError
 from stash_pipeline.core.trace_search import parse_filter
 from stash_pipeline.services import trace_bulk, traces
 from stash_pipeline.store import Account
+from stash_pipeline.store.saved_filters import MAX_FILTER_ID
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
-MEDIA = {"jsonl": "application/x-ndjson", "csv": "text/csv; charset=utf-8"}
 
 
 def selection(request: Request, account: Account, fields: dict[str, list[str]]) -> list[str]:
@@ -105,13 +105,12 @@ def export(request: Request, fields: dict = Depends(posted),
     """The selection as a JSON Lines or CSV download."""
     kind = one(fields, "format") or "jsonl"
     try:
-        if kind not in MEDIA:
-            raise InputError(f"format is one of {', '.join(MEDIA)}", field="format")
+        trace_bulk.check_format(kind)
         ids = selection(request, account, fields)
     except (InputError, NotFoundError) as error:
         return _refused(request, account, fields, error)
     lines = trace_bulk.export_lines(request.app.state.store, account.id, ids, kind)
-    return StreamingResponse(lines, media_type=MEDIA[kind], headers={
+    return StreamingResponse(lines, media_type=trace_bulk.EXPORT_MEDIA_TYPES[kind], headers={
         **SECURITY_HEADERS, "Content-Disposition": f'attachment; filename="traces.{kind}"'})
 
 
@@ -130,5 +129,7 @@ def save_filter(request: Request, fields: dict = Depends(posted),
 @router.post("/saved-filters/{filter_id}/remove", response_class=HTMLResponse)
 def remove_filter(filter_id: int, request: Request, fields: dict = Depends(posted),
                   account: Account = Depends(viewer)) -> Response:
+    if not 1 <= filter_id <= MAX_FILTER_ID:
+        raise NotFoundError(f"no saved filter {filter_id}")
     request.app.state.store.remove_filter(account.id, filter_id)
     return _back(request, "removed", 1)

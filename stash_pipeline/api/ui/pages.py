@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -560,15 +560,13 @@ def releases(request: Request, account: Account = Depends(viewer)) -> Response:
 
 # Errors ---------------------------------------------------------------------------------------
 
-def install(app: FastAPI) -> None:
-    """Serve the viewer from ``app``: its pages, its static files, its error pages. Call it after
-    ``errors.install``: on ``/ui`` paths the API's JSON errors become pages."""
-    from stash_pipeline.api.ui import bulk_pages, compare_pages, review_pages
-
+def install(app: FastAPI, first: Sequence[APIRouter] = ()) -> None:
+    """Serve the viewer from ``app``: its pages (``first``'s routes before this module's), its
+    static files, its error pages. Call it after ``errors.install``: on ``/ui`` paths the API's
+    JSON errors become pages."""
     app.state.ui_sessions = Sessions(session_secret())
-    # Before this module's routes: /ui/traces/bulk/... must not read as a trace called "bulk".
-    for module in (bulk_pages, compare_pages, review_pages):
-        app.include_router(module.router)
+    for routes in first:
+        app.include_router(routes)
     app.include_router(router)
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
 
