@@ -4,8 +4,6 @@ one parser, so a bad value is the same 422 naming the parameter everywhere."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -73,8 +71,3 @@ class TraceSearch(BaseModel):
 
     def trace_filter(self) -> TraceFilter:
         return parse_filter(self.params())
-
-
-def search_params(values: dict[str, Any]) -> dict[str, str]:
-    """Text parameters with the empty ones left out."""
-    return {name: str(value) for name, value in values.items() if value not in (None, "")}
