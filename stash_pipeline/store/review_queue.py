@@ -99,19 +99,6 @@ def _columns(*, kind, item_id, trace, rank, key, created, done, review,
             sa.cast(lowest if lowest is not None else sa.null(), sa.Float).label("lowest")]
 
 
-def _per_trace_credit(scope: QueueScope, evaluator: str | None, name: str) -> sa.Subquery:
-    """Mean credit and smallest |credit| of ``evaluator``'s actions on each version of the
-    owner's traces it scored (joined on the current version). Read from the evaluator's range of
-    the (evaluator, trace_id, trace_version, credit) index: an evaluator that scored no actions
-    costs nothing."""
-    t, a = schema.traces, schema.action_scores
-    return (sa.select(a.c.trace_id, a.c.trace_version, sa.func.avg(a.c.credit).label("mean"),
-                      sa.func.min(sa.func.abs(a.c.credit)).label("nearest"))
-            .where(a.c.evaluator == evaluator, a.c.credit.is_not(None),
-                   a.c.trace_id.in_(sa.select(t.c.id).where(t.c.owner == scope.owner)))
-            .group_by(a.c.trace_id, a.c.trace_version).subquery(name))
-
-
 def _assignment(scope: QueueScope, review: sa.Alias) -> list[sa.ColumnElement[bool]]:
     if scope.unassigned:
         return [review.c.assignee.is_(None)]
@@ -121,8 +108,16 @@ def _assignment(scope: QueueScope, review: sa.Alias) -> list[sa.ColumnElement[bo
 
 
 def _trace_items(scope: QueueScope, *, ordered: bool = True) -> sa.Select:
-    """The owner's traces in scope; ``ordered`` adds each one's reason and key (its scores),
-    which counting does without."""
+    """The owner's traces in scope; ``ordered`` adds each one's reason and key (from its
+    scores), which counting does without.
+
+    Each trace's scores are read by subqueries correlated to it, through indexes (one range of
+    the (evaluator, trace_id, trace_version, credit) index per evaluator, the scores' and the
+    outcomes' keys), inside a derived table the databases do not merge into the outer query
+    (OFFSET 0): a plan that cannot go quadratic whatever the tables' statistics say. (Aggregated
+    subqueries joined to the traces did: PostgreSQL, before its statistics of a fresh import,
+    aggregated every trace's actions again for each trace, 143 s for a page of 5,000.)
+    """
     t, r = schema.traces, schema.review_items.alias("trace_review")
     reviewed = sa.or_(
         sa.and_(r.c.status == "reviewed", r.c.trace_version == t.c.version),
@@ -131,37 +126,56 @@ def _trace_items(scope: QueueScope, *, ordered: bool = True) -> sa.Select:
         *(sa.exists().where(column == t.c.id) for column in (
             schema.reviewed_comparisons.c.chosen_trace_id,
             schema.reviewed_comparisons.c.rejected_trace_id)))
-    query = sa.select(t).outerjoin(r, sa.and_(r.c.kind == "trace", r.c.item_id == t.c.id))
-    order: dict[str, Any] = {"rank": sa.literal(0), "key": sa.literal(0.0)}
-    if ordered:
-        query, order = _ordered(scope, query, t, r)
-    return (query.with_only_columns(*_columns(
-                kind=sa.literal("trace", sa.String), item_id=t.c.id, trace=t,
-                created=t.c.created_at, done=sa.case((reviewed, 1), else_=0), review=r,
-                **order))
-            .where(t.c.owner == scope.owner, *trace_conditions(scope.where, t, scope.release),
-                   *_assignment(scope, r)))
+    inner = (sa.select(t.c.id, t.c.agent, t.c.domain, t.c.task_id, t.c.preview, t.c.created_at,
+                       r.c.status, r.c.assignee, r.c.updated_at,
+                       sa.case((reviewed, 1), else_=0).label("done"),
+                       *(_verdict_columns(scope, t) if ordered else ()))
+             .select_from(t)
+             .outerjoin(r, sa.and_(r.c.kind == "trace", r.c.item_id == t.c.id))
+             .where(t.c.owner == scope.owner, *trace_conditions(scope.where, t, scope.release),
+                    *_assignment(scope, r))
+             .offset(0).subquery("trace_items"))
+    order = _order(inner) if ordered else {"rank": sa.literal(0), "key": sa.literal(0.0)}
+    return sa.select(*_columns(kind=sa.literal("trace", sa.String), item_id=inner.c.id,
+                               trace=inner, created=inner.c.created_at, done=inner.c.done,
+                               review=inner, **order))
 
 
-def _ordered(scope: QueueScope, query: sa.Select, t: sa.Table,
-             r: sa.Alias) -> tuple[sa.Select, dict[str, Any]]:
-    """The joins of the trace's scores and outcomes, and core.review_order's reason (as a rank)
-    and sort key over them, as SQL (NULL comparisons are never true)."""
-    o = schema.verified_outcomes
-    shared = _per_trace_credit(scope, scope.release, "shared_credit")
-    mine = _per_trace_credit(scope, scope.model_id, "personal_credit")
-    # Joined directly through the scores' primary key (trace, evaluator): a subquery of them
-    # was scanned whole for every trace by SQLite.
-    whole = schema.scores.alias("personal_whole")
-    outcomes = (sa.select(o.c.trace_id, sa.func.min(o.c.reward).label("lowest"))
-                .join(t, t.c.id == o.c.trace_id).where(t.c.owner == scope.owner)
-                .group_by(o.c.trace_id).subquery("outcomes"))
-    s = shared.c.mean
-    p = sa.func.coalesce(mine.c.mean, 2.0 * whole.c.calibrated - 1.0)
+def _verdict_columns(scope: QueueScope, t: sa.Table) -> list[sa.Label]:
+    """What the order reads of one trace's current version: each evaluator's mean credit and
+    smallest |credit|, the personal model's calibrated whole-trace score, the lowest outcome."""
+    a, o, s = schema.action_scores, schema.verified_outcomes, schema.scores
+
+    def credit(evaluator: str | None, value: sa.ColumnElement, name: str) -> sa.Label:
+        if evaluator is None:  # typed: PostgreSQL cannot do arithmetic on an untyped NULL
+            return sa.cast(sa.null(), sa.Float).label(name)
+        return (sa.select(value).where(a.c.evaluator == evaluator, a.c.trace_id == t.c.id,
+                                       a.c.trace_version == t.c.version,
+                                       a.c.credit.is_not(None))
+                .scalar_subquery().label(name))
+
+    mean, nearest = sa.func.avg(a.c.credit), sa.func.min(sa.func.abs(a.c.credit))
+    calibrated = sa.cast(sa.null(), sa.Float).label("calibrated") if scope.model_id is None else (
+        sa.select(s.c.calibrated).where(s.c.trace_id == t.c.id, s.c.evaluator == scope.model_id,
+                                        s.c.trace_version == t.c.version)
+        .scalar_subquery().label("calibrated"))
+    return [credit(scope.release, mean, "shared_mean"),
+            credit(scope.release, nearest, "shared_nearest"),
+            credit(scope.model_id, mean, "personal_mean"),
+            credit(scope.model_id, nearest, "personal_nearest"), calibrated,
+            sa.select(sa.func.min(o.c.reward)).where(o.c.trace_id == t.c.id)
+            .scalar_subquery().label("lowest")]
+
+
+def _order(item: sa.Subquery) -> dict[str, Any]:
+    """core.review_order's reason (as a rank) and sort key over one trace's verdict columns,
+    as SQL (NULL comparisons are never true)."""
+    s = item.c.shared_mean
+    p = sa.func.coalesce(item.c.personal_mean, 2.0 * item.c.calibrated - 1.0)
     v = sa.func.coalesce(s, p)
-    nearest = sa.func.coalesce(shared.c.nearest, mine.c.nearest)
-    lowest = outcomes.c.lowest
-    skipped = r.c.status == "skipped"
+    nearest = sa.func.coalesce(item.c.shared_nearest, item.c.personal_nearest)
+    lowest = item.c.lowest
+    skipped = item.c.status == "skipped"
     disagree = s * p < 0
     contradicts = sa.or_(sa.and_(lowest >= SUCCESS_REWARD, v < 0),
                          sa.and_(lowest < SUCCESS_REWARD, v > 0))
@@ -172,16 +186,8 @@ def _ordered(scope: QueueScope, query: sa.Select, t: sa.Table,
     key = sa.case((skipped, 0.0), (disagree, -sa.func.abs(s - p)),
                   (contradicts, -sa.func.abs(v)), (near, nearest), (v.is_not(None), v),
                   else_=0.0)
-    query = (query.outerjoin(shared, sa.and_(shared.c.trace_id == t.c.id,
-                                              shared.c.trace_version == t.c.version))
-             .outerjoin(mine, sa.and_(mine.c.trace_id == t.c.id,
-                                      mine.c.trace_version == t.c.version))
-             .outerjoin(whole, sa.and_(whole.c.trace_id == t.c.id,
-                                       whole.c.evaluator == scope.model_id,
-                                       whole.c.trace_version == t.c.version))
-             .outerjoin(outcomes, outcomes.c.trace_id == t.c.id))
-    return query, {"rank": rank, "key": key, "shared": s, "personal": p, "nearest": nearest,
-                   "lowest": lowest}
+    return {"rank": rank, "key": key, "shared": s, "personal": p, "nearest": nearest,
+            "lowest": lowest}
 
 
 def _comparison_items(scope: QueueScope) -> sa.Select:

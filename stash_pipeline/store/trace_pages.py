@@ -101,14 +101,17 @@ def list_traces(connection: sa.Connection, owner: str | None, *, shared_evaluato
               .order_by(s.c.created_at.desc(), s.c.evaluator.desc()).limit(1))
     latest_raw = newest.with_only_columns(s.c.raw).scalar_subquery()
     latest_model = newest.with_only_columns(s.c.evaluator).scalar_subquery()
-    # The release's range of the (evaluator, trace_id, trace_version, credit) index, grouped by
-    # trace version; joined on the current one.
-    credit = (sa.select(a.c.trace_id, a.c.trace_version, sa.func.avg(a.c.credit).label("mean"),
-                        sa.func.min(a.c.credit).label("lowest"), sa.func.count().label("n"))
-              .where(a.c.evaluator == shared_evaluator,
-                     *(() if owner is None else (a.c.trace_id.in_(
-                         sa.select(t.c.id).where(t.c.owner == owner)),)))
-              .group_by(a.c.trace_id, a.c.trace_version).subquery())
+    # Each trace's credit and outcome by subqueries correlated to it, read through indexes (the
+    # release's range of (evaluator, trace_id, trace_version, credit), the outcomes' trace id):
+    # aggregated subqueries joined to the traces let PostgreSQL, before its statistics of a fresh
+    # import, aggregate again for every trace.
+
+    def credit(value: sa.ColumnElement) -> sa.ScalarSelect:
+        return (sa.select(value).where(a.c.evaluator == shared_evaluator, a.c.trace_id == t.c.id,
+                                       a.c.trace_version == t.c.version).scalar_subquery())
+
+    mean, lowest = credit(sa.func.avg(a.c.credit)), credit(sa.func.min(a.c.credit))
+    scored_actions = credit(sa.func.nullif(sa.func.count(), 0))  # none: NULL, sorted last
     # The personal model whose state is shown: the one asked for, else the owner's newest.
     chosen = sa.select(rm.c.owner, rm.c.id, sa.func.row_number().over(
         partition_by=rm.c.owner, order_by=(rm.c.finished_at.desc(), rm.c.id.desc())).label("n")
@@ -118,31 +121,28 @@ def list_traces(connection: sa.Connection, owner: str | None, *, shared_evaluato
     chosen = chosen.subquery()
     chosen = sa.select(chosen.c.owner, chosen.c.id).where(chosen.c.n == 1).subquery()
     mine = s.alias("mine")
-    outcomes = (sa.select(o.c.trace_id, sa.func.avg(o.c.reward).label("reward"))
-                .group_by(o.c.trace_id).subquery())
+    outcome = sa.select(sa.func.avg(o.c.reward)).where(o.c.trace_id == t.c.id).scalar_subquery()
     columns = {"created_at": t.c.created_at, "latest_score": latest_raw,
-               "mean_action_credit": credit.c.mean, "actions_scored": credit.c.n,
+               "mean_action_credit": mean, "actions_scored": scored_actions,
                "scoring_state": _state_rank(shared_evaluator, marks, t),
-               "outcome": outcomes.c.reward}
+               "outcome": outcome}
     label, descending = SORTS[sort]
     key = columns[label]
     query = (sa.select(t.c.id, t.c.owner, t.c.agent, t.c.domain, t.c.task_id, t.c.version,
                        t.c.message_count, t.c.action_count, t.c.contribute, t.c.created_at,
                        t.c.updated_at, t.c.preview, latest_raw.label("raw"),
                        latest_model.label("evaluator"),
-                       credit.c.mean, credit.c.lowest, credit.c.n,
+                       mean.label("mean"), lowest.label("lowest"),
+                       scored_actions.label("n"),
                        marks.c.trace_version.label("scored_version"),
-                       outcomes.c.reward.label("outcome"),
+                       outcome.label("outcome"),
                        chosen.c.id.label("personal_model_id"),
                        mine.c.trace_id.label("personal_scored"))
              .outerjoin(chosen, chosen.c.owner == t.c.owner)
              .outerjoin(mine, sa.and_(mine.c.trace_id == t.c.id,
                                       mine.c.evaluator == chosen.c.id,
                                       mine.c.trace_version == t.c.version))
-             .outerjoin(credit, sa.and_(credit.c.trace_id == t.c.id,
-                                        credit.c.trace_version == t.c.version))
              .outerjoin(marks, marks.c.trace_id == t.c.id)
-             .outerjoin(outcomes, outcomes.c.trace_id == t.c.id)
              .order_by(sa.case((key.is_(None), 1), else_=0),
                        key.desc() if descending else key.asc(),
                        t.c.id.desc() if descending else t.c.id.asc())
