@@ -126,14 +126,17 @@ def _trace_items(scope: QueueScope, *, ordered: bool = True) -> sa.Select:
         *(sa.exists().where(column == t.c.id) for column in (
             schema.reviewed_comparisons.c.chosen_trace_id,
             schema.reviewed_comparisons.c.rejected_trace_id)))
+    done = sa.case((reviewed, 1), else_=0)
     inner = (sa.select(t.c.id, t.c.agent, t.c.domain, t.c.task_id, t.c.preview, t.c.created_at,
-                       r.c.status, r.c.assignee, r.c.updated_at,
-                       sa.case((reviewed, 1), else_=0).label("done"),
+                       r.c.status, r.c.assignee, r.c.updated_at, done.label("done"),
                        *(_verdict_columns(scope, t) if ordered else ()))
              .select_from(t)
              .outerjoin(r, sa.and_(r.c.kind == "trace", r.c.item_id == t.c.id))
              .where(t.c.owner == scope.owner, *trace_conditions(scope.where, t, scope.release),
-                    *_assignment(scope, r))
+                    *_assignment(scope, r),
+                    # Ordering is for the items left: reviewed ones' scores are never read
+                    # (the CASE: NOT of a NULL comparison would drop the row too).
+                    *((done == 0,) if ordered else ()))
              .offset(0).subquery("trace_items"))
     order = _order(inner) if ordered else {"rank": sa.literal(0), "key": sa.literal(0.0)}
     return sa.select(*_columns(kind=sa.literal("trace", sa.String), item_id=inner.c.id,
