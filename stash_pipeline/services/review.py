@@ -79,7 +79,8 @@ def queue(store: Store, queue_scope: QueueScope, *, limit: int = 50,
     if offset < 0:
         raise InputError("offset is 0 or more", field="offset")
     items, counts = store.review_queue(queue_scope, limit=limit, offset=offset)
-    details = store.comparisons([i.id for i in items if i.kind == "comparison"])
+    compared = [i.id for i in items if i.kind == "comparison"]
+    details = store.comparisons(compared) if compared else {}
     return {
         "items": [item_view(i, details.get(i.id)) for i in items],
         "total": counts.total, "reviewed": counts.reviewed, "pending": counts.pending,
