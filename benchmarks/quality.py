@@ -63,9 +63,9 @@ from stash_pipeline.compute.job import (
     read_metrics,
     write_job,
 )
+from stash_pipeline.core.estimates import wilson_interval
 from stash_pipeline.core.pair_builders import build_feedback_pairs
 from stash_pipeline.core.pairs import Pair, PairSide
-from stash_pipeline.core.release_gate import wilson_interval
 from stash_pipeline.core.sampling import cap_pairs
 from stash_pipeline.core.traces import Message, Trace
 from stash_pipeline.core.training_settings import BATCH_SIZE, LEARNING_RATE, SEED

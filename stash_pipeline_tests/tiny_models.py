@@ -124,3 +124,25 @@ def small_decoder_classifier(model_type: str, attention: str = "sdpa"):
     config.num_labels = 1
     return AutoModelForSequenceClassification.from_config(
         config, attn_implementation=attention).float()
+
+
+def random_head_checkpoint(base: Path, directory: Path, *, audience: str = "personal",
+                           reward_stats=None, action_reward_stats=None, actions: bool = True,
+                           seed: int = 2) -> Path:
+    """``reward-model/`` of ``base`` with a score head drawn from N(0, 1) (rewards that differ
+    from trace to trace, as a trained model's do), written by the training job's own writer."""
+    import torch
+
+    from stash_pipeline.core.calibration import RewardStats
+    from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer
+
+    tokenizer = load_tokenizer(str(base))
+    model = load_reward_model(str(base), device="cpu", tokenizer=tokenizer)
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        model.score.weight.normal_(0.0, 1.0)
+    return write_checkpoint(
+        model, tokenizer, directory, audience=audience,
+        reward_stats=reward_stats or RewardStats(mean=0.25, std=2.0, count=8),
+        action_reward_stats=(action_reward_stats or RewardStats(mean=-0.5, std=0.5, count=6))
+        if actions else None)

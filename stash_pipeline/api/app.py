@@ -19,8 +19,10 @@ from stash_pipeline.api.routes import (
     bulk,
     feedback,
     objects,
+    releases,
     review,
     reward_models,
+    rewards,
     sql,
     traces,
 )
@@ -30,6 +32,7 @@ from stash_pipeline.store import Store
 from stash_pipeline.store.readonly_sql import ReadonlySql
 
 IMPORT_PATH = "/api/v1/traces"
+REWARDS_SUFFIX = "/rewards"  # both /rewards routes (routes/rewards.py)
 
 
 def create_app(store: Store | None = None, objects_store: ObjectStore | None = None,
@@ -55,6 +58,8 @@ def create_app(store: Store | None = None, objects_store: ObjectStore | None = N
         try:
             yield
         finally:
+            if getattr(app.state, "scoring", None) is not None:
+                await app.state.scoring.close()
             app.state.sql.dispose()
             if owned:
                 app.state.store.dispose()
@@ -67,15 +72,19 @@ def create_app(store: Store | None = None, objects_store: ObjectStore | None = N
         docs_url=None, redoc_url=None,  # docs.install serves both without a CDN
     )
     app.state.settings = settings
-    for module in (reward_models, traces, feedback, bulk, review, sql, account, objects):
+    for module in (reward_models, rewards, releases, traces, feedback, bulk, review, sql, account,
+                   objects):
         app.include_router(module.router)
     docs.install(app)
     errors.install(app)
     ui.install(app)  # after errors.install: on /ui paths its errors are pages
 
     def limit_for(scope: Scope) -> int:
-        if scope.get("method") == "POST" and scope.get("path", "").rstrip("/") == IMPORT_PATH:
+        path = scope.get("path", "").rstrip("/")
+        if scope.get("method") == "POST" and path == IMPORT_PATH:
             return settings.max_import_bytes
+        if scope.get("method") == "POST" and path.endswith(REWARDS_SUFFIX):
+            return settings.max_rewards_bytes
         return settings.max_json_bytes
 
     app.add_middleware(BodyLimit, limit_for=limit_for)

@@ -12,6 +12,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from stash_pipeline.core.requests import request_json_schema
+from stash_pipeline.core.reward_requests import MAX_CANDIDATES
+from stash_pipeline.importers import FORMATS
 from stash_pipeline.services.feedback import MAX_AUTHOR_LENGTH, MAX_COMMENT_LENGTH
 from stash_pipeline.services.scoring_requests import (
     MAX_TRACES_PER_REQUEST as MAX_SCORE_AGAIN_TRACES,
@@ -65,3 +67,31 @@ class ScoreAgainBody(BaseModel):
                                              "released shared evaluator.")
     actions: bool = Field(False, description="Score actions too (a personal model needs "
                                              "training with action comparisons: else 422).")
+
+
+_CONVERSATION = {
+    "description": "A conversation in any import format (docs/importing.md): a trace object in "
+                   "OpenAI's or Anthropic's form, an OTLP export, a tau2-bench result of one "
+                   "simulation, an AgentProcessBench record; or a list of messages.",
+    "anyOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}],
+}
+# The /rewards routes' body, as services.rewards.parse_body reads it.
+REWARDS_REQUEST: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "conversation": _CONVERSATION,
+        "context": {**_CONVERSATION, "description": "The conversation the candidates continue "
+                                                    "(with `candidates`, instead of "
+                                                    "`conversation`)."},
+        "candidates": {
+            "type": "array", "minItems": 1, "maxItems": MAX_CANDIDATES,
+            "description": "Candidate next assistant messages, in the context's format, or "
+                           "strings (text replies); ranked by the reward of the conversation "
+                           "each completes.",
+            "items": {"anyOf": [{"type": "string"}, {"type": "object"}]}},
+        "format": {"type": "string", "enum": ["auto", *FORMATS], "default": "auto",
+                   "description": "The conversation's import format."},
+    },
+    "oneOf": [{"required": ["conversation"]}, {"required": ["context", "candidates"]}],
+}

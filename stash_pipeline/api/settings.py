@@ -8,6 +8,12 @@ from dataclasses import dataclass
 
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.requests import base_model_dirs
+from stash_pipeline.serving.protocol import (
+    DEFAULT_SCORING_URL,
+    DEFAULT_TIMEOUT_S,
+    SCORING_TIMEOUT_ENV,
+    scoring_url_from_env,
+)
 
 
 @dataclass(frozen=True)
@@ -18,6 +24,10 @@ class ApiSettings:
     sql_timeout_s: float = 5.0
     sql_concurrency: int = 4  # queries running at once; more wait up to the timeout, then 503
     base_model_dirs: tuple[str, ...] = ()  # where a request's local base_model may be
+    max_rewards_bytes: int = 2 * 1024 * 1024  # the /rewards routes' bodies
+    scoring_url: str = DEFAULT_SCORING_URL  # the scoring server (stash-pipeline serve)
+    scoring_timeout_s: float = DEFAULT_TIMEOUT_S  # what a /rewards call waits at most
+    scoring_token: str | None = None  # None: derived from the signing key when first needed
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ApiSettings:
@@ -32,6 +42,11 @@ class ApiSettings:
             sql_concurrency=_number(environ, "STASH_SQL_CONCURRENCY", defaults.sql_concurrency,
                                     int),
             base_model_dirs=base_model_dirs(environ),
+            max_rewards_bytes=_number(environ, "STASH_REWARDS_MAX_BYTES",
+                                      defaults.max_rewards_bytes, int),
+            scoring_url=scoring_url_from_env(environ),
+            scoring_timeout_s=_number(environ, SCORING_TIMEOUT_ENV, defaults.scoring_timeout_s,
+                                      float),
         )
 
 

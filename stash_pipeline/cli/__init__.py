@@ -21,6 +21,8 @@ def build_parser() -> argparse.ArgumentParser:
         pairs,
         review,
         rm,
+        score,
+        serve,
         traces,
     )
 
@@ -30,8 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "scored.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (imports, traces, review, feedback, pairs, rm, evaluator, accounts, api,
-                   dev):
+    for module in (imports, traces, review, feedback, pairs, rm, evaluator, score, accounts, api,
+                   serve, dev):
         module.add_parser(commands)
     return parser
 

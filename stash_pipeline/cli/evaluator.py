@@ -8,6 +8,7 @@ from typing import Any
 from stash_pipeline.cli.output import print_json, print_table, rounded
 from stash_pipeline.cli.store import open_store
 from stash_pipeline.cli.waiting import WAIT_HELP, say
+from stash_pipeline.core.traces import DEFAULT_OWNER
 
 RELEASE_COLUMNS = ["version", "created_at", "benchmark_pairs", "accuracy", "incumbent",
                    "incumbent_accuracy", "training_traces", "current"]
@@ -41,7 +42,15 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                             "is pending")
     score.set_defaults(handler=run_score_pending)
 
-    for command in (train, releases, score):
+    trust = sub.add_parser("trust", help="how far to trust a release on your traces it did not "
+                                         "train on (docs/trust.md)")
+    trust.add_argument("version", nargs="?", default="current",
+                       help="a release version (default: current, the latest)")
+    trust.add_argument("--owner", default=DEFAULT_OWNER,
+                       help=f"whose traces (default: {DEFAULT_OWNER})")
+    trust.set_defaults(handler=run_trust)
+
+    for command in (train, releases, score, trust):
         command.add_argument("--json", action="store_true", help="end with one JSON object")
 
 
@@ -112,6 +121,15 @@ def print_outcome(outcome: dict[str, Any]) -> None:
         rows = [{k: rounded(v) for k, v in row.items()} for row in outcome["benchmark"]["slices"]]
         if rows:
             print_table(rows, SLICE_COLUMNS)
+
+
+def run_trust(args: argparse.Namespace) -> int:
+    from stash_pipeline.cli.trust import print_report
+    from stash_pipeline.services import trust
+
+    report = trust.release_report(open_store(), args.owner, args.version)
+    print_json(report) if args.json else print_report(report)
+    return 0
 
 
 def run_releases(args: argparse.Namespace) -> int:

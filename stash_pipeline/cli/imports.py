@@ -31,10 +31,11 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                         help=f"account that owns the traces (default: {DEFAULT_OWNER})")
     parser.add_argument("--contribute", action="store_true",
                         help="opt these traces in to the shared evaluator's training data")
-    parser.add_argument("--outcome-field", default=DEFAULT_OUTCOME_FIELD, metavar="PATH",
+    parser.add_argument("--outcome-field", metavar="PATH",
                         help="dotted path in each trace's metadata holding a verified outcome "
                              f"(default: {DEFAULT_OUTCOME_FIELD}, i.e. metadata."
-                             f"{DEFAULT_OUTCOME_FIELD}; '' reads none)")
+                             f"{DEFAULT_OUTCOME_FIELD}; '' reads none); a path given that "
+                             "matches no trace is reported")
     preference = parser.add_argument_group(
         "preference data sets (--format preference: hh-rlhf, TRL)")
     preference.add_argument("--author", help="who made the imported comparisons")
@@ -49,7 +50,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from stash_pipeline.importers import read_path
+    from stash_pipeline.importers import DEFAULT_OUTCOME_FIELD, read_path
     from stash_pipeline.instance import record_import
     from stash_pipeline.services.imports import import_records
 
@@ -62,17 +63,21 @@ def run(args: argparse.Namespace) -> int:
             read_path(path, format=args.format, owner=args.owner, contribute=args.contribute,
                       author=args.author, reviewer=args.reviewer,
                       skip_invalid=args.skip_invalid, on_skipped=skipped.append,
-                      outcome_field=args.outcome_field)
+                      outcome_field=outcome_field)
             for path in args.paths)
         return progress(records, desc="importing", unit=" traces")
 
-    report = import_records(store, read)
+    asked = args.outcome_field  # None: the default, read without a word when it finds nothing
+    outcome_field = DEFAULT_OUTCOME_FIELD if asked is None else asked
+    report = import_records(store, read, outcome_field=asked or None)
     record_import(report, lambda warning: print(f"warning: {warning}", file=sys.stderr))
+    for warning in report.warnings():
+        print(f"warning: {warning}", file=sys.stderr)
     for error in skipped[:SHOWN_SKIPPED]:
         print(f"skipped: {error}", file=sys.stderr)
     if len(skipped) > SHOWN_SKIPPED:
         print(f"skipped: ... and {len(skipped) - SHOWN_SKIPPED} more", file=sys.stderr)
-    counts = {**report.as_dict(), "skipped_invalid": len(skipped)}
+    counts = {**report.as_dict(), "skipped_invalid": len(skipped), "warnings": report.warnings()}
     if args.json:
         print_json(counts)
     else:

@@ -7,6 +7,7 @@ from typing import Any
 
 from stash_pipeline.cli.output import print_json, print_table
 from stash_pipeline.cli.store import open_store
+from stash_pipeline.cli.trust import held_out_line
 from stash_pipeline.cli.waiting import WAIT_HELP, fail_abandoned_runs, run_now
 from stash_pipeline.core.failures import reason_line
 from stash_pipeline.core.traces import DEFAULT_OWNER
@@ -15,6 +16,7 @@ from stash_pipeline.core.training_settings import (
     DEFAULT_EPOCHS,
     DEFAULT_MAX_PAIRS,
 )
+from stash_pipeline.core.trust import separation, separation_note
 
 LIST_COLUMNS = ["id", "name", "status", "base_model", "epochs", "train_pairs", "eval_accuracy",
                 "created_at"]
@@ -62,8 +64,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     retry.add_argument("model_id", metavar="ID")
     retry.add_argument("--wait", action="store_true", help=WAIT_HELP)
     retry.set_defaults(handler=run_retry)
+    trust = sub.add_parser("trust", help="how far to trust a succeeded model on your traces it "
+                                         "did not train on (docs/trust.md)")
+    trust.add_argument("model_id", metavar="ID")
+    trust.set_defaults(handler=run_trust)
 
-    for command in (create, listing, show, weights, score, retry):
+    for command in (create, listing, show, weights, score, retry, trust):
         command.add_argument("--owner", default=DEFAULT_OWNER,
                              help=f"the account (default: {DEFAULT_OWNER})")
         command.add_argument("--json", action="store_true", help="end with one JSON object")
@@ -113,6 +119,15 @@ def run_weights(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_trust(args: argparse.Namespace) -> int:
+    from stash_pipeline.cli.trust import print_report
+    from stash_pipeline.services import trust
+
+    report = trust.model_report(open_store(), args.owner, args.model_id)
+    print_json(report) if args.json else print_report(report)
+    return 0
+
+
 def run_score(args: argparse.Namespace) -> int:
     return _request_run(args, "score_again", "score_again_requests",
                         lambda m: f"Score again requested for {m.id} (request "
@@ -159,10 +174,16 @@ def _report(store: Any, args: argparse.Namespace, model_id: str) -> int:
         if view["error"]:
             print(f"reason: {reason_line(view['error'])}")
         for name, value in (view["metrics"] or {}).items():
-            print(f"  {name:28} {_shown(value)}")
+            if name == "eval_accuracy" and view["held_out"]:
+                value = held_out_line(view["held_out"])  # never a bare 1.0 on three pairs
+            if name != "eval_slices":  # rm trust shows them with their intervals
+                print(f"  {name:28} {_shown(value)}")
         if view["error"]:
             print(f"error:\n{view['error']}")
         _print_extremes(store, model_id)
+        if view["status"] == "succeeded":
+            print(f"how far to trust it on your other traces: stash-pipeline rm trust "
+                  f"{model_id}")
     return 1 if view["status"] == "failed" else 0
 
 
@@ -177,6 +198,9 @@ def _print_extremes(store: Any, model_id: str, count: int = 3) -> None:
     print(f"top and bottom of {len(scores)} scored traces (raw reward; compare within this model):")
     print_table(rows[:count] + rows[max(count, len(rows) - count):], ["rank", "trace", "raw",
                                                                        "calibrated"])
+    note = separation_note(separation([s.raw for s in scores]))
+    if note:
+        print(note)
 
 
 def _shown(value: Any) -> str:

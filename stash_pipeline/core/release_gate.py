@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stash_pipeline.core.estimates import wilson_interval
 from stash_pipeline.core.training_settings import (
     GATE_Z,
     MAX_SLICE_HALF_WIDTH,
@@ -50,14 +51,14 @@ class BenchmarkOutcome:
     tools: tuple[str, ...] = ()  # every tool its sides call (pair_tools); else slices["tool"]
 
 
-def wilson_interval(correct: int, n: int, z: float = GATE_Z) -> tuple[float, float]:
-    """The Wilson score interval of an accuracy of ``correct`` out of ``n`` (0..1 for none)."""
-    if n == 0:
-        return 0.0, 1.0
-    p = correct / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return max(0.0, centre - half), min(1.0, centre + half)
+def slice_keys(slices: Mapping[str, str | None], tools: Sequence[str] = ()
+               ) -> list[tuple[str, str]]:
+    """The (kind, value) slices a comparison belongs to: each tool its sides call (``tools``,
+    else ``slices["tool"]``), its domain and its agent."""
+    keys = [("tool", tool) for tool in (tools or [v for v in (slices.get("tool"),) if v])]
+    keys.extend((kind, value) for kind in SLICE_KINDS
+                if kind != "tool" and (value := slices.get(kind)) is not None)
+    return keys
 
 
 def min_slice_pairs(z: float = GATE_Z, half_width: float = MAX_SLICE_HALF_WIDTH) -> int:
@@ -82,13 +83,8 @@ def _slice_rows(outcomes: Sequence[BenchmarkOutcome], *, compared: bool,
                 minimum: int) -> list[dict[str, Any]]:
     groups: dict[tuple[str, str], list[BenchmarkOutcome]] = defaultdict(list)
     for outcome in outcomes:
-        tools = outcome.tools or tuple(v for v in (outcome.slices.get("tool"),) if v is not None)
-        for tool in tools:
-            groups[("tool", tool)].append(outcome)
-        for kind in SLICE_KINDS:
-            value = outcome.slices.get(kind)
-            if kind != "tool" and value is not None:
-                groups[(kind, value)].append(outcome)
+        for key in slice_keys(outcome.slices, outcome.tools):
+            groups[key].append(outcome)
     rows = []
     for (kind, value), members in sorted(groups.items()):
         row = {"slice": kind, "value": value, **_summary(members),

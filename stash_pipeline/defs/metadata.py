@@ -3,13 +3,14 @@ histograms) as SVG images in Markdown (``core.plots``, the same the trace viewer
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import dagster as dg
 
 from stash_pipeline.core import plots
 from stash_pipeline.core.curves import downsample
+from stash_pipeline.core.trust import charts
 
 
 def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> dg.MetadataValue:
@@ -87,10 +88,54 @@ def training(uri: str, metrics: Mapping[str, Any], losses: Sequence[float]) -> d
     return {
         "checkpoint_uri": dg.MetadataValue.path(uri),
         "metrics": key_values({k: v for k, v in metrics.items()
-                               if k not in ("loss_curve", "phases")}),
+                               if k not in ("loss_curve", "phases", "eval_slices")}),
         "phases": phases(metrics.get("phases") or {}),
         "loss_curve": loss_curve(losses),
         **{name: metrics[name] for name in TRAINING_HEADLINES
            if isinstance(metrics.get(name), (int, float))},
         "device": str(metrics.get("device")),
     }
+
+
+TRUST_COLUMNS = ["metric", "slice", "value", "low", "high", "n"]
+TRUST_HEADLINES = ("heldout_accuracy", "outcome_auc_trace_score",
+                   "outcome_auc_mean_action_credit")
+
+
+def trust(report: Mapping[str, Any]) -> dict[str, Any]:
+    """A trust report (``core.trust``) in the UI: its sentences, every figure with its 95%
+    interval and n, its charts, and the overall figures as numbers to plot across runs."""
+    notes = "\n".join(f"- {note}" for note in report["notes"]) or "- none"
+    held = report["held_out"]
+    rows = [{"metric": f["metric"], "n": f["n"], "value": f["value"], "low": f["low"],
+             "high": f["high"],
+             "slice": "all" if f["slice_kind"] == "all" else f"{f['slice_kind']} {f['slice']}"}
+            for f in report["figures"]]
+    shown: dict[str, Any] = {
+        "trust": dg.MetadataValue.md(
+            f"**How far to trust {report['evaluator']}**: held-out pairs from "
+            f"{held['source']}; 95% intervals ({report['methods']['proportion']} for "
+            f"proportions, {report['methods']['auc']} for AUC, {report['methods']['spearman']} "
+            f"for Spearman). See docs/trust.md.\n\n{notes}"),
+        "trust_figures": table(rows, TRUST_COLUMNS),
+    }
+    for metric, title, svg in charts(dict(report)):
+        shown[f"trust_chart_{metric}"] = image(svg, title)
+    for figure in report["figures"]:
+        if (figure["metric"] in TRUST_HEADLINES and figure["slice_kind"] == "all"
+                and figure["value"] is not None):
+            shown[figure["metric"]] = float(figure["value"])
+            shown[f"{figure['metric']}_n"] = int(figure["n"])
+    return shown
+
+
+def saved_trust(store: Any, owner: str, evaluator: str,
+                warn: Callable[[str], None]) -> dict[str, Any]:
+    """``trust`` of the evaluator's report on the owner's traces, computed and saved now (what
+    the API, the viewer and the SQL endpoint show). Scores are stored by then: a report that
+    cannot be made is a warning (the next look at it makes it), never a failed step."""
+    try:
+        return trust(store.trust_report(owner, evaluator))
+    except Exception as error:  # noqa: BLE001 - metadata must not fail stored results
+        warn(f"no trust report for {evaluator}: {error}")
+        return {}

@@ -59,9 +59,9 @@ def read_results(job_dir: Path, evaluator: str,
     metrics = read_metrics(job_dir)  # this attempt's, or an InputError
     rows = read_jsonl(job_dir / SCORES)
     scores = tuple(TraceScore(r["trace_id"], r["trace_version"], evaluator, r["score"],
-                              r.get("calibrated")) for r in rows)
+                              r.get("calibrated"), r.get("input_tokens")) for r in rows)
     actions = tuple(ActionScore(r["action_id"], r["trace_id"], r["trace_version"], evaluator,
-                                r["raw_reward"], r["credit"])
+                                r["raw_reward"], r["credit"], r.get("input_tokens"))
                     for r in read_jsonl(job_dir / ACTION_SCORES))
     if not (job_dir / ACTION_SCORES).is_file():
         marked: dict[str, int] = {}

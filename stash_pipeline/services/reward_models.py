@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from stash_pipeline.core.errors import NotFoundError
 from stash_pipeline.core.requests import parse_reward_model_request
 from stash_pipeline.core.training_settings import DOWNLOAD_URL_EXPIRES_S
+from stash_pipeline.core.trust import held_out_summary
 from stash_pipeline.store import RewardModelRecord, Store
 
 WEIGHTS_URL_SECONDS = DOWNLOAD_URL_EXPIRES_S  # the seed: a five-minute signed URL
@@ -85,6 +86,9 @@ def view(model: RewardModelRecord) -> dict[str, Any]:
         "metrics": model.metrics, "trace_ids": list(model.trace_ids),
         "base_model": model.base_model, "epochs": model.epochs, "max_pairs": model.max_pairs,
         "attempt": model.attempt,
+        # eval_accuracy with its pairs, 95% interval and, on a handful of pairs, the seed's note.
+        "held_out": held_out_summary(model.metrics or {}) if model.status == "succeeded"
+        else None,
         **{name: value.isoformat() if value else None for name, value in (
             ("created_at", model.created_at), ("started_at", model.started_at),
             ("finished_at", model.finished_at))},

@@ -39,16 +39,17 @@ def owned_trace(store: Store, owner: str, trace_id: str) -> Trace:
 def import_file(store: Store, owner: str, path: Path, *, format: str = "auto",
                 contribute: bool = False, label: str | None = None,
                 on_imported: Callable[[ImportReport], None] | None = None,
-                **options: Any) -> dict[str, Any]:
+                outcome_field: str | None = None, **options: Any) -> dict[str, Any]:
     """Import one file of traces for ``owner``, all or nothing, as ``stash-pipeline import`` does.
 
     ``label`` names the file in errors instead of its path (the API: "request body");
     ``on_imported`` gets the report once the import is committed. ``options``: ``read_path``'s
-    ``author``, ``reviewer``, ``skip_invalid`` and ``outcome_field``. Returns the import summary,
-    its counts by format, owner and domain, ``skipped_invalid``, and the ids of the traces
-    imported, in file order.
+    ``author``, ``reviewer`` and ``skip_invalid``. ``outcome_field`` None reads the default path
+    quietly; a path given is counted, and ``warnings`` says when it matched no trace. Returns the
+    import summary, its counts by format, owner and domain, ``skipped_invalid``, ``warnings``
+    and the ids of the traces imported, in file order.
     """
-    from stash_pipeline.importers import read_path
+    from stash_pipeline.importers import DEFAULT_OUTCOME_FIELD, read_path
 
     shown = label or str(path)
     ids: dict[str, None] = {}
@@ -58,12 +59,14 @@ def import_file(store: Store, owner: str, path: Path, *, format: str = "auto",
         ids.clear()
         skipped.clear()
         for record in read_path(path, format=format, owner=owner, contribute=contribute,
-                                on_skipped=skipped.append, **options):
+                                on_skipped=skipped.append,
+                                outcome_field=(DEFAULT_OUTCOME_FIELD if outcome_field is None
+                                               else outcome_field), **options):
             ids[record.trace.id] = None
             yield record
 
     try:
-        report = import_records(store, records)
+        report = import_records(store, records, outcome_field=outcome_field or None)
     except InputError as error:
         file = shown if error.file == str(path) else error.file
         raise InputError(error.reason.replace(str(path), shown), file=file, record=error.record,
@@ -75,7 +78,8 @@ def import_file(store: Store, owner: str, path: Path, *, format: str = "auto",
             from None
     if on_imported is not None:
         on_imported(report)
-    return {**report.as_dict(), "skipped_invalid": len(skipped), "trace_ids": list(ids)}
+    return {**report.as_dict(), "skipped_invalid": len(skipped), "warnings": report.warnings(),
+            "trace_ids": list(ids)}
 
 
 def page(store: Store, owner: str, *, sort: str = "-created", limit: int = 50, offset: int = 0,

@@ -207,6 +207,9 @@ scores = sa.Table(
     sa.Column("raw", sa.Float, nullable=False),
     sa.Column("calibrated", sa.Float),
     _created(),
+    # Tokens of the trace's rendering before the evaluator's window cut (longer: it lost its
+    # beginning); null for scores written before the worker counted them.
+    sa.Column("input_tokens", sa.Integer),
 )
 
 action_scores = sa.Table(
@@ -218,6 +221,7 @@ action_scores = sa.Table(
     sa.Column("raw", sa.Float, nullable=False),
     sa.Column("credit", sa.Float),
     _created(),
+    sa.Column("input_tokens", sa.Integer),  # the action's own rendering, as scores.input_tokens
     # One evaluator's credit per trace version, read without the table (the trace list's and the
     # review queue's aggregates).
     sa.Index("ix_action_scores_evaluator_trace_id", "evaluator", "trace_id", "trace_version",
@@ -290,4 +294,37 @@ saved_filters = sa.Table(
     sa.Column("params", sa.JSON, nullable=False),
     _created(),
     sa.UniqueConstraint("owner", "name"),
+)
+
+# How far to trust an evaluator (core.trust, docs/trust.md): its report on one account's traces it
+# did not train on, as last computed, whole (the API and the viewer) and as flat figures (the SQL
+# endpoint's ``trust_figures`` view). ``inputs_digest`` tells whether the facts changed since.
+trust_reports = sa.Table(
+    "trust_reports", metadata,
+    sa.Column("owner", ID, sa.ForeignKey("accounts.id"), primary_key=True),
+    sa.Column("evaluator", sa.String(128), primary_key=True),  # a release version or a model id
+    sa.Column("kind", sa.String(16), nullable=False),  # "shared" or "personal"
+    sa.Column("report", sa.JSON, nullable=False),
+    sa.Column("inputs_digest", sa.String(64), nullable=False),
+    sa.Column("computed_at", sa.DateTime(timezone=True), nullable=False, default=utcnow,
+              server_default=NOW),
+)
+
+trust_figures = sa.Table(
+    "trust_figures", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("owner", ID, sa.ForeignKey("accounts.id"), nullable=False),
+    sa.Column("evaluator", sa.String(128), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("metric", sa.String(64), nullable=False),
+    sa.Column("slice_kind", sa.String(16), nullable=False),  # all, tool, domain, agent, bin
+    sa.Column("slice", sa.String(256), nullable=False),  # "" for all
+    sa.Column("value", sa.Float),
+    sa.Column("low", sa.Float),  # the 95% interval
+    sa.Column("high", sa.Float),
+    sa.Column("n", sa.Integer, nullable=False),
+    sa.Column("detail", sa.JSON, nullable=False),
+    sa.Column("computed_at", sa.DateTime(timezone=True), nullable=False, default=utcnow,
+              server_default=NOW),
+    sa.Index(None, "owner", "evaluator"),
 )

@@ -21,6 +21,7 @@ class TraceScore:
     evaluator: str
     raw: float
     calibrated: float | None = None
+    input_tokens: int | None = None  # the rendering's tokens before the window cut
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class ActionScore:
     evaluator: str
     raw: float
     credit: float | None = None
+    input_tokens: int | None = None  # the action's own rendering's tokens before the window cut
 
 
 def current_versions(connection: sa.Connection, trace_ids: Iterable[str]) -> dict[str, int]:

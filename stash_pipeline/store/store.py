@@ -14,6 +14,7 @@ from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.core.requests import RewardModelRequest
 from stash_pipeline.core.traces import Trace
+from stash_pipeline.core.trust import facts_digest, trust_report
 from stash_pipeline.store import (
     accounts,
     engine,
@@ -24,11 +25,13 @@ from stash_pipeline.store import (
     releases,
     review_queue,
     saved_filters,
+    schema,
     scores,
     scoring_requests,
     trace_pages,
     traces,
     training_requests,
+    trust,
 )
 from stash_pipeline.store.imports import ImportSummary
 from stash_pipeline.store.locks import concurrent_write_errors
@@ -424,6 +427,32 @@ class Store:
                                    candidate: str | None = None) -> list[BenchmarkComparison]:
         with self.reading() as c:
             return releases.list_benchmark_comparisons(c, candidate)
+
+    # How far to trust an evaluator
+    def trust_report(self, owner: str, evaluator: str) -> dict[str, Any]:
+        """The evaluator's trust report on the owner's traces it did not train on
+        (``core.trust``), from the facts as they are now (NotFoundError for no such release or
+        model). Saved, whole and as the SQL view's figures, when the facts changed since it was
+        last saved; ``computed_at`` says when that was."""
+        with self.reading() as c:
+            facts = trust.trust_facts(c, owner, evaluator)
+            stored = trust.stored_report(c, owner, evaluator)
+        digest = facts_digest(facts)
+        if stored is not None and stored[1] == digest:
+            report, _, computed_at = stored
+            return {**report, "computed_at": computed_at.isoformat()}
+        report, computed_at = trust_report(facts), schema.utcnow()
+        try:
+            with self.transaction() as c:
+                trust.save_report(c, owner, evaluator, report, digest, computed_at)
+        except sa.exc.IntegrityError:
+            pass  # another process saved the report of the same facts at the same moment
+        return {**report, "computed_at": computed_at.isoformat()}
+
+    def trust_owners(self, trace_ids: Iterable[str]) -> list[str]:
+        """The accounts owning these traces: whose trust reports a scoring run of them changes."""
+        with self.reading() as c:
+            return trust.owners_of(c, trace_ids)
 
     def request_shared_training(self, *, base_model: str | None = None,
                                 epochs: int | None = None) -> SharedTrainingRequest:

@@ -32,6 +32,13 @@ def sequence_rewards(model: Any, sequences: Iterable[Sequence[int]], pad_id: int
     return known
 
 
+def forward_tokens(model: Any, pairs: Sequence[EncodedPair]) -> int:
+    """The tokens reading these pairs' distinct sides forwards (``rows_for``): a progress
+    estimate that matches what ``on_batch`` counts, whatever rows the model can share."""
+    sides = {tuple(s) for p in pairs for s in (p.chosen_ids, p.rejected_ids)}
+    return sum(len(row.ids) for row in rows_for(model, sides)) if sides else 0
+
+
 def pair_rewards_from(model: Any, pairs: Sequence[EncodedPair], pad_id: int,
                       known: dict[tuple[int, ...], float] | None = None,
                       progress: PhaseProgress | None = None) -> list[tuple[float, float]]:

@@ -19,7 +19,7 @@ from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.serialize import trace_from_dict
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.core.validation import validate_trace
-from stash_pipeline.worker.modeling import tokenize
+from stash_pipeline.worker.modeling import tokenize_counted
 from stash_pipeline.worker.progress import logger
 from stash_pipeline.worker.render import Audience, render_side
 from stash_pipeline.worker.train import EncodedPair
@@ -81,24 +81,27 @@ def parse_pair(text: str, name: str, index: int) -> Pair:
     return pair
 
 
-def encoded_pairs(job_dir: Path, name: str, tokenizer: Any,
-                  audience: Audience) -> tuple[list[Pair], list[EncodedPair]]:
+def encoded_pairs(job_dir: Path, name: str, tokenizer: Any, audience: Audience,
+                  cut: list[int] | None = None) -> tuple[list[Pair], list[EncodedPair]]:
     """The pairs of one input, rendered and tokenised by ``Dataset.map`` (the same left truncation
-    as scoring)."""
+    as scoring). ``cut`` gains the index of each pair with a side longer than the window."""
     def encode(batch: dict[str, list], indices: list[int]) -> dict[str, list]:
         pairs = [parse_pair(text, name, i) for text, i in zip(batch[contract.PAIR_COLUMN], indices)]
-        return {
-            "chosen_ids": tokenize(tokenizer,
-                                   [render_side(tokenizer, p.chosen, audience) for p in pairs]),
-            "rejected_ids": tokenize(tokenizer,
-                                     [render_side(tokenizer, p.rejected, audience) for p in pairs]),
-        }
+        chosen, chosen_lengths = tokenize_counted(
+            tokenizer, [render_side(tokenizer, p.chosen, audience) for p in pairs])
+        rejected, rejected_lengths = tokenize_counted(
+            tokenizer, [render_side(tokenizer, p.rejected, audience) for p in pairs])
+        window = tokenizer.model_max_length
+        return {"chosen_ids": chosen, "rejected_ids": rejected,
+                "cut": [max(a, b) > window for a, b in zip(chosen_lengths, rejected_lengths)]}
 
     dataset = input_dataset(job_dir, name, contract.PAIR_COLUMN)
     if len(dataset) == 0:
         return [], []
     dataset = dataset.map(encode, batched=True, with_indices=True, load_from_cache_file=False,
                           keep_in_memory=True, desc=f"tokenising {name}")
+    if cut is not None:
+        cut.extend(i for i, was_cut in enumerate(dataset["cut"]) if was_cut)
     pairs = [Pair.from_dict(json.loads(text)) for text in dataset[contract.PAIR_COLUMN]]
     return pairs, [EncodedPair(c, r)
                    for c, r in zip(dataset["chosen_ids"], dataset["rejected_ids"])]

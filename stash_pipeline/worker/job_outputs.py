@@ -22,21 +22,28 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def write_trace_scores(job_dir: Path, evaluator: str, traces: Sequence[Trace],
-                       rewards: Mapping[str, float], stats: RewardStats) -> int:
-    """scores.jsonl: every trace's raw reward and its calibrated score; the number of rows."""
+                       rewards: Mapping[str, float], stats: RewardStats,
+                       lengths: Mapping[str, int] | None = None) -> int:
+    """scores.jsonl: every trace's raw reward and its calibrated score, with ``input_tokens``
+    (its rendering's length before the window cut) when ``lengths`` has it; the number of rows."""
+    lengths = lengths or {}
     write_jsonl(job_dir / contract.SCORES, [
         {"trace_id": t.id, "trace_version": t.version, "evaluator": evaluator,
-         "score": rewards[t.id], "calibrated": calibrated_score(rewards[t.id], stats)}
+         "score": rewards[t.id], "calibrated": calibrated_score(rewards[t.id], stats),
+         "input_tokens": lengths.get(t.id)}
         for t in traces])
     return len(traces)
 
 
 def write_action_scores(job_dir: Path, evaluator: str, traces: Sequence[Trace],
-                        raw: Mapping[str, float], action_stats: RewardStats) -> int:
-    """action_scores.jsonl: every action's raw reward and its credit; the number of rows."""
+                        raw: Mapping[str, float], action_stats: RewardStats,
+                        lengths: Mapping[str, int] | None = None) -> int:
+    """action_scores.jsonl: every action's raw reward and its credit, with ``input_tokens`` as
+    the scores'; the number of rows."""
+    lengths = lengths or {}
     rows = [{"trace_id": t.id, "trace_version": t.version, "action_id": a.id,
              "evaluator": evaluator, "raw_reward": raw[a.id],
-             "credit": action_credit(raw[a.id], action_stats)}
+             "credit": action_credit(raw[a.id], action_stats), "input_tokens": lengths.get(a.id)}
             for t in traces for a in t.actions()]
     write_jsonl(job_dir / contract.ACTION_SCORES, rows)
     return len(rows)

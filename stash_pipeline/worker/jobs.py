@@ -30,7 +30,7 @@ from stash_pipeline.worker.checkpoint import (
     open_checkpoint,
     writing_checkpoint,
 )
-from stash_pipeline.worker.evaluation import pair_rewards_from
+from stash_pipeline.worker.evaluation import forward_tokens, pair_rewards_from
 from stash_pipeline.worker.job_inputs import encoded_pairs, record_window, traces_to_score
 from stash_pipeline.worker.job_outputs import (
     write_action_scores,
@@ -77,6 +77,7 @@ def write_scores(job_dir: Path, settings: contract.JobSettings, model: Any, toke
     trace or benchmark side rendered to one of them is not forwarded again.
     """
     counts = {"scored_traces": 0, "scored_actions": 0}
+    lengths: dict[str, int] = {}  # by trace and action id: tokens before the window cut
     whole = "scores" in settings.outputs
     actions = "action_scores" in settings.outputs
     if actions and action_stats is None and not actions_need_stats:
@@ -90,17 +91,24 @@ def write_scores(job_dir: Path, settings: contract.JobSettings, model: Any, toke
         # Whole traces and actions in the same forwards; progress at least every few seconds.
         reporter = PhaseProgress(progress.info, "scoring", {"traces": 0, "actions": 0}, work=1)
         rewards, raw = score_traces_and_actions(model, tokenizer, traces, audience, whole=whole,
-                                                actions=actions, known=known, progress=reporter)
+                                                actions=actions, known=known, progress=reporter,
+                                                lengths=lengths)
         reporter.emit()
+    window = tokenizer.model_max_length
     if whole:
         counts["scored_traces"] = write_trace_scores(job_dir, settings.evaluator, traces, rewards,
-                                                     stats)
-        progress.info(f"scored {len(traces)} traces")
+                                                     stats, lengths)
+        counts["truncated_traces"] = sum(lengths[t.id] > window for t in traces)
+        progress.info(f"scored {len(traces)} traces ({counts['truncated_traces']} longer than "
+                      f"the {window}-token window)")
     if actions:
         assert action_stats is not None
         counts["scored_actions"] = write_action_scores(job_dir, settings.evaluator, traces, raw,
-                                                       action_stats)
-        progress.info(f"scored {counts['scored_actions']} actions")
+                                                       action_stats, lengths)
+        counts["truncated_actions"] = sum(lengths[a.id] > window for t in traces
+                                          for a in t.actions())
+        progress.info(f"scored {counts['scored_actions']} actions "
+                      f"({counts['truncated_actions']} read in a cut window)")
     if "pair_rewards" in settings.outputs:
         pairs, encoded = encoded_pairs(job_dir, contract.BENCHMARK_PAIRS, tokenizer, audience)
         counts["scored_pairs"] = write_pair_rewards(
@@ -118,9 +126,12 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
     with phase("inputs"):
         config = load_config(base)
         tokenizer = load_tokenizer(base, max_length=settings.max_length, config=config)
+        cut_train: list[int] = []  # pairs with a side longer than the window
+        cut_eval: list[int] = []
         train_pairs, train_encoded = encoded_pairs(job_dir, contract.TRAIN_PAIRS, tokenizer,
-                                                   audience)
-        eval_pairs, eval_encoded = encoded_pairs(job_dir, contract.EVAL_PAIRS, tokenizer, audience)
+                                                   audience, cut_train)
+        eval_pairs, eval_encoded = encoded_pairs(job_dir, contract.EVAL_PAIRS, tokenizer, audience,
+                                                 cut_eval)
         traces = (traces_to_score(job_dir) if {"scores", "action_scores"} & set(settings.outputs)
                   else [])
         window = record_window(job_dir, settings, tokenizer)
@@ -165,7 +176,7 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
             scale_encoded = [train_encoded[i] for i in sorted({*scale_pairs, *action_scale_pairs})]
             evaluated = PhaseProgress(progress.info, "evaluation",
                                       {"pairs": len(eval_encoded) + len(scale_encoded)},
-                                      work=sum(p.cost for p in (*eval_encoded, *scale_encoded)))
+                                      work=forward_tokens(model, (*eval_encoded, *scale_encoded)))
             eval_rewards = pair_rewards_from(model, eval_encoded, pad_id, known, evaluated)
             pair_rewards_from(model, scale_encoded, pad_id, known, evaluated)
             evaluated.emit()
@@ -181,7 +192,8 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
             train_pairs=train_pairs, eval_pairs=eval_pairs, eval_rewards=eval_rewards,
             excluded_cross_trace_pairs=settings.excluded_cross_trace_pairs,
             final_loss=result.final_loss, epochs=result.epochs, device=device, seconds=0.0,
-            max_length=window, chat_template=template_kind(template_of(tokenizer)))
+            max_length=window, chat_template=template_kind(template_of(tokenizer)),
+            truncated_pairs=len(cut_train) + len(cut_eval))
         if "checkpoint" in settings.outputs:
             writer.finish(evaluator=settings.evaluator, audience=audience, base_model=base,
                           metrics=metrics, reward_stats=stats, action_reward_stats=action_stats)
@@ -192,10 +204,11 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
     with phase("scoring"), scoring_precision(settings.score_dtype, device):
         # A model trained without action comparisons has no action credit: it scores whole traces
         # only.
-        write_scores(job_dir, settings, model, tokenizer, audience, traces, stats, action_stats,
-                     progress, actions_need_stats=False, known=known)
+        counts = write_scores(job_dir, settings, model, tokenizer, audience, traces, stats,
+                              action_stats, progress, actions_need_stats=False, known=known)
+    truncated = {k: v for k, v in counts.items() if k.startswith("truncated_")}
     # The loss curve the viewer draws: losses.json stays in scratch, the metrics are stored.
-    return {**metrics, "loss_curve": downsample(result.step_losses)}
+    return {**metrics, **truncated, "loss_curve": downsample(result.step_losses)}
 
 
 def score_job(job_dir: Path, settings: contract.JobSettings, progress: Progress, phase: Phase

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from stash_pipeline.core.pair_builders import pair_tools
 from stash_pipeline.core.pairs import Pair
+from stash_pipeline.core.release_gate import slice_keys
 from stash_pipeline.core.split import unavailable_reason
 from stash_pipeline.core.training_settings import MAX_LENGTH
 
@@ -25,13 +27,14 @@ def pairwise_accuracy(rewards: Sequence[tuple[float, float]]) -> float | None:
 def training_metrics(*, train_pairs: Sequence[Pair], eval_pairs: Sequence[Pair],
                      eval_rewards: Sequence[tuple[float, float]], excluded_cross_trace_pairs: int,
                      final_loss: float | None, epochs: int, device: str, seconds: float,
-                     max_length: int = MAX_LENGTH, chat_template: str | None = None
-                     ) -> dict[str, Any]:
+                     max_length: int = MAX_LENGTH, chat_template: str | None = None,
+                     truncated_pairs: int | None = None) -> dict[str, Any]:
     """metrics.json of a training job. ``eval_rewards`` are (r(chosen), r(rejected)) per eval pair.
 
     ``seconds`` is the worker's time including scoring and the checkpoint archive (and its upload
     when the worker does that itself). ``max_length`` is the window used (tokens kept from each
-    input's end), ``chat_template`` the rendering's kind (``render.template_kind``).
+    input's end), ``chat_template`` the rendering's kind (``render.template_kind``),
+    ``truncated_pairs`` the pairs (training and held out) with a side longer than the window.
     """
     if len(eval_rewards) != len(eval_pairs):
         raise ValueError(f"{len(eval_rewards)} eval rewards for {len(eval_pairs)} eval pairs")
@@ -61,4 +64,26 @@ def training_metrics(*, train_pairs: Sequence[Pair], eval_pairs: Sequence[Pair],
         "seconds": seconds,
         "max_length": max_length,
         "chat_template": chat_template,
+        # Pairs (num_pairs') with a side longer than max_length: it lost its beginning.
+        "truncated_pairs": truncated_pairs,
+        # Held-out pairs and how many were right, per tool, domain and agent slice (trust report).
+        "eval_slices": eval_slices(eval_pairs, eval_rewards),
     }
+
+
+def eval_slices(pairs: Sequence[Pair], rewards: Sequence[tuple[float, float]]
+                ) -> list[dict[str, Any]]:
+    """[{slice, value, pairs, correct}] of the held-out pairs per slice (``slice_keys``: each tool
+    their sides call, domain, agent), a tie counted wrong as in ``pairwise_accuracy``."""
+    counts: dict[tuple[str, str], list[int]] = {}
+    for pair, (chosen, rejected) in zip(pairs, rewards):
+        try:
+            tools = pair_tools(pair)
+        except KeyError:  # a side naming an action its trace lacks: its stored tool slice only
+            tools = ()
+        for key in slice_keys(pair.slices, tools):
+            tally = counts.setdefault(key, [0, 0])
+            tally[0] += 1
+            tally[1] += chosen > rejected
+    return [{"slice": kind, "value": value, "pairs": n, "correct": correct}
+            for (kind, value), (n, correct) in sorted(counts.items())]

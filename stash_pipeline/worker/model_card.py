@@ -104,6 +104,11 @@ calibrated = 1 / (1 + math.exp(-(raw - stats["mean"]) / (stats["std"] or 1.0)))
 print(raw, calibrated)
 ```
 
+An action's reward (an assistant message's text, or one of its tool calls) is read the same way
+from the conversation cut right after the action, rendered with `open_end=True` (a variable of the
+chat template: the last assistant turn is left open). Candidate replies to one conversation are
+ranked by the reward of the conversation each completes.
+
 `calibrated` places the raw reward among this model's own training rewards (mean
 {reward_stats.mean:.6g}, std {reward_stats.scale:.6g} in `reward_stats.json`): 0.5 at their mean.
 It is not a probability of being correct. {credit}

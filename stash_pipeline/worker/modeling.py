@@ -181,11 +181,26 @@ def tokenize(tokenizer: Any, texts: list[str]) -> list[list[int]]:
     reads, and one-pass action reads need a text's tokens to begin the longer text's. Other models
     (BERT) get their own ([CLS] ... [SEP]), kept by the truncation.
     """
-    encoded = tokenizer(
-        list(texts), add_special_tokens=getattr(tokenizer, "reward_add_special_tokens", False),
-        truncation=True, max_length=tokenizer.model_max_length,
-    )
-    return [list(ids) for ids in encoded["input_ids"]]
+    return tokenize_counted(tokenizer, texts)[0]
+
+
+def tokenize_counted(tokenizer: Any, texts: list[str]) -> tuple[list[list[int]], list[int]]:
+    """``tokenize``'s ids and each text's length before the cut: a text longer than the window
+    (``tokenizer.model_max_length``) lost its beginning. Without special tokens one untruncated
+    pass gives both (left truncation keeps the last tokens); with them (BERT), the truncated ids
+    come from the tokenizer, which keeps them."""
+    if not texts:
+        return [], []  # the tokenizer rejects an empty batch
+    special = getattr(tokenizer, "reward_add_special_tokens", False)
+    window = tokenizer.model_max_length
+    # verbose=False: the "longer than the maximum" warning is wrong here, we truncate ourselves.
+    full = [list(ids) for ids in tokenizer(list(texts), add_special_tokens=special,
+                                           truncation=False, verbose=False)["input_ids"]]
+    lengths = [len(ids) for ids in full]
+    if not special:
+        return [ids[-window:] if len(ids) > window else ids for ids in full], lengths
+    cut = tokenizer(list(texts), add_special_tokens=True, truncation=True, max_length=window)
+    return [list(ids) for ids in cut["input_ids"]], lengths
 
 
 # What a device needs for bf16, as the skip reasons and the fallback log line name it.

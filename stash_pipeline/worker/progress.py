@@ -124,9 +124,23 @@ class PhaseProgress:
         counts = ", ".join(f"{self.done[u]}/{n} {u}" for u, n in self.totals.items())
         rate_unit = list(self.totals)[-1] if self.totals else "items"
         rate = self.done.get(rate_unit, 0) / elapsed
-        left = elapsed * (self.work - self.worked) / self.worked if self.worked else float("nan")
-        when = f"about {left:.0f} s left" if left == left else "time left unknown"
+        left = self.seconds_left(elapsed)
+        when = "time left unknown" if left is None else f"about {left:.0f} s left"
         return f"{self.phase}: {counts}, {rate:.1f} {rate_unit}/s, {when}"
+
+    def seconds_left(self, elapsed: float) -> float | None:
+        """The time left at the rate so far, never below zero: by tokens while the work done is
+        under the estimate, else (the estimate was short: e.g. rows that could not share a
+        prompt) by the share of units done; None before anything is done."""
+        if self.worked and self.worked < self.work:
+            return elapsed * (self.work - self.worked) / self.worked
+        shares = [self.done[u] / n for u, n in self.totals.items() if n > 0]
+        done = min(shares) if shares else None
+        if not self.worked and not done:
+            return None
+        if done is None or done >= 1:
+            return 0.0
+        return elapsed * (1 - done) / done if done else None
 
     def emit(self) -> None:
         self.report(self.line())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -20,7 +21,12 @@ from stash_pipeline.core.errors import NotFoundError
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.worker.batching import Row, read_rows
 from stash_pipeline.worker.checkpoint import ACTION_REWARD_STATS_FILE, open_checkpoint
-from stash_pipeline.worker.modeling import pick_device, scoring_precision, tokenize
+from stash_pipeline.worker.modeling import (
+    pick_device,
+    scoring_precision,
+    tokenize,
+    tokenize_counted,
+)
 from stash_pipeline.worker.progress import PhaseProgress
 from stash_pipeline.worker.readout import pools_last_token
 from stash_pipeline.worker.render import Audience, action_end_offsets, render_trace
@@ -41,15 +47,18 @@ def score_texts(model: Any, tokenizer: Any, texts: Sequence[str], *,
 
 
 def plan_action_rows(tokenizer: Any, trace: Trace, audience: Audience, *,
-                     one_pass: bool = True) -> tuple[list[Row], list[Row]]:
+                     one_pass: bool = True, lengths: dict[str, int] | None = None,
+                     ) -> tuple[list[Row], list[Row]]:
     """The forwards that score a trace's actions: (the one-pass row, if any; the window rows).
 
     Read keys are action ids. An action is read in the one-pass row only when the read is exact:
     its own rendering is at most ``tokenizer.model_max_length`` tokens (so nothing of it is cut),
     and tokenising that rendering alone gives the same tokens as the start of the whole trace's
     tokens (byte-pair merges across the cut could differ). Otherwise it gets a window: its own
-    tokens, cut from the left to the training window, read at the end.
+    tokens, cut from the left to the training window, read at the end. ``lengths`` gains each
+    action's own rendering's length before that cut.
     """
+    lengths = {} if lengths is None else lengths
     max_length = tokenizer.model_max_length
     full, ends = action_end_offsets(tokenizer, trace, audience)
     action_ids = list(ends)
@@ -58,7 +67,8 @@ def plan_action_rows(tokenizer: Any, trace: Trace, audience: Audience, *,
     if not one_pass:
         # A model read at row ends only (BERT): each action's own rendering, tokenised as
         # training tokenises a text (its special tokens, left truncation), one window each.
-        own = tokenize(tokenizer, [full[: ends[a]] for a in action_ids])
+        own, counts = tokenize_counted(tokenizer, [full[: ends[a]] for a in action_ids])
+        lengths.update(zip(action_ids, counts))
         return [], [Row(tuple(ids), ((len(ids) - 1, a),)) for a, ids in zip(action_ids, own)]
     full_ids, counts = _tokens_up_to(tokenizer, full, [ends[a] for a in action_ids])
     unsure = [i for i, count in enumerate(counts) if count is None]
@@ -68,6 +78,7 @@ def plan_action_rows(tokenizer: Any, trace: Trace, audience: Audience, *,
     head_reads: list[tuple[int, Hashable]] = []
     windows: list[Row] = []
     for action_id, ids in zip(action_ids, prefix_ids):
+        lengths[action_id] = len(ids)
         if not ids:
             raise ValueError(f"trace {trace.id}: action {action_id} renders to no tokens")
         if len(ids) <= max_length and full_ids[: len(ids)] == ids:
@@ -108,43 +119,18 @@ def score_traces_and_actions(model: Any, tokenizer: Any, traces: Sequence[Trace]
                              audience: Audience, *, whole: bool = True, actions: bool = True,
                              known: Mapping[tuple[int, ...], float] | None = None,
                              progress: PhaseProgress | None = None,
-                             batch_tokens: int | None = None
+                             batch_tokens: int | None = None,
+                             lengths: dict[str, int] | None = None,
                              ) -> tuple[dict[str, float], dict[str, float]]:
     """({trace id: whole-trace raw reward}, {action id: raw reward}), with no more forwards than
-    needed, all batched together by length:
-
-    - a whole trace whose tokens are in ``known`` (rewards already read under these weights, e.g.
-      the training job's evaluation of whole-trace pair sides) is not forwarded again;
-    - a whole trace that fits the window is read at its last token inside the one-pass row that
-      reads its actions (the causal model never looks ahead: the action reads do not change).
+    needed, all batched together by length (``plan_trace_rows`` says which).
 
     Every number equals scoring the trace's, or the action's, own rendering alone (see
     ``plan_action_rows``). ``progress`` counts traces and actions as forwards finish.
+    ``lengths`` gains each trace's (by id) and action's rendering length before the window cut.
     """
-    known = known or {}
-    whole_rewards: dict[str, float] = {}
-    rows: list[Row] = []
-    one_pass = pools_last_token(model)
-    texts = [render_trace(tokenizer, t, audience) for t in traces] if whole else []
-    whole_ids = tokenize(tokenizer, texts) if texts else [[] for _ in traces]
-    action_count = 0
-    for trace, ids in zip(traces, whole_ids):
-        heads, windows = (plan_action_rows(tokenizer, trace, audience, one_pass=one_pass)
-                          if actions else ([], []))
-        action_count += sum(len(row.reads) for row in (*heads, *windows))
-        if whole:
-            if not ids:
-                raise ValueError(f"trace {trace.id} has no tokens: there is nothing to score")
-            read = (len(ids) - 1, (TRACE, trace.id))
-            if tuple(ids) in known:
-                whole_rewards[trace.id] = known[tuple(ids)]
-            elif (heads and len(ids) < tokenizer.model_max_length
-                  and tuple(ids[: len(heads[0].ids)]) == heads[0].ids):
-                heads = [Row(tuple(ids), (*heads[0].reads, read))]
-            else:
-                rows.append(Row(tuple(ids), (read,)))
-        rows.extend(heads)
-        rows.extend(windows)
+    plan = plan_trace_rows(tokenizer, traces, audience, whole=whole, actions=actions,
+                           one_pass=pools_last_token(model), known=known, lengths=lengths)
 
     def counted(keys: Sequence[Hashable], tokens: int) -> None:
         if progress is not None:
@@ -152,15 +138,73 @@ def score_traces_and_actions(model: Any, tokenizer: Any, traces: Sequence[Trace]
             progress.add(tokens, traces=traces_read, actions=len(keys) - traces_read)
 
     if progress is not None:
-        progress.totals.update(traces=len(traces) if whole else 0, actions=action_count)
-        progress.done.update(traces=len(whole_rewards), actions=0)
-        progress.work = max(sum(len(row.ids) for row in rows), 1)
-    rewards = read_rows(model, rows, pad_id=tokenizer.pad_token_id, batch_tokens=batch_tokens,
-                        on_batch=counted)
-    for key, value in rewards.items():
-        if isinstance(key, tuple):
-            whole_rewards[key[1]] = value
-    return whole_rewards, {str(k): v for k, v in rewards.items() if not isinstance(k, tuple)}
+        progress.totals.update(traces=len(traces) if whole else 0, actions=plan.action_count)
+        progress.done.update(traces=len(plan.known_whole), actions=0)
+        progress.work = max(sum(len(row.ids) for row in plan.rows), 1)
+    rewards = read_rows(model, plan.rows, pad_id=tokenizer.pad_token_id,
+                        batch_tokens=batch_tokens, on_batch=counted)
+    return plan.rewards(rewards)
+
+
+@dataclass(frozen=True)
+class TracePlan:
+    """The forwards that score some traces and their actions (``plan_trace_rows``): ``rows``
+    to run (read keys: ``(TRACE, trace id)`` for a whole trace, action ids for actions), the
+    whole-trace rewards already ``known``, and how many action reads the rows hold."""
+
+    rows: list[Row]
+    known_whole: dict[str, float]
+    action_count: int
+
+    def rewards(self, read: Mapping[Hashable, float]) -> tuple[dict[str, float], dict[str, float]]:
+        """({trace id: whole-trace raw reward}, {action id: raw reward}) from the rows' reads."""
+        whole = dict(self.known_whole)
+        whole.update((key[1], value) for key, value in read.items() if isinstance(key, tuple))
+        return whole, {str(k): v for k, v in read.items() if not isinstance(k, tuple)}
+
+
+def plan_trace_rows(tokenizer: Any, traces: Sequence[Trace], audience: Audience, *,
+                    whole: bool = True, actions: bool = True, one_pass: bool = True,
+                    known: Mapping[tuple[int, ...], float] | None = None,
+                    lengths: dict[str, int] | None = None) -> TracePlan:
+    """The rows that score ``traces`` (whole, their actions, or both) with no more forwards
+    than needed (``one_pass``: the model is read at inner tokens, ``pools_last_token``):
+
+    - a whole trace whose tokens are in ``known`` (rewards already read under these weights, e.g.
+      the training job's evaluation of whole-trace pair sides) is not forwarded again;
+    - a whole trace that fits the window is read at its last token inside the one-pass row that
+      reads its actions (the causal model never looks ahead: the action reads do not change).
+
+    ``lengths`` gains each trace's (by id) and action's rendering length before the window cut.
+    """
+    lengths = {} if lengths is None else lengths
+    known = known or {}
+    known_whole: dict[str, float] = {}
+    rows: list[Row] = []
+    texts = [render_trace(tokenizer, t, audience) for t in traces] if whole else []
+    whole_ids, whole_lengths = tokenize_counted(tokenizer, texts)
+    lengths.update((t.id, n) for t, n in zip(traces, whole_lengths))
+    whole_ids = whole_ids or [[] for _ in traces]
+    action_count = 0
+    for trace, ids in zip(traces, whole_ids):
+        heads, windows = (plan_action_rows(tokenizer, trace, audience, one_pass=one_pass,
+                                           lengths=lengths)
+                          if actions else ([], []))
+        action_count += sum(len(row.reads) for row in (*heads, *windows))
+        if whole:
+            if not ids:
+                raise ValueError(f"trace {trace.id} has no tokens: there is nothing to score")
+            read = (len(ids) - 1, (TRACE, trace.id))
+            if tuple(ids) in known:
+                known_whole[trace.id] = known[tuple(ids)]
+            elif (heads and len(ids) < tokenizer.model_max_length
+                  and tuple(ids[: len(heads[0].ids)]) == heads[0].ids):
+                heads = [Row(tuple(ids), (*heads[0].reads, read))]
+            else:
+                rows.append(Row(tuple(ids), (read,)))
+        rows.extend(heads)
+        rows.extend(windows)
+    return TracePlan(rows, known_whole, action_count)
 
 
 def _tokens_up_to(tokenizer: Any, text: str, cuts: list[int]) -> tuple[list[int], list[int | None]]:

@@ -10,6 +10,7 @@ import sys
 import tarfile
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +51,21 @@ class Api:
         account, key = accounts.create(self.store, name,
                                        reward_models_enabled=not before_rollout)
         return account.id, self.client(key)
+
+
+@contextmanager
+def module_store(request, folder: Path) -> Iterator[Store]:
+    """A module's store for ``request.param``: SQLite in a file of its own under ``folder``
+    (disposed afterwards), or the session's PostgreSQL database."""
+    if request.param != "sqlite":
+        yield request.getfixturevalue("postgres_store")
+        return
+    store = Store(f"sqlite:///{folder / 'stash.db'}")
+    store.migrate()
+    try:
+        yield store
+    finally:
+        store.dispose()
 
 
 def serve(app, sock: socket.socket,

@@ -16,7 +16,7 @@ from stash_pipeline.api import create_app
 from stash_pipeline.objects import LocalObjectStore, UrlSigner
 from stash_pipeline.store import Store, schema
 
-from api_helpers import SETTINGS, Api, loopback_socket, serve
+from api_helpers import SETTINGS, Api, loopback_socket, module_store, serve
 
 
 @pytest.fixture(scope="module",
@@ -25,21 +25,12 @@ def served(request: pytest.FixtureRequest,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     """The module's server, on SQLite (a file of its own) or the session's PostgreSQL database."""
     folder = tmp_path_factory.mktemp("api")
-    if request.param == "sqlite":
-        store = Store(f"sqlite:///{folder / 'stash.db'}")
-        store.migrate()
-    else:
-        store = request.getfixturevalue("postgres_store")
-    sock = loopback_socket()
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    objects = LocalObjectStore(folder / "objects", api_url=url, signer=UrlSigner(b"k" * 32))
-    api = Api(url, store, objects)
-    try:
+    with module_store(request, folder) as store:
+        sock = loopback_socket()
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        objects = LocalObjectStore(folder / "objects", api_url=url, signer=UrlSigner(b"k" * 32))
         for _ in serve(create_app(store, objects, SETTINGS), sock):
-            yield api
-    finally:
-        if request.param == "sqlite":
-            store.dispose()
+            yield Api(url, store, objects)
 
 
 @pytest.fixture

@@ -23,6 +23,9 @@ def victim(api: Api, tmp_path) -> dict:
     succeed(api.store, api.objects, model["id"], tmp_path)
     api.store.save_scores([TraceScore("secret-trace", 1, model["id"], 9.0)])
     api.store.save_release(Release("v1", "file:///x", {}, {}))
+    client.post("/api/v1/traces/secret-trace/outcomes", json={"reward": 1})
+    for evaluator in (model["id"], "v1"):  # trust reports: rows of the trust_figures view
+        api.store.trust_report(owner, evaluator)
     saved = client.post("/api/v1/saved-filters", json={"name": "secret search",
                                                          "match": {"q": "secret"}}).json()
     return {"owner": owner, "client": client, "model": model["id"], "saved": saved["id"]}
@@ -45,6 +48,7 @@ def test_every_route_answers_404_for_another_accounts_ids(api: Api, victim: dict
         ("POST", f"/api/v1/traces/{trace}/comments", {"text": "x"}),
         ("GET", f"{RM}/{model}", None),
         ("GET", f"{RM}/{model}/weights", None),
+        ("GET", f"{RM}/{model}/trust", None),
         ("POST", f"{RM}/{model}/score", None),
         ("GET", f"/api/v1/traces?model_id={model}", None),
         ("GET", f"/api/v1/review/next?model_id={model}", None),
@@ -77,7 +81,8 @@ def test_every_route_answers_404_for_another_accounts_ids(api: Api, victim: dict
     assert [i["id"] for i in mallory.get("/api/v1/review/queue").json()["items"]] == [
         "mallory-trace"]
     unchanged = victim["client"].get(f"/api/v1/traces/{trace}").json()
-    assert (unchanged["contribute"], unchanged["feedback"]) == (False, [])
+    assert unchanged["contribute"] is False
+    assert [item["type"] for item in unchanged["feedback"]] == ["VerifiedOutcome"]  # its own
     assert victim["client"].get("/api/v1/review/queue").json()["items"][0]["assignee"] is None
     assert api.store.get_reward_model(model).score_generation == 0
 
@@ -146,7 +151,11 @@ def test_the_victims_own_query_sees_only_its_rows(victim: dict, mallory: httpx.C
         assert rows == [[expected]]
     models = mallory.post("/api/v1/sql", json={"sql": "SELECT * FROM reward_models"}).json()
     scores = mallory.post("/api/v1/sql", json={"sql": "SELECT * FROM scores"}).json()
-    assert models["rows"] == [] and scores["rows"] == []
+    trust = mallory.post("/api/v1/sql", json={"sql": "SELECT * FROM trust_figures"}).json()
+    assert models["rows"] == [] and scores["rows"] == [] and trust["rows"] == []
+    own = victim["client"].post("/api/v1/sql", json={"sql": "SELECT DISTINCT evaluator FROM "
+                                                            "trust_figures"}).json()
+    assert own["rows"] == [[victim["model"]]]  # its outcome AUC per slice: one trace, no failure
 
 
 @pytest.mark.postgres

@@ -37,6 +37,24 @@ def test_import_takes_jsonl_an_array_or_one_object(ana) -> None:
     assert {t["id"]: t["contribute"] for t in listed["traces"]}["e"] is True
 
 
+def test_an_outcome_field_that_matched_nothing_is_a_warning(ana) -> None:
+    _, client = ana
+    body = [{**trace_object(t), "metadata": {"task_id": "t1", "result": {"reward": 1.0}}}
+            for t in ("a", "b")]
+    wrong = client.post(f"{TRACES}?outcome_field=reward", json=body).json()
+    assert (wrong["outcomes"], wrong["outcome_field"], wrong["outcome_field_matched"]) == \
+        (0, "metadata.reward", 0)
+    assert wrong["warnings"] == [
+        "the outcome field metadata.reward matched nothing: none of the 2 traces has a value "
+        "there, so no verified outcome was read from it; the traces' metadata has result, "
+        "task_id"]
+    right = client.post(f"{TRACES}?outcome_field=metadata.result.reward", json=body).json()
+    assert (right["outcomes"], right["outcome_field_matched"], right["warnings"]) == (2, 2, [])
+    quiet = client.post(TRACES, json=body).json()  # the default path, not asked for: no warning
+    assert quiet["warnings"] == [] and "outcome_field" not in quiet
+    assert client.post(f"{TRACES}?outcome_field=", json=body).json()["warnings"] == []
+
+
 def test_bad_input_is_422_naming_record_and_field_and_stores_nothing(ana) -> None:
     _, client = ana
     bad = trace_object("y")

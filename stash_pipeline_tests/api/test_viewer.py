@@ -8,9 +8,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from stash_pipeline.core.trust import HANDFUL_NOTE
 from stash_pipeline.services import accounts
 
 from api_helpers import Api
+from trust_helpers import RELEASE as TRUST_RELEASE, trust_world
 from viewer_helpers import RELEASE, TRACES, World, report_progress, running_model, scored_world
 
 
@@ -225,3 +227,33 @@ def test_a_running_models_progress_is_json_for_its_owner_only(api: Api, world: W
     assert 'id="live"' not in client.get(f"/ui/reward-models/{model_id}").text
     queued = client.get(f"/ui/reward-models/{world.model_id}/progress").json()
     assert queued["live"] is False and queued["status"] == "succeeded"
+
+
+def test_trust_pages_show_the_report_with_its_charts_and_the_seeds_sentences(
+        api: Api, tmp_path: Path) -> None:
+    world = trust_world(api, tmp_path)
+    client = login(api, world.key)
+    model = client.get(f"/ui/reward-models/{world.model_id}").text
+    assert error_of(model, "eval-accuracy").startswith(
+        "1.0000 on 3 held-out pairs (95% interval 0.44")
+    assert HANDFUL_NOTE in model and f'href="/ui/reward-models/{world.model_id}/trust"' in model
+    assert "(a handful: too noisy to establish quality)" in client.get("/ui/reward-models").text
+    page = client.get(f"/ui/reward-models/{world.model_id}/trust")
+    assert page.status_code == 200
+    assert error_of(page.text, "held-out-handful") == HANDFUL_NOTE
+    assert error_of(page.text, "not-a-probability").startswith(
+        "The calibrated score is not a probability of correctness")
+    for metric in ("heldout_accuracy", "outcome_auc_trace_score",
+                   "outcome_auc_mean_action_credit", "spearman_trace_rating",
+                   "success_rate_by_calibrated_score"):
+        assert f'id="chart-{metric}"><svg class="plot"' in page.text, metric
+    assert 'id="figures-truncated_traces"' in page.text
+    release = client.get("/ui/releases/current/trust").text
+    assert f"How far to trust release {TRUST_RELEASE}" in release
+    assert f'href="/ui/releases/{TRUST_RELEASE}/trust"' in client.get("/ui/releases").text
+    # Another account's model, and a release that does not exist, are 404 pages.
+    _, other = accounts.create(api.store, "mallory")
+    mallory = login(api, other)
+    assert mallory.get(f"/ui/reward-models/{world.model_id}/trust").status_code == 404
+    assert mallory.get("/ui/releases/nope/trust").status_code == 404
+    assert api.client().get("/ui/releases/current/trust").status_code == 303  # log in first

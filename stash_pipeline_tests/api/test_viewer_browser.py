@@ -15,8 +15,10 @@ import httpx
 import pytest
 
 from stash_pipeline.api.ui import pages
+from stash_pipeline.core.trust import HANDFUL_NOTE
 
 from api_helpers import Api
+from trust_helpers import RELEASE as TRUST_RELEASE, trust_world
 from viewer_helpers import RELEASE, World, report_progress, running_model, scored_world
 from waiting import REQUEST_S, bound
 
@@ -185,6 +187,59 @@ def test_a_running_models_page_shows_its_progress_live_then_its_end(
     assert "WorkerStopped" in browser.find_element(By.ID, "failure-reason").text
     # Absent, asked without the implicit wait (find_elements would wait its 10 s for it).
     assert browser.execute_script("return document.getElementById('live') === null")
+
+
+def test_the_trust_reports_charts_render_from_the_model_page_and_the_releases_page(
+        browser, api: Api, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """From the model page to its trust report: the seed's sentence instead of a bare 1.0, every
+    chart drawn with a dot and an interval per row (and a tooltip with the numbers), the
+    reliability curve with the sentence that the calibrated score is no probability; then the
+    release's report from the releases page."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    kind = request.node.callspec.params["served"]
+    world = trust_world(api, tmp_path)
+    log_in(browser, api, world.key)
+    browser.get(f"{api.url}/ui/reward-models/{world.model_id}")
+    assert browser.find_element(By.ID, "eval-handful").text.endswith(HANDFUL_NOTE)
+    assert "on 3 held-out pairs (95% interval 0.44" in \
+        browser.find_element(By.ID, "eval-accuracy").text
+    shoot(browser, "model-handful", kind)
+    browser.find_element(By.ID, "trust-link").click()
+    WebDriverWait(browser, bound(REQUEST_S)).until(ec.url_contains("/trust"))
+    assert browser.find_element(By.ID, "trust-title").text == "How far to trust refunds"
+    assert browser.find_element(By.ID, "held-out-handful").text == HANDFUL_NOTE
+    for metric, rows in (("heldout_accuracy", 3), ("outcome_auc_trace_score", None),
+                         ("outcome_auc_mean_action_credit", None),
+                         ("spearman_trace_rating", None)):
+        chart = browser.find_element(By.CSS_SELECTOR, f"#chart-{metric} svg")
+        assert chart.is_displayed() and chart.size["width"] > 400 and chart.size["height"] > 80
+        drawn = chart.find_elements(By.CSS_SELECTOR, "g.plot-interval")
+        assert drawn and (rows is None or len(drawn) == rows), metric
+        dot = drawn[0].find_element(By.TAG_NAME, "circle")
+        assert dot.is_displayed() and dot.size["width"] > 0
+        tip = drawn[0].find_element(By.TAG_NAME, "title").get_attribute("textContent")
+        assert tip.startswith("all: ") and "(95% " in tip and ", n " in tip
+    curve = browser.find_element(By.CSS_SELECTOR, "#chart-success_rate_by_calibrated_score svg")
+    assert curve.is_displayed() and curve.find_elements(By.CSS_SELECTOR, "g.plot-bin")
+    assert browser.find_element(By.ID, "not-a-probability").text.startswith(
+        "The calibrated score is not a probability of correctness")
+    assert browser.find_element(By.CSS_SELECTOR, "#figures-outcome_auc_trace_score tbody tr")
+    shoot(browser, "trust-model", kind)
+
+    browser.get(f"{api.url}/ui/releases")
+    browser.find_element(By.CSS_SELECTOR, "a.trust-link").click()
+    WebDriverWait(browser, bound(REQUEST_S)).until(ec.url_contains("/trust"))
+    assert browser.find_element(By.ID, "trust-title").text == \
+        f"How far to trust release {TRUST_RELEASE}"
+    for metric in ("outcome_auc_mean_action_credit", "spearman_trace_rating_mean_credit"):
+        chart = browser.find_element(By.CSS_SELECTOR, f"#chart-{metric} svg")
+        assert chart.is_displayed() and chart.find_elements(By.CSS_SELECTOR, "g.plot-interval")
+    # 40 benchmark pairs: no handful sentence (asked without the implicit 10 s wait).
+    assert browser.execute_script("return document.getElementById('held-out-handful') === null")
+    shoot(browser, "trust-release", kind)
 
 
 def test_another_accounts_trace_and_model_are_404_pages(browser, api: Api, tmp_path: Path,

@@ -146,9 +146,19 @@ def test_outcome_field_names_another_path_or_none(cli_store, capsys, tmp_path):
     path.write_text(json.dumps({"id": "t1", "metadata": {"eval": {"passed": True}},
                                 "messages": [{"role": "user", "content": "hi"},
                                              {"role": "assistant", "content": "hello"}]}) + "\n")
-    assert run_json(capsys, "import", str(path))["outcomes"] == 0
-    assert run_json(capsys, "import", str(path), "--outcome-field",
-                    "metadata.eval.passed")["outcomes"] == 1
+    quiet = run_json(capsys, "import", str(path))  # the default path: no word when it finds none
+    assert quiet["outcomes"] == 0 and quiet["warnings"] == [] and "outcome_field" not in quiet
+    # A path given that matches no trace says so, and which metadata keys the traces have.
+    assert main(["import", str(path), "--outcome-field", "eval.reward", "--json"]) == 0
+    out, err = capsys.readouterr()
+    wrong = json.loads(out.strip().splitlines()[-1])
+    assert (wrong["outcomes"], wrong["outcome_field_matched"]) == (0, 0)
+    assert wrong["warnings"] == [
+        "the outcome field metadata.eval.reward matched nothing: none of the 1 traces has a value "
+        "there, so no verified outcome was read from it; the traces' metadata has eval"]
+    assert f"warning: {wrong['warnings'][0]}" in err
+    right = run_json(capsys, "import", str(path), "--outcome-field", "metadata.eval.passed")
+    assert (right["outcomes"], right["outcome_field_matched"], right["warnings"]) == (1, 1, [])
     (outcome,) = table_rows(cli_store, schema.verified_outcomes)
     assert (outcome["trace_id"], outcome["reward"]) == ("t1", 1.0)
     bad = tmp_path / "bad.jsonl"

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from stash_pipeline.core.estimates import wilson_interval
 from stash_pipeline.core.release_gate import (
     BenchmarkOutcome,
     min_slice_pairs,
     release_gate,
-    wilson_interval,
+    slice_keys,
 )
 
 
@@ -44,6 +45,13 @@ def test_the_wilson_interval_matches_its_formula_and_narrows_with_size():
     assert min_slice_pairs() == 16
     low, high = wilson_interval(8, 16)
     assert high - 0.5 <= 0.25 + 1e-9
+
+
+def test_a_comparison_belongs_to_each_tool_its_sides_call_and_to_its_domain_and_agent():
+    slices = {"tool": None, "domain": "airline", "agent": "support"}
+    assert slice_keys(slices, ("book", "cancel")) == [
+        ("tool", "book"), ("tool", "cancel"), ("domain", "airline"), ("agent", "support")]
+    assert slice_keys({"tool": "book", "domain": None, "agent": None}) == [("tool", "book")]
 
 
 def test_a_first_release_needs_reviewed_data_a_benchmark_and_accuracy_above_chance():

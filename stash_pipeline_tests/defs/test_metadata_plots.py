@@ -7,6 +7,13 @@ import re
 import xml.etree.ElementTree as ElementTree
 
 from stash_pipeline.core import plots
+from stash_pipeline.core.trust import (
+    HANDFUL_NOTE,
+    TraceFacts,
+    TrustFacts,
+    held_out_report,
+    trust_report,
+)
 from stash_pipeline.defs import metadata
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -54,3 +61,23 @@ def test_labels_are_escaped_and_nothing_is_drawn_from_nothing():
     ElementTree.fromstring(svg)
     assert plots.line_plot([float("nan")], title="t", x_label="x") is None
     assert plots.histogram([], title="t", x_label="x") is None
+
+
+def test_a_trust_report_shows_its_sentences_figures_and_charts():
+    report = held_out_report("m1", "personal", {"eval_pairs": 3, "eval_accuracy": 1.0,
+                                                 "max_length": 512, "num_pairs": 9,
+                                                 "truncated_pairs": 2})
+    shown = metadata.trust(report)
+    assert HANDFUL_NOTE in shown["trust"].value and "Wilson" in shown["trust"].value
+    assert "2 of 9 training and held-out pairs had a side longer" in shown["trust"].value
+    assert shown["trust_figures"].value.splitlines()[2].startswith("| heldout_accuracy | all |")
+    assert shown["heldout_accuracy"] == 1.0 and shown["heldout_accuracy_n"] == 3
+    chart = svg_of(shown["trust_chart_heldout_accuracy"].value)
+    [interval] = chart.findall(f"{SVG}g[@class='plot-interval']")
+    assert "all: 1.000 (95% 0.439 to 1.000), n 3" == interval.find(f"{SVG}title").text
+    # A model with verified outcomes gets its reliability curve, one point per filled bin.
+    facts = TrustFacts("m1", "personal", [TraceFacts(f"t{i}", succeeded=i % 2 == 0, score=0.0,
+                                                     calibrated=i / 10) for i in range(10)])
+    curve = svg_of(metadata.trust(trust_report(facts))[
+        "trust_chart_success_rate_by_calibrated_score"].value)
+    assert len(curve.findall(f"{SVG}g[@class='plot-bin']")) == 10

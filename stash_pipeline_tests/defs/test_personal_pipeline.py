@@ -55,7 +55,8 @@ def test_a_queued_model_trains_scores_every_owned_trace_and_succeeds(store, inst
     # and the loss curve the viewer draws.
     assert set(model.metrics) == METRIC_FIELDS | {
         "attempt", "phases", "num_pairs", "eval_unavailable_reason", "max_length",
-        "chat_template", "loss_curve"}
+        "chat_template", "loss_curve", "truncated_pairs", "eval_slices", "truncated_traces",
+        "truncated_actions"}
     assert set(model.metrics["phases"]) <= set(PHASES)
     assert model.metrics["device"] == "cpu" and model.metrics["epochs"] == 1
     # Only the request's traces supply pairs; every trace of the owner is scored.
@@ -82,9 +83,16 @@ def test_a_queued_model_trains_scores_every_owned_trace_and_succeeds(store, inst
     checkpoint = instance.fetch_materializations(dg.AssetKey("personal_checkpoint"), limit=1)
     metadata = checkpoint.records[0].asset_materialization.metadata
     assert {"checkpoint_uri", "metrics", "loss_curve", "final_loss"} <= set(metadata)
+    # How far to trust it: the checkpoint's held-out part, then its report on the owner's traces.
+    assert {"trust", "trust_figures"} <= set(metadata)
     scores = instance.fetch_materializations(dg.AssetKey("personal_scores"), limit=1)
-    assert {"score_histogram", "top_traces", "bottom_traces"} <= set(
-        scores.records[0].asset_materialization.metadata)
+    shown = scores.records[0].asset_materialization.metadata
+    assert {"score_histogram", "top_traces", "bottom_traces", "trust", "trust_figures"} <= set(
+        shown)
+    assert f"How far to trust {model_id}" in shown["trust"].value
+    saved = store.trust_report("ana", model_id)  # the report the step saved, unchanged since
+    assert saved["traces"]["trained_on_left_out"] > 0
+    assert len(shown["trust_figures"].value.splitlines()) == 2 + len(saved["figures"])
     # Nothing is left queued: another tick asks for nothing.
     assert run_sensor_requests(instance, defs, "queued_reward_models") == []
 

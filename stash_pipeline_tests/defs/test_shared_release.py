@@ -225,5 +225,11 @@ def test_the_chain_shows_in_the_ui_with_its_reports(scenario):
     assert "| slice | value | pairs |" in benchmark["slices"].value
     pairs = records["shared_training_pairs"][0].asset_materialization.metadata
     assert pairs["traces_in_both"].value == 0
+    # How far to trust the release before it scores anything: its benchmark, with intervals.
+    released = records["shared_evaluator_release"][0].asset_materialization.metadata
+    assert {"trust", "trust_figures", "heldout_accuracy", "heldout_accuracy_n"} <= set(released)
+    assert released["heldout_accuracy"].value == \
+        benchmark["candidate_accuracy"].value
+    assert "separate benchmark" in released["trust"].value
     assert records["shared_action_scores"]
 

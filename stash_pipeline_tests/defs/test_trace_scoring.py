@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import dagster as dg
 import pytest
+import sqlalchemy as sa
 
 from stash_pipeline.core.errors import InputError, NotFoundError
 from stash_pipeline.core.traces import Message
@@ -119,6 +120,13 @@ def test_score_again_for_chosen_traces_with_the_release_or_a_model(db, instance,
         assert (score.evaluator, score.raw) == ("r1", pytest.approx(raw, abs=1e-5))
         assert store.action_scores_for(trace_id) == []
     assert store.scores_for(t3) == []
+    # Score again asked by ana: the release's trust report on her traces, saved and shown.
+    [scored] = instance.fetch_materializations(dg.AssetKey("trace_scores"), limit=1).records
+    shown = scored.asset_materialization.metadata
+    assert "How far to trust r1" in shown["trust"].value
+    with store.reading() as c:
+        owners = c.execute(sa.select(schema.trust_reports.c.owner)).scalars().all()
+    assert owners == ["ana"]
     run_requests(scoring_requests.request(store, "ana", [t1], actions=True))
     assert len(store.action_scores_for(t1, "r1")) == len(records[0].trace.actions())
     assert store.scored_version(t1, "r1") == 1

@@ -9,8 +9,11 @@ from stash_pipeline.core.feedback import (
     VerifiedOutcome,
     feedback_id,
 )
+from stash_pipeline.core.pair_builders import build_feedback_pairs
 from stash_pipeline.core.records import ImportedTrace
+from stash_pipeline.core.requests import parse_reward_model_request
 from stash_pipeline.core.traces import Message, ToolCall, Trace
+from stash_pipeline.store import ActionScore, TraceScore
 
 
 def make_trace(trace_id: str, *, owner: str = "local", turns: int = 2, text: str = "",
@@ -68,3 +71,48 @@ def preview_report(store, monkeypatch, capsys, *trace_ids: str) -> dict:
     capsys.readouterr()
     assert main(["pairs", "preview", *selection, "--json"]) == 0
     return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+# The trust report's sample (test_store_trust, the CLI's rm trust) -------------------------------
+
+TRACES = ("a", "b", "c", "d", "e", "f")
+SUCCEEDED = {"a": True, "b": True, "c": True, "d": False, "e": False}  # f has no outcome
+RAW = {"a": 3.0, "b": 2.0, "c": -1.0, "d": 0.0, "e": -2.0, "f": 9.0}
+
+
+def outcome(trace_id: str) -> VerifiedOutcome:
+    return VerifiedOutcome(feedback_id("outcome", trace_id), trace_id,
+                           1.0 if SUCCEEDED[trace_id] else 0.0, source="tau2")
+
+
+def trust_sample(store) -> str:
+    """ana's six traces with outcomes and ratings, bob's one, and ana's model trained on a and
+    b (a trace-rating pair of a over b), which scored all of ana's traces."""
+    store.import_traces([make_record(make_trace(t, owner="ana", text=t),
+                                     feedback=[outcome(t)] if t in SUCCEEDED else [])
+                         for t in TRACES])
+    store.import_traces([make_record(make_trace("bob-1", owner="bob"),
+                                     feedback=[VerifiedOutcome("o-bob", "bob-1", 1.0)])])
+    traces = {t.id: t for t in store.get_traces(list(TRACES))}
+    first_call = next(x for x in traces["c"].actions() if x.is_tool_call)
+    ratings = [Rating("r-a", "a", 2.0), Rating("r-b", "b", 1.0),
+               *[Rating(f"r-{t}", t, value) for t, value in (("c", 1.0), ("d", 3.0),
+                                                             ("e", 2.0))],
+               Rating("r-step", "c", 1.0, action_id=first_call.id)]
+    store.add_feedback(ratings, owner="ana")
+    model = store.create_reward_model("ana", parse_reward_model_request(
+        {"name": "m", "trace_ids": ["a", "b"]}))
+    pairs = build_feedback_pairs([traces["a"], traces["b"]], ratings[:2])
+    store.save_pairs(pairs, reward_model_id=model.id)
+    store.save_split({p.id: "train" for p in pairs}, reward_model_id=model.id)
+    store.mark_running(model.id)
+    store.mark_succeeded(
+        model.id, checkpoint_uri="file:///x", scored={t: 1 for t in TRACES},
+        metrics={"eval_pairs": 3, "eval_accuracy": 1.0, "max_length": 1024, "num_pairs": 5,
+                 "truncated_pairs": 1},
+        scores=[TraceScore(t, 1, model.id, RAW[t], 0.5, input_tokens=300 * (i + 1))
+                for i, t in enumerate(TRACES)],
+        action_scores=[ActionScore(x.id, t, 1, model.id, 0.1, 0.2 if t != "d" else -0.4,
+                                   input_tokens=900) for t in TRACES
+                       for x in traces[t].actions()])
+    return model.id

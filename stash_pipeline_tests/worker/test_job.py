@@ -32,6 +32,7 @@ METRIC_FIELDS = {
     "action_eval_pairs", "action_eval_accuracy", "tool_eval_pairs", "tool_eval_accuracy",
     "excluded_cross_trace_pairs", "final_loss", "epochs", "device", "seconds", "attempt", "phases",
     "num_pairs", "eval_unavailable_reason", "max_length", "chat_template", "loss_curve",
+    "truncated_pairs", "eval_slices", "truncated_traces", "truncated_actions",
 }
 TRAINING_PHASES = {"inputs", "load", "training", "save", "evaluation", "archive", "scoring"}
 
@@ -107,6 +108,18 @@ def test_training_job_writes_every_output(trained_job):
     assert [a["action_id"] for a in action_scores] == [a.id for t in score_traces
                                                        for a in t.actions()]
     assert all(-1 < a["credit"] < 1 for a in action_scores)
+    # Inputs longer than the window are counted: the tau2 trace (over 1,500 tokens) and those of
+    # its actions whose own rendering is; the short synthetic pairs fit.
+    window = metrics["max_length"]
+    assert [s["input_tokens"] > window for s in scores] == [False, False, True]
+    assert metrics["truncated_traces"] == 1 and metrics["truncated_pairs"] == 0
+    assert metrics["truncated_actions"] == sum(a["input_tokens"] > window
+                                               for a in action_scores) > 0
+    # Held-out pairs per slice: the two whose sides call the tool (the fixture's refusals store
+    # no slices), with how many were right.
+    [tool] = metrics["eval_slices"]
+    assert (tool["slice"], tool["value"], tool["pairs"]) == ("tool", "search_direct_flight", 2)
+    assert 0 <= tool["correct"] <= 2
 
     assert sorted(p.name for p in (job_dir / "reward-model").iterdir()) == sorted([
         "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",

@@ -30,7 +30,11 @@ def test_action_and_tool_slices(synthetic_pairs):
         "action_eval_pairs": 3, "action_eval_accuracy": pytest.approx(2 / 3),
         "tool_eval_pairs": 2, "tool_eval_accuracy": 0.5,
         "excluded_cross_trace_pairs": 2, "final_loss": 0.25, "epochs": 1, "device": "cpu",
-        "seconds": 1.5,
+        "seconds": 1.5, "truncated_pairs": None,
+        # Per slice for the trust report: the two pairs whose sides call the tool (the other two
+        # are refusals whose stored slices name none), both wrong (one a tie).
+        "eval_slices": [{"slice": "tool", "value": "search_direct_flight", "pairs": 2,
+                         "correct": 0}],
     }
 
 

@@ -14,7 +14,12 @@ from transformers import BertConfig, BertForSequenceClassification
 from stash_pipeline.core.traces import Message, ToolCall, Trace
 from stash_pipeline.worker import render, scoring
 from stash_pipeline.worker.batching import Row, length_batches, read_rows
-from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, tokenize
+from stash_pipeline.worker.modeling import (
+    load_reward_model,
+    load_tokenizer,
+    tokenize,
+    tokenize_counted,
+)
 from stash_pipeline.worker.readout import pools_last_token
 from stash_pipeline.worker.render import cut_at_action, render_trace
 from stash_pipeline.worker.scoring import plan_action_rows, score_texts, score_trace_actions
@@ -199,6 +204,12 @@ def test_left_truncation_keeps_the_end(model, tokenizer, tau2_sample):
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     assert len(ids) > 1500
     assert tokenize(tokenizer, [text])[0] == ids[-1024:]
+    # The counted form gives the tokenizer's own left truncation and each length before it.
+    short = render_trace(tokenizer, Trace(id="s", messages=(Message("user", "hi"),)), "shared")
+    counted, lengths = tokenize_counted(tokenizer, [text, short])
+    assert counted == tokenizer([text, short], add_special_tokens=False, truncation=True,
+                                max_length=1024)["input_ids"]
+    assert lengths == [len(ids), len(counted[1])] and tokenize_counted(tokenizer, []) == ([], [])
     # A different beginning is cut away: same score. A different end is read: another score.
     other_start = "<|im_start|>user\nSomething else entirely.<|im_end|>\n" + text
     other_end = text + "<|im_start|>user\nThanks!<|im_end|>\n"
@@ -247,6 +258,9 @@ def test_models_that_do_not_pool_the_last_token_are_scored_window_by_window(toke
     assert not pools_last_token(bert)
     trace = multi_call_trace()
     fast = score_trace_actions(bert, tokenizer, [trace], "personal")
+    lengths: dict[str, int] = {}
+    plan_action_rows(tokenizer, trace, "personal", one_pass=False, lengths=lengths)
+    assert set(lengths) == {a.id for a in trace.actions()} and all(lengths.values())
     assert max_difference(fast,
                           per_action_scores(bert, tokenizer, [trace], "personal")) <= TOLERANCE
     with pytest.raises(ValueError, match="last token"):

@@ -46,6 +46,23 @@ def test_phase_progress_reports_on_its_interval_with_counts_rate_and_time_left()
     assert len(lines) == 1
 
 
+def test_the_time_left_never_goes_negative_when_the_token_estimate_was_short():
+    """Issue 44: "about -180 s left" once the tokens forwarded passed the estimate (sides that
+    could not share a prompt); then the share of units done says how far the phase got."""
+    now = [0.0]
+    lines: list[str] = []
+    reporter = PhaseProgress(lines.append, "evaluation", {"pairs": 10}, work=100,
+                             interval_s=1, clock=lambda: now[0])
+    now[0] = 30.0
+    reporter.add(150, pairs=5)  # 1.5 times the estimate, half the pairs
+    assert lines[-1] == "evaluation: 5/10 pairs, 0.2 pairs/s, about 30 s left"
+    now[0] = 60.0
+    reporter.add(100, pairs=5)
+    assert lines[-1].endswith("about 0 s left")
+    assert PhaseProgress(lines.append, "x", {"pairs": 3}, work=10).line().endswith(
+        "time left unknown")
+
+
 def test_traces_and_actions_in_shared_forwards_equal_scoring_each_alone(model, tokenizer,
                                                                        tau2_sample):
     traces = [replace(t, tools=()) for t in tau2_sample]  # some fit the window, some do not

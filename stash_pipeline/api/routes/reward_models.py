@@ -11,7 +11,7 @@ from stash_pipeline.api.bodies import REWARD_MODEL_REQUEST
 from stash_pipeline.api.ids import readable_ids
 from stash_pipeline.core.errors import NotFoundError
 from stash_pipeline.objects import ObjectNotFoundError
-from stash_pipeline.services import reward_models
+from stash_pipeline.services import reward_models, trust
 from stash_pipeline.store import Account
 
 router = APIRouter(prefix="/api/v1/rm/reward-models", tags=["reward models"],
@@ -66,3 +66,13 @@ def score_again(model_id: str, request: Request,
     """Score again: a fresh scoring run of the saved checkpoint, without labelling or training."""
     model = reward_models.score_again(request.app.state.store, account.id, model_id)
     return reward_models.view(model)
+
+
+@router.get("/{model_id}/trust", responses={
+    404: {"description": "Not yours, not succeeded, or an account from before the rollout."}})
+def get_trust(model_id: str, request: Request,
+              account: Account = Depends(current_account)) -> dict[str, Any]:
+    """How far to trust the model on your traces it did not train on: held-out accuracy, AUC
+    against verified outcomes, Spearman with ratings, the calibrated score's reliability curve,
+    each with its 95% interval and n, overall and per tool, domain and agent (docs/trust.md)."""
+    return trust.model_report(request.app.state.store, account.id, model_id)

@@ -23,7 +23,7 @@ router = APIRouter(prefix="/api/v1", tags=["sql"])
 
 
 @router.post("/sql", responses={
-    422: {"description": "Not one SELECT over the four views, a function that is not allowed, "
+    422: {"description": "Not one SELECT over the five views, a function that is not allowed, "
                          "a database error, or past the statement timeout (`code`)."},
     503: {"description": "The deployment has not set the SQL endpoint up (PostgreSQL role), or "
                          "every query slot stayed busy (`Retry-After`)."}})

@@ -45,11 +45,15 @@ async def import_traces(request: Request, format: Format = "auto", contribute: b
                         author: str | None = Query(None, min_length=1, max_length=256),
                         reviewer: str | None = Query(None, min_length=1, max_length=256),
                         skip_invalid: bool = False,
-                        outcome_field: str = Query(DEFAULT_OUTCOME_FIELD, max_length=256),
+                        outcome_field: str | None = Query(
+                            None, max_length=256,
+                            description=f"default {DEFAULT_OUTCOME_FIELD}; empty reads none; a "
+                                        "path given that matches no trace is a warning"),
                         account: Account = Depends(current_account)) -> dict[str, Any]:
     """Import traces in any importer format, batch or single; all or nothing. Preference data
     sets take the comparisons' `author` and `reviewer`, and `skip_invalid`; `outcome_field` is
-    the metadata path read as a verified outcome (empty: none)."""
+    the metadata path read as a verified outcome (empty: none). `warnings` says what you should
+    know although nothing failed: an `outcome_field` that matched no trace."""
     with tempfile.TemporaryDirectory(prefix="stash-api-import-") as folder:
         path = Path(folder) / "body"
         size = 0

@@ -34,6 +34,7 @@ from stash_pipeline.core.training_settings import (
     DEFAULT_EPOCHS,
     DEFAULT_MAX_PAIRS,
 )
+from stash_pipeline.core.trust import held_out_summary, separation, separation_note
 from stash_pipeline.services import (
     accounts,
     feedback,
@@ -70,6 +71,7 @@ templates.filters["pretty"] = lambda v: v if isinstance(v, str) else json.dumps(
 templates.filters["signed"] = lambda v: "" if v is None else f"{v:+.2f}"
 templates.filters["short"] = lambda v: v if len(v) <= 14 else v[:8] + "…"  # a long id
 templates.globals["credit_class"] = plots.credit_class
+templates.globals["held_out_summary"] = held_out_summary
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -519,6 +521,9 @@ def model_page(model_id: str, request: Request, account: Account = Depends(viewe
                                   x_label="raw reward"),
         reason=reason_line(model.error),
         unavailable=eval_unavailable(metrics) if model.status == "succeeded" else None,
+        # Never a bare 1.0 on three pairs; and whether its calibrated scores mean anything.
+        held_out=held_out_summary(metrics) if model.status == "succeeded" else None,
+        separation=separation_note(separation([s.raw for s in scores])),
         top=scores[:5], bottom=scores[-5:][::-1] if len(scores) > 5 else [],
         live=live_view(model) if model.status in LIVE_STATUSES else None,
         poll_seconds=POLL_SECONDS)

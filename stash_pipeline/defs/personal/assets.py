@@ -27,6 +27,7 @@ from stash_pipeline.compute.job import (
 )
 from stash_pipeline.compute.run import run_job, run_worker_job, uploaded_checkpoint
 from stash_pipeline.compute.upload import discard_results, hand_over_results
+from stash_pipeline.core.trust import held_out_report
 from stash_pipeline.defs import metadata
 from stash_pipeline.defs.personal.partitions import model_id_of, personal_reward_model
 from stash_pipeline.defs.resources import (
@@ -127,7 +128,9 @@ def personal_checkpoint(context: dg.AssetExecutionContext, database: StoreResour
         losses = read_losses(job_dir / LOSSES)
         _log_extraction(context, job_dir)
     keep_only_logs(job_dir)  # the weights and results are in the object store now
-    return dg.MaterializeResult(metadata=metadata.training(uri, results.metrics, losses))
+    return dg.MaterializeResult(metadata={
+        **metadata.training(uri, results.metrics, losses),
+        **metadata.trust(held_out_report(model_id, "personal", results.metrics))})
 
 
 def _log_extraction(context: dg.AssetExecutionContext, job_dir: Path) -> None:
@@ -163,6 +166,7 @@ def personal_scores(context: dg.AssetExecutionContext, database: StoreResource,
         results = handed_over_results(objects.objects, key, model_id)
         steps.succeed(store, model_id, results, objects.objects.uri_for(key))
     discard_results(objects.objects, key)  # their rows are in the store now
+    trust = metadata.saved_trust(store, model.owner, model_id, context.log.warning)
     raw = [score.raw for score in results.scores]
     ranked = sorted(results.scores, key=lambda s: s.raw)
     top = [{"trace": s.trace_id, "raw": s.raw, "calibrated": s.calibrated}
@@ -174,4 +178,6 @@ def personal_scores(context: dg.AssetExecutionContext, database: StoreResource,
                                               x_label="raw reward"),
         "top_traces": metadata.table(top, ["trace", "raw", "calibrated"]),
         "bottom_traces": metadata.table(bottom, ["trace", "raw", "calibrated"]),
+        **trust,
     })
+

@@ -53,4 +53,19 @@ def trace_scores(context: dg.AssetExecutionContext, config: TraceScoringConfig,
         "scored_actions": len(results.action_scores),
         "score_histogram": metadata.histogram(raw),
         "request": config.request_id if config.request_id is not None else "auto",
+        **_trust(context, database, config),
     })
+
+
+def _trust(context: dg.AssetExecutionContext, database: StoreResource,
+           config: TraceScoringConfig) -> dict:
+    """Score again asked by a person: the evaluator's trust report on their traces, made now.
+    Auto-scoring's batches leave it to the next look (each would read the owner's every trace)."""
+    store = database.store
+    if config.request_id is not None:
+        owner = store.get_scoring_request(config.request_id).owner
+    elif config.whole_owner:
+        owner = store.get_reward_model(config.evaluator).owner
+    else:
+        return {}
+    return metadata.saved_trust(store, owner, config.evaluator, context.log.warning)

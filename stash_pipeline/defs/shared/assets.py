@@ -13,6 +13,7 @@ from stash_pipeline.compute.job import LOSSES, job_directory, keep_only_logs
 from stash_pipeline.compute.run import run_job, run_worker_job, uploaded_checkpoint
 from stash_pipeline.compute.upload import hand_over_results
 from stash_pipeline.core.training_settings import DEFAULT_MAX_PAIRS
+from stash_pipeline.core.trust import held_out_report
 from stash_pipeline.defs import metadata
 from stash_pipeline.defs.resources import (
     ComputeResource,
@@ -119,8 +120,9 @@ def shared_candidate(context: dg.AssetExecutionContext, config: SharedCandidateC
         raise step_failure(error) from error
     finally:
         keep_only_logs(job_dir)  # the weights and metrics are in the object store now, or it failed
-    return dg.MaterializeResult(metadata={CANDIDATE: candidate,
-                                          **metadata.training(uri, metrics, losses)})
+    return dg.MaterializeResult(metadata={
+        CANDIDATE: candidate, **metadata.training(uri, metrics, losses),
+        **metadata.trust(held_out_report(candidate, "shared", metrics))})
 
 
 @dg.asset(deps=[shared_candidate], group_name=GROUP, kinds={"pytorch"}, pool=REWARD_POOL)
@@ -175,4 +177,8 @@ def shared_evaluator_release(context: dg.AssetExecutionContext, database: StoreR
         "training_traces": len(release.data_snapshot["training_traces"]),
         "benchmark_traces": len(release.data_snapshot["benchmark_traces"]),
         "traces_to_score": len(store.traces_pending_scoring(release.version)),
+        # Before it scores anyone's traces: its benchmark, and its training inputs' truncation.
+        **metadata.trust(held_out_report(
+            release.version, "shared", release.benchmark_report.get("candidate_metrics") or {},
+            benchmark=release.benchmark_report)),
     })

@@ -1,11 +1,11 @@
 """The SQL endpoint's engine: one read-only SELECT over the caller's own rows, on either database.
 
 ``ReadonlySql(store).prepare()`` once at start-up, then ``run(owner, sql, max_rows, timeout_s)``.
-The caller sees four views, ``traces``, ``scores``, ``action_scores`` and ``reward_models``
-(``views.py``), of its own rows only; how each database enforces that is in ``postgres.py`` and
-``sqlite.py``. At most ``concurrency`` queries run at once (counting a PostgreSQL query whose
-caller was answered at the timeout but whose backend has not ended yet); a query that waits for a
-slot longer than its timeout raises SqlBusy.
+The caller sees five views, ``traces``, ``scores``, ``action_scores``, ``reward_models`` and
+``trust_figures`` (``views.py``), of its own rows only; how each database enforces that is in
+``postgres.py`` and ``sqlite.py``. At most ``concurrency`` queries run at once (counting a
+PostgreSQL query whose caller was answered at the timeout but whose backend has not ended yet); a
+query that waits for a slot longer than its timeout raises SqlBusy.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Caller SQL on PostgreSQL, isolated by the database.
 
 - **Who runs it**: a separate session logged in as ``stash_sql_reader``, a role that owns nothing
-  and may only read the four views in schema ``stash_sql``. It is the session user, not a
+  and may only read the five views in schema ``stash_sql``. It is the session user, not a
   ``SET ROLE``: a query could undo ``SET ROLE`` with ``set_config('role', 'none', true)`` and read
   everything the application's role can (a test shows it), but it can never become another login.
 - **Whose rows**: each view reads the application's tables as the view's owner and keeps the rows of

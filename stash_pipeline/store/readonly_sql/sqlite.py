@@ -1,13 +1,13 @@
 """Caller SQL on SQLite: run over a database that holds only the caller's rows.
 
 Each query runs in a child process (``sqlite_child.py``, stdlib only) that copies the caller's rows
-of the four views, by the endpoint's own selects, from the store file (attached read-only) into a
+of the five views, by the endpoint's own selects, from the store file (attached read-only) into a
 private temporary database, detaches the store and only then compiles the caller's query. No
 expression of the caller is ever evaluated on another account's row, so neither an error ("integer
 overflow" on some rows only), nor a value, nor the query's time can tell anything about them.
 
 An authorizer (``sqlite3.Connection.set_authorizer``) allows only SELECT, recursive CTEs, the
-functions in ``functions.SQLITE_FUNCTIONS`` and reads of the four tables, CTEs and subqueries:
+functions in ``functions.SQLITE_FUNCTIONS`` and reads of the five tables, CTEs and subqueries:
 no ``ATTACH`` (the limit of attached databases is also 0), ``PRAGMA``, ``sqlite_master`` or
 writes. A progress handler interrupts the query at the timeout, and the parent kills the process
 if it is still running a moment later: a single long function call (LIKE, GLOB, instr of long

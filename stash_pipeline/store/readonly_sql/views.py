@@ -1,4 +1,4 @@
-"""What the SQL endpoint shows a caller: four views of that caller's own rows, one definition.
+"""What the SQL endpoint shows a caller: five views of that caller's own rows, one definition.
 
 The same SQLAlchemy selects compile to PostgreSQL (persistent ``security_barrier`` views in the
 ``stash_sql`` schema, filtered by the caller row of the reading session) and to SQLite (temporary
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from stash_pipeline.store import schema
 
-VIEW_NAMES = ("traces", "scores", "action_scores", "reward_models")
+VIEW_NAMES = ("traces", "scores", "action_scores", "reward_models", "trust_figures")
 
 TableOf = Callable[[sa.Table], sa.Table]
 
@@ -25,6 +25,7 @@ def view_selects(caller: sa.ColumnElement, table: TableOf = lambda t: t) -> dict
     maps a table to the one to read (SQLite qualifies them with ``main``)."""
     t, s, a = table(schema.traces), table(schema.scores), table(schema.action_scores)
     rm, accounts = table(schema.reward_models), table(schema.accounts)
+    tf = table(schema.trust_figures)
 
     def text(column: sa.Column) -> sa.Label:
         return sa.cast(column, sa.Text).label(column.name)
@@ -49,6 +50,12 @@ def view_selects(caller: sa.ColumnElement, table: TableOf = lambda t: t) -> dict
             rm.c.max_pairs, rm.c.status, rm.c.error, text(rm.c.metrics), rm.c.created_at,
             rm.c.started_at, rm.c.finished_at,
         ).where(rm.c.owner == caller, enabled),
+        # The caller's trust reports (core.trust) as last computed, one row per figure; a
+        # personal model's only while the account has reward models, as reward_models.
+        "trust_figures": sa.select(
+            tf.c.evaluator, tf.c.kind, tf.c.metric, tf.c.slice_kind, tf.c.slice, tf.c.value,
+            tf.c.low, tf.c.high, tf.c.n, text(tf.c.detail), tf.c.computed_at,
+        ).where(tf.c.owner == caller, sa.or_(tf.c.kind == "shared", enabled)),
     }
 
 

@@ -5,7 +5,7 @@ Existing traces get their preview and search text here, a batch at a time (core.
 the functions imports use).
 
 Revision ID: 0009_review_loop
-Revises: 0006_scores_that_stay_true
+Revises: 0010_trust_reports
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0009_review_loop"
-down_revision = "0006_scores_that_stay_true"
+down_revision = "0010_trust_reports"  # rechained after main's 0010
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,41 @@
+"""How far to trust an evaluator, as its user asks (docs/trust.md): the report of one of their
+succeeded personal models, or of a shared release, on their own traces it did not train on.
+
+The same rules as the rest of the API: another account's model, and every model of an account
+from before the rollout, is not found; a release is every account's, its report on each
+account's own traces.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stash_pipeline.core.errors import NotFoundError
+from stash_pipeline.services import reward_models
+from stash_pipeline.store import Store
+
+CURRENT = "current"  # the release version that names the current release
+
+
+def model_report(store: Store, owner: str, model_id: str) -> dict[str, Any]:
+    """The report of the caller's succeeded personal model; NotFoundError otherwise."""
+    model = reward_models.get(store, owner, model_id)
+    if model.status != "succeeded":
+        raise NotFoundError(f"reward model {model_id} has no trust report: it is {model.status}")
+    return {**store.trust_report(owner, model.id), "name": model.name}
+
+
+def release_version(store: Store, version: str) -> str:
+    """The release a version names (``current``: the latest); NotFoundError for none."""
+    if version == CURRENT:
+        release = store.latest_release()
+        if release is None:
+            raise NotFoundError("no shared evaluator release yet: traces wait for the first one")
+        return release.version
+    return store.get_release(version).version
+
+
+def release_report(store: Store, owner: str, version: str) -> dict[str, Any]:
+    """The report of a shared release on the caller's traces."""
+    return store.trust_report(owner, release_version(store, version))
+
