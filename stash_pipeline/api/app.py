@@ -16,9 +16,11 @@ from stash_pipeline.api import docs, errors, temporaries, ui
 from stash_pipeline.api.limits import BodyLimit
 from stash_pipeline.api.routes import (
     account,
+    bulk,
     feedback,
     objects,
     releases,
+    review,
     reward_models,
     rewards,
     sql,
@@ -70,7 +72,8 @@ def create_app(store: Store | None = None, objects_store: ObjectStore | None = N
         dependencies=[Depends(write_slot)],
     )
     app.state.settings = settings
-    for module in (reward_models, rewards, releases, traces, feedback, sql, account, objects):
+    for module in (reward_models, rewards, releases, traces, feedback, bulk, review, sql, account,
+                   objects):
         app.include_router(module.router)
     docs.install(app)
     errors.install(app)

@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
         feedback,
         imports,
         pairs,
+        review,
         rm,
         score,
         serve,
@@ -31,8 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "scored.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (imports, traces, feedback, pairs, rm, evaluator, score, accounts, api, serve,
-                   dev):
+    for module in (imports, traces, review, feedback, pairs, rm, evaluator, score, accounts, api,
+                   serve, dev):
         module.add_parser(commands)
     return parser
 

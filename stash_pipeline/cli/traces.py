@@ -7,27 +7,29 @@ import dataclasses
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from stash_pipeline.cli.output import print_json, print_table, rounded
+from stash_pipeline.cli.search import add_search_options, trace_filter
 from stash_pipeline.cli.store import open_store
 from stash_pipeline.cli.waiting import WAIT_HELP, run_now
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import feedback_words
 from stash_pipeline.core.serialize import trace_to_dict
 from stash_pipeline.core.traces import DEFAULT_OWNER
-from stash_pipeline.store.trace_pages import SORTS, STATES, TraceFilter
+from stash_pipeline.services.trace_bulk import EXPORT_FORMATS
+from stash_pipeline.store.trace_pages import SORTS
 
 # latest_score is the newest personal whole-trace score, personal_state whether the newest
 # personal model has scored this version (pending, scored); scoring_state, mean_action_credit and
 # actions_scored are the shared evaluator's (the seed: shown separately).
 WIDE_COLUMNS = ["id", "owner", "agent", "domain", "task_id", "version", "messages", "actions",
                 "contribute", "latest_score", "personal_state", "scoring_state",
-                "mean_action_credit", "actions_scored", "outcome"]
+                "mean_action_credit", "min_action_credit", "actions_scored", "outcome", "preview"]
 # The default table fits LIST_WIDTH columns: short headings, agent and domain cut first.
 LIST_COLUMNS = ["id", "agent", "domain", "credit", "scored", "latest", "state", "outcome"]
 LIST_WIDTH = 100
-FILTERS = ("agent", "domain", "state")
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -41,9 +43,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                               "descending (traces without the value come last). Default: "
                               "-created, the newest first")
     listing.add_argument("--desc", action="store_true", help="descending order")
-    listing.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",
-                         help="only traces with this agent=, domain= or state= "
-                              "(waiting, pending, scored); repeat to combine")
+    add_search_options(listing)
     listing.add_argument("--wide", action="store_true",
                          help="every column, however wide (default: fits 100 columns)")
     listing.add_argument("--json", action="store_true", help="print one JSON object")
@@ -79,6 +79,19 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     score.add_argument("--wait", action="store_true", help=WAIT_HELP)
     score.add_argument("--json", action="store_true", help="print one JSON object")
     score.set_defaults(handler=run_score)
+    export = sub.add_parser(
+        "export", help="write traces as JSON Lines or CSV",
+        description="Every trace of --owner that matches the search (or the ids given): JSON "
+                    "Lines, each an OpenAI-format trace object that `import` reads back with "
+                    "its trace-list line under `summary`, or CSV with the trace list's "
+                    "columns.")
+    export.add_argument("trace_ids", nargs="*", metavar="ID", help="these traces only")
+    export.add_argument("--format", choices=EXPORT_FORMATS, default="jsonl")
+    export.add_argument("--output", "-o", type=Path, metavar="FILE",
+                        help="write to FILE (default: standard output)")
+    export.add_argument("--owner", default=DEFAULT_OWNER, help="the traces' owner")
+    add_search_options(export)
+    export.set_defaults(handler=run_export)
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -87,8 +100,9 @@ def run_list(args: argparse.Namespace) -> int:
         raise InputError(f"--sort is one of {', '.join(k for k in SORTS if k[0] != '-')} "
                          f"(with - or --desc for descending), got {args.sort!r}", field="sort")
     store = open_store()
-    rows = [dataclasses.asdict(s) for s in store.list_traces(
-        owner=args.owner, sort=sort, where=trace_filter(args.filter))]
+    where = trace_filter(args, store, args.owner or DEFAULT_OWNER)
+    rows = [dataclasses.asdict(s) for s in store.list_traces(owner=args.owner, sort=sort,
+                                                             where=where)]
     if args.json:
         print_json({"traces": rows, "count": len(rows)})
     elif args.wide:
@@ -103,21 +117,6 @@ def run_list(args: argparse.Namespace) -> int:
         print("credit: the shared evaluator's mean action credit; latest: the newest personal "
               "score")
     return 0
-
-
-def trace_filter(items: list[str]) -> TraceFilter | None:
-    """``agent=X``, ``domain=Y``, ``state=scored`` -> the store's filter."""
-    found: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or key not in FILTERS or not value:
-            raise InputError(f"--filter is KEY=VALUE with KEY one of {', '.join(FILTERS)}, "
-                             f"got {item!r}", field="filter")
-        if key == "state" and value not in STATES:
-            raise InputError(f"state is one of {', '.join(STATES)}, got {value!r}",
-                             field="filter")
-        found[key] = value
-    return TraceFilter(**found) if found else None
 
 
 def _short_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -257,3 +256,23 @@ def run_score(args: argparse.Namespace) -> int:
     if args.json:
         print_json(scoring_requests.request_view(request))
     return 0 if ok else 1
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from stash_pipeline.services import trace_bulk
+
+    store = open_store()
+    where = trace_filter(args, store, args.owner)
+    if args.trace_ids and where is not None:
+        raise InputError("give trace ids or a search, not both", field="trace_ids")
+    ids = trace_bulk.select(store, args.owner, trace_ids=args.trace_ids or None, where=where)
+    out = open(args.output, "w", encoding="utf-8", newline="") if args.output else sys.stdout
+    try:
+        for chunk in trace_bulk.export_lines(store, args.owner, ids, args.format):
+            out.write(chunk)
+    finally:
+        if args.output:
+            out.close()
+    if args.output:
+        print(f"{len(ids)} trace(s) written to {args.output} ({args.format}).", file=sys.stderr)
+    return 0

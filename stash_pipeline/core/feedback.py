@@ -13,6 +13,8 @@ from stash_pipeline.core.traces import STASH_NAMESPACE, Trace, local_part, parse
 
 FeedbackKind = Literal["comment", "rating", "comparison", "outcome"]
 REVIEW_STATUSES = ("pending", "approved", "rejected")
+# A verified outcome at or above this reward is a success; a trace succeeded when all of its did.
+SUCCESS_REWARD = 1.0
 
 
 def feedback_id(kind: str, *parts: object) -> str:
@@ -99,7 +101,7 @@ class VerifiedOutcome:
 
     @property
     def succeeded(self) -> bool:
-        return self.reward >= 1.0
+        return self.reward >= SUCCESS_REWARD
 
 
 Feedback = Comment | Rating | ReviewedComparison | VerifiedOutcome

@@ -14,11 +14,14 @@ from typing import Any
 
 from stash_pipeline.core.errors import InputError, NotFoundError, OwnershipError
 from stash_pipeline.core.serialize import message_to_dict
+from stash_pipeline.core.trace_search import FILTER_PARAMS, parse_filter
 from stash_pipeline.core.traces import Trace
+from stash_pipeline.core.validation import check_name
 from stash_pipeline.services import reward_models
 from stash_pipeline.services.imports import ImportReport, import_records
 from stash_pipeline.store import Store
-from stash_pipeline.store.trace_pages import SORTS, STATES, TraceFilter, TraceSummary, scoring_state
+from stash_pipeline.store.saved_filters import SavedFilter
+from stash_pipeline.store.trace_pages import SORTS, TraceFilter, TraceSummary, scoring_state
 
 MAX_PAGE_SIZE = 500
 
@@ -80,12 +83,9 @@ def import_file(store: Store, owner: str, path: Path, *, format: str = "auto",
 
 
 def page(store: Store, owner: str, *, sort: str = "-created", limit: int = 50, offset: int = 0,
-         model_id: str | None = None, agent: str | None = None, domain: str | None = None,
-         state: str | None = None) -> dict[str, Any]:
+         model_id: str | None = None, where: TraceFilter | None = None) -> dict[str, Any]:
     """One page of the trace list; ``model_id`` picks which personal model's score is shown;
-    ``agent``, ``domain`` and ``state`` (the shared evaluator's scoring state) narrow it."""
-    if state is not None and state not in STATES:
-        raise InputError(f"state is one of {', '.join(STATES)}", field="state")
+    ``where`` (core.trace_search) narrows it."""
     if sort not in SORTS:
         raise InputError(f"sort is one of {', '.join(SORTS)}", field="sort")
     if not 1 <= limit <= MAX_PAGE_SIZE:
@@ -95,9 +95,7 @@ def page(store: Store, owner: str, *, sort: str = "-created", limit: int = 50, o
     model_ids = None
     if model_id is not None:
         model_ids = [reward_models.get(store, owner, model_id).id]
-    release = store.latest_release()
-    shared = release.version if release else None
-    where = TraceFilter(agent=agent, domain=domain, state=state)
+    shared = release_version(store)
     items, total = store.page_traces(owner, shared_evaluator=shared, model_ids=model_ids,
                                      sort=sort, limit=limit, offset=offset, where=where)
     return {
@@ -106,6 +104,12 @@ def page(store: Store, owner: str, *, sort: str = "-created", limit: int = 50, o
         "next_offset": offset + limit if offset + limit < total else None,
         "shared_evaluator": shared,
     }
+
+
+def release_version(store: Store) -> str | None:
+    """The latest shared release's version: whose action credit lists and searches read."""
+    release = store.latest_release()
+    return release.version if release else None
 
 
 def list_item_view(item: TraceSummary) -> dict[str, Any]:
@@ -161,3 +165,12 @@ def set_contribution(store: Store, owner: str, trace_id: str, contribute: Any) -
     owned_trace(store, owner, trace_id)
     store.set_contribute(trace_id, contribute, owner)
     return {"id": trace_id, "contribute": contribute}
+
+
+def save_filter(store: Store, owner: str, name: Any, params: dict[str, str]) -> SavedFilter:
+    """Keep a search of the trace list under ``name`` (saving it again replaces the search); a
+    search that does not parse is refused, never kept."""
+    check_name(name, "name", optional=False)
+    parse_filter(params)
+    kept = {key: value for key, value in params.items() if key in FILTER_PARAMS and value}
+    return store.save_filter(owner, name, kept)

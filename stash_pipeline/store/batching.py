@@ -17,13 +17,19 @@ def chunks(items: Sequence[T], size: int = IN_LIST_SIZE) -> Iterator[Sequence[T]
         yield items[start:start + size]
 
 
-def insert_ignoring_duplicates(connection: sa.Connection, table: sa.Table) -> sa.Insert:
-    """``INSERT ... ON CONFLICT DO NOTHING`` on the table's primary key, in either dialect."""
+def dialect_insert(connection: sa.Connection, table: sa.Table) -> Any:
+    """The dialect's INSERT of ``table``, which has ``ON CONFLICT`` (both dialects spell it the
+    same: ``on_conflict_do_nothing``, ``on_conflict_do_update`` and ``excluded``)."""
     if connection.dialect.name == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
     else:
         from sqlalchemy.dialects.sqlite import insert
-    return insert(table).on_conflict_do_nothing()
+    return insert(table)
+
+
+def insert_ignoring_duplicates(connection: sa.Connection, table: sa.Table) -> sa.Insert:
+    """``INSERT ... ON CONFLICT DO NOTHING`` on the table's primary key, in either dialect."""
+    return dialect_insert(connection, table).on_conflict_do_nothing()
 
 
 def insert_rows(connection: sa.Connection, table: sa.Table, rows: Sequence[dict[str, Any]]) -> None:

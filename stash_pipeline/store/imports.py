@@ -12,6 +12,7 @@ from stash_pipeline.core.errors import InputError, NotFoundError, OwnershipError
 from stash_pipeline.core.feedback import Feedback, Review, count_by_kind, feedback_trace_ids
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.core.serialize import message_to_dict
+from stash_pipeline.core.trace_search import search_text, trace_preview
 from stash_pipeline.core.traces import Action, Trace
 from stash_pipeline.core.validation import validate_feedback, validate_review, validate_trace
 from stash_pipeline.store import schema
@@ -220,7 +221,8 @@ def trace_row(trace: Trace, actions: list[Action], *, version: int | None,
         "task_id": trace.task_id, "metadata": trace.metadata, "tools": list(trace.tools),
         "messages": messages,
         "message_count": len(trace.messages), "action_count": len(actions),
-        "contribute": contribute,
+        "contribute": contribute, "preview": trace_preview(trace),
+        "search_text": search_text(trace),
     }
     if version is not None:
         row["version"] = version

@@ -69,6 +69,10 @@ traces = sa.Table(
     # core.digests.trace_digest of the stored content: an identical reimport changes nothing.
     # Null for traces stored before digests existed (their next reimport counts as a change).
     sa.Column("content_digest", sa.String(64)),
+    # core.trace_search: the first user message as the list shows it, and the casefolded text
+    # a search matches (not JSON: a substring search must not match keys or escapes).
+    sa.Column("preview", sa.String(256)),
+    sa.Column("search_text", sa.Text),
 )
 
 actions = sa.Table(
@@ -80,6 +84,8 @@ actions = sa.Table(
     sa.Column("tool_name", sa.String(256)),
     # core.digests.action_digests: the action and what its rendering reads before it.
     sa.Column("content_digest", sa.String(64)),
+    # The tool filter (the traces calling a tool) and the tool menu read only this index.
+    sa.Index("ix_actions_tool_name_trace_id", "tool_name", "trace_id"),
 )
 
 # Which trace version each evaluator has scored: a trace whose current version has no row here for
@@ -218,6 +224,10 @@ action_scores = sa.Table(
     sa.Column("credit", sa.Float),
     _created(),
     sa.Column("input_tokens", sa.Integer),  # the action's own rendering, as scores.input_tokens
+    # One evaluator's credit per trace version, read without the table (the trace list's and the
+    # review queue's aggregates).
+    sa.Index("ix_action_scores_evaluator_trace_id", "evaluator", "trace_id", "trace_version",
+             "credit"),
 )
 
 releases = sa.Table(
@@ -260,6 +270,32 @@ scoring_requests = sa.Table(
     sa.Column("traces", sa.JSON, nullable=False),  # {trace id: version} when asked
     sa.Column("actions", sa.Boolean, nullable=False),  # Score actions too
     _created(),
+)
+
+# The review queue's state of an item (a trace, or a comparison waiting for review) that is not
+# feedback itself: reviewed without a comment (at which trace version), skipped, assigned.
+review_items = sa.Table(
+    "review_items", metadata,
+    sa.Column("kind", sa.String(16), primary_key=True),  # "trace" or "comparison"
+    sa.Column("item_id", ID, primary_key=True),
+    sa.Column("owner", ID, sa.ForeignKey("accounts.id"), nullable=False, index=True),
+    sa.Column("status", sa.String(16)),  # "reviewed", "skipped" or null (only assigned)
+    sa.Column("trace_version", sa.Integer),  # a trace reviewed at this version
+    sa.Column("assignee", sa.String(256)),
+    sa.Column("reviewer", sa.String(256)),  # who set the status
+    sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False, default=utcnow,
+              server_default=NOW),
+)
+
+# A search of the trace list kept under a name (its parameters, core.trace_search.filter_params).
+saved_filters = sa.Table(
+    "saved_filters", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("owner", ID, sa.ForeignKey("accounts.id"), nullable=False),
+    sa.Column("name", sa.String(256), nullable=False),
+    sa.Column("params", sa.JSON, nullable=False),
+    _created(),
+    sa.UniqueConstraint("owner", "name"),
 )
 
 # How far to trust an evaluator (core.trust, docs/trust.md): its report on one account's traces it

@@ -23,6 +23,8 @@ from stash_pipeline.store import (
     models,
     pairs,
     releases,
+    review_queue,
+    saved_filters,
     schema,
     scores,
     scoring_requests,
@@ -120,8 +122,16 @@ class Store:
             return items, trace_pages.count_traces(c, owner, where=where,
                                                    shared_evaluator=shared_evaluator)
 
+    def matching_trace_ids(self, owner: str, *, where: trace_pages.TraceFilter | None,
+                           shared_evaluator: str | None, limit: int | None = None) -> list[str]:
+        """The ids of the owner's traces that match ``where`` (a bulk action's selection)."""
+        with self.reading() as c:
+            return trace_pages.matching_trace_ids(c, owner, where=where,
+                                                  shared_evaluator=shared_evaluator,
+                                                  limit=limit)
+
     def trace_facets(self, owner: str) -> dict[str, list[str]]:
-        """The owner's agents and domains (the trace list's filter menus)."""
+        """The owner's agents, domains and tools (the filter menus)."""
         with self.reading() as c:
             return trace_pages.facets(c, owner)
 
@@ -209,6 +219,54 @@ class Store:
         with self.transaction() as c:
             return feedback.review_comparison(c, comparison_id, reviewer=reviewer, status=status,
                                               owner=owner)
+
+    # The review queue
+    def review_queue(self, scope: review_queue.QueueScope, *, limit: int, offset: int = 0,
+                     ) -> tuple[list[review_queue.QueueItem], review_queue.QueueCounts]:
+        """One page of the queue's items not reviewed yet, and the scope's counts."""
+        with self.reading() as c:
+            return (review_queue.queue_page(c, scope, limit=limit, offset=offset),
+                    review_queue.queue_counts(c, scope))
+
+    def set_review_status(self, owner: str, items: Sequence[tuple[str, str]],
+                          status: str | None, *, reviewer: str | None,
+                          versions: dict[str, int] | None = None) -> None:
+        with self.transaction() as c:
+            review_queue.set_status(c, owner, items, status, reviewer=reviewer,
+                                    versions=versions)
+
+    def assign_review(self, owner: str, items: Sequence[tuple[str, str]],
+                      assignee: str | None) -> None:
+        with self.transaction() as c:
+            review_queue.assign(c, owner, items, assignee)
+
+    def owned_comparisons(self, ids: Sequence[str], owner: str) -> set[str]:
+        with self.reading() as c:
+            return review_queue.owned_comparisons(c, ids, owner)
+
+    def comparisons(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Stored comparisons by id (their columns), for the ids that exist."""
+        with self.reading() as c:
+            return review_queue.comparisons(c, ids)
+
+    # Saved filters
+    def save_filter(self, owner: str, name: str,
+                    params: dict[str, str]) -> saved_filters.SavedFilter:
+        with self.transaction() as c:
+            return saved_filters.save_filter(c, owner, name, params)
+
+    def saved_filters(self, owner: str) -> list[saved_filters.SavedFilter]:
+        with self.reading() as c:
+            return saved_filters.saved_filters(c, owner)
+
+    def saved_filter(self, owner: str, *, name: str | None = None,
+                     filter_id: int | None = None) -> saved_filters.SavedFilter:
+        with self.reading() as c:
+            return saved_filters.saved_filter(c, owner, name=name, filter_id=filter_id)
+
+    def remove_filter(self, owner: str, filter_id: int) -> None:
+        with self.transaction() as c:
+            saved_filters.remove_filter(c, owner, filter_id)
 
     # Accounts
     def create_account(self, account_id: str, *, api_key_hash: str | None = None,

@@ -14,7 +14,12 @@ from datetime import datetime
 
 import sqlalchemy as sa
 
+from stash_pipeline.core.feedback import SUCCESS_REWARD
+from stash_pipeline.core.trace_search import STATES, TraceFilter
 from stash_pipeline.store import schema
+
+__all__ = ["SORTS", "STATES", "TraceFilter", "TraceSummary", "count_traces", "list_traces",
+           "matching_trace_ids", "trace_conditions"]
 
 # name -> (column label, descending); every order ends with the trace id, so pages never overlap.
 SORTS: dict[str, tuple[str, bool]] = {
@@ -31,7 +36,6 @@ SORTS: dict[str, tuple[str, bool]] = {
     "outcome": ("outcome", False),
     "-outcome": ("outcome", True),
 }
-STATES = ("waiting", "pending", "scored")
 
 
 @dataclass(frozen=True)
@@ -61,15 +65,8 @@ class TraceSummary:
     personal_model_id: str | None = None
     personal_state: str | None = None
     outcome: float | None = None  # the mean reward of its verified outcomes, if any
-
-
-@dataclass(frozen=True)
-class TraceFilter:
-    """Narrows the trace list: exact agent and domain, the shared evaluator's scoring state."""
-
-    agent: str | None = None
-    domain: str | None = None
-    state: str | None = None  # one of STATES
+    preview: str | None = None  # the first user message (core.trace_search.trace_preview)
+    min_action_credit: float | None = None  # the shared evaluator's lowest, over the version
 
 
 def list_traces(connection: sa.Connection, owner: str | None, *, shared_evaluator: str | None,
@@ -96,18 +93,25 @@ def list_traces(connection: sa.Connection, owner: str | None, *, shared_evaluato
     if model_ids is not None:
         personal = sa.and_(personal, s.c.evaluator.in_(
             sa.select(rm.c.id).where(rm.c.id.in_(list(model_ids)), rm.c.owner == t.c.owner)))
-    ranked = (sa.select(s.c.trace_id, s.c.raw, s.c.evaluator,
-                        sa.func.row_number().over(
-                            partition_by=s.c.trace_id,
-                            order_by=(s.c.created_at.desc(), s.c.evaluator.desc())).label("n"))
-              .join(t, sa.and_(t.c.id == s.c.trace_id, t.c.version == s.c.trace_version))
-              .where(personal, *owned)
-              .subquery())
-    credit = (sa.select(a.c.trace_id, sa.func.avg(a.c.credit).label("mean"),
-                        sa.func.count().label("n"))
-              .join(t, sa.and_(t.c.id == a.c.trace_id, t.c.version == a.c.trace_version))
-              .where(a.c.evaluator == shared_evaluator, *owned)
-              .group_by(a.c.trace_id).subquery())
+    # The newest personal score of the trace's current version, looked up for each trace
+    # through the scores' primary key (a window over every score, joined back, made SQLite scan
+    # the whole result once for every trace).
+    newest = (sa.select(s.c.raw, s.c.evaluator)
+              .where(s.c.trace_id == t.c.id, s.c.trace_version == t.c.version, personal)
+              .order_by(s.c.created_at.desc(), s.c.evaluator.desc()).limit(1))
+    latest_raw = newest.with_only_columns(s.c.raw).scalar_subquery()
+    latest_model = newest.with_only_columns(s.c.evaluator).scalar_subquery()
+    # Each trace's credit and outcome by subqueries correlated to it, read through indexes (the
+    # release's range of (evaluator, trace_id, trace_version, credit), the outcomes' trace id):
+    # aggregated subqueries joined to the traces let PostgreSQL, before its statistics of a fresh
+    # import, aggregate again for every trace.
+
+    def credit(value: sa.ColumnElement) -> sa.ScalarSelect:
+        return (sa.select(value).where(a.c.evaluator == shared_evaluator, a.c.trace_id == t.c.id,
+                                       a.c.trace_version == t.c.version).scalar_subquery())
+
+    mean, lowest = credit(sa.func.avg(a.c.credit)), credit(sa.func.min(a.c.credit))
+    scored_actions = credit(sa.func.nullif(sa.func.count(), 0))  # none: NULL, sorted last
     # The personal model whose state is shown: the one asked for, else the owner's newest.
     chosen = sa.select(rm.c.owner, rm.c.id, sa.func.row_number().over(
         partition_by=rm.c.owner, order_by=(rm.c.finished_at.desc(), rm.c.id.desc())).label("n")
@@ -115,35 +119,35 @@ def list_traces(connection: sa.Connection, owner: str | None, *, shared_evaluato
     if model_ids is not None:
         chosen = chosen.where(rm.c.id.in_(list(model_ids)))
     chosen = chosen.subquery()
+    chosen = sa.select(chosen.c.owner, chosen.c.id).where(chosen.c.n == 1).subquery()
     mine = s.alias("mine")
-    outcomes = (sa.select(o.c.trace_id, sa.func.avg(o.c.reward).label("reward"))
-                .group_by(o.c.trace_id).subquery())
-    columns = {"created_at": t.c.created_at, "latest_score": ranked.c.raw,
-               "mean_action_credit": credit.c.mean, "actions_scored": credit.c.n,
+    outcome = sa.select(sa.func.avg(o.c.reward)).where(o.c.trace_id == t.c.id).scalar_subquery()
+    columns = {"created_at": t.c.created_at, "latest_score": latest_raw,
+               "mean_action_credit": mean, "actions_scored": scored_actions,
                "scoring_state": _state_rank(shared_evaluator, marks, t),
-               "outcome": outcomes.c.reward}
+               "outcome": outcome}
     label, descending = SORTS[sort]
     key = columns[label]
     query = (sa.select(t.c.id, t.c.owner, t.c.agent, t.c.domain, t.c.task_id, t.c.version,
                        t.c.message_count, t.c.action_count, t.c.contribute, t.c.created_at,
-                       t.c.updated_at, ranked.c.raw, ranked.c.evaluator, credit.c.mean,
-                       credit.c.n, marks.c.trace_version.label("scored_version"),
-                       outcomes.c.reward.label("outcome"),
+                       t.c.updated_at, t.c.preview, latest_raw.label("raw"),
+                       latest_model.label("evaluator"),
+                       mean.label("mean"), lowest.label("lowest"),
+                       scored_actions.label("n"),
+                       marks.c.trace_version.label("scored_version"),
+                       outcome.label("outcome"),
                        chosen.c.id.label("personal_model_id"),
                        mine.c.trace_id.label("personal_scored"))
-             .outerjoin(ranked, sa.and_(ranked.c.trace_id == t.c.id, ranked.c.n == 1))
-             .outerjoin(chosen, sa.and_(chosen.c.owner == t.c.owner, chosen.c.n == 1))
+             .outerjoin(chosen, chosen.c.owner == t.c.owner)
              .outerjoin(mine, sa.and_(mine.c.trace_id == t.c.id,
                                       mine.c.evaluator == chosen.c.id,
                                       mine.c.trace_version == t.c.version))
-             .outerjoin(credit, credit.c.trace_id == t.c.id)
              .outerjoin(marks, marks.c.trace_id == t.c.id)
-             .outerjoin(outcomes, outcomes.c.trace_id == t.c.id)
              .order_by(sa.case((key.is_(None), 1), else_=0),
                        key.desc() if descending else key.asc(),
                        t.c.id.desc() if descending else t.c.id.asc())
              .limit(limit).offset(offset))
-    query = query.where(*owned, *_filters(where, shared_evaluator, marks, t))
+    query = query.where(*owned, *trace_conditions(where, t, shared_evaluator))
     return [
         TraceSummary(id=row.id, owner=row.owner, agent=row.agent, domain=row.domain,
                      task_id=row.task_id, version=row.version, messages=row.message_count,
@@ -156,7 +160,8 @@ def list_traces(connection: sa.Connection, owner: str | None, *, shared_evaluato
                      personal_model_id=row.personal_model_id,
                      personal_state=None if row.personal_model_id is None
                      else "scored" if row.personal_scored is not None else "pending",
-                     outcome=row.outcome)
+                     outcome=row.outcome, preview=row.preview,
+                     min_action_credit=row.lowest)
         for row in connection.execute(query)
     ]
 
@@ -168,38 +173,88 @@ def _state_rank(evaluator: str | None, marks: sa.Subquery, t: sa.Table) -> sa.Co
     return sa.case((marks.c.trace_version == t.c.version, 2), else_=1)
 
 
-def _filters(where: TraceFilter | None, evaluator: str | None, marks: sa.Subquery,
-             t: sa.Table) -> list[sa.ColumnElement]:
+def trace_conditions(where: TraceFilter | None, t: sa.Table | sa.Alias,
+                     release: str | None) -> list[sa.ColumnElement[bool]]:
+    """``where`` as conditions on ``t`` (the traces table or an alias of it), each a column test
+    or a subquery correlated to ``t``'s row, so any query over traces can take them; ``release``
+    is the shared evaluator whose scoring state and mean action credit they read."""
     if where is None:
         return []
     if where.state is not None and where.state not in STATES:
         raise ValueError(f"unknown scoring state {where.state!r}")
-    found = [t.c.agent == where.agent] if where.agent is not None else []
-    if where.domain is not None:
-        found.append(t.c.domain == where.domain)
+    a, o, m, s = schema.actions, schema.verified_outcomes, schema.scoring_marks, \
+        schema.action_scores
+    found: list[sa.ColumnElement[bool]] = []
+    for column, value in ((t.c.agent, where.agent), (t.c.domain, where.domain),
+                          (t.c.task_id, where.task_id)):
+        if value is not None:
+            found.append(column == value)
+    if where.trace_ids is not None:
+        found.append(t.c.id.in_(list(where.trace_ids)))
+    if where.text is not None:
+        found.append(t.c.search_text.contains(where.text, autoescape=True))
+    if where.tool is not None:  # IN, not EXISTS: read through the (tool_name, trace_id) index once
+        found.append(t.c.id.in_(sa.select(a.c.trace_id).where(a.c.tool_name == where.tool)))
+    if where.created_from is not None:
+        found.append(t.c.created_at >= where.created_from)
+    if where.created_to is not None:
+        found.append(t.c.created_at < where.created_to)
+    if where.outcome is not None:
+        any_outcome = sa.exists().where(o.c.trace_id == t.c.id)
+        a_failure = sa.exists().where(o.c.trace_id == t.c.id, o.c.reward < SUCCESS_REWARD)
+        found.append({"succeeded": sa.and_(any_outcome, ~a_failure), "failed": a_failure,
+                      "none": ~any_outcome}[where.outcome])
     if where.state is not None:
-        found.append(_state_rank(evaluator, marks, t) == STATES.index(where.state))
+        scored = sa.exists().where(m.c.trace_id == t.c.id, m.c.evaluator == release,
+                                   m.c.trace_version == t.c.version)
+        found.append(sa.literal(where.state == "waiting") if release is None
+                     else {"waiting": sa.false(), "pending": ~scored,
+                           "scored": scored}[where.state])
+    if where.credit_min is not None or where.credit_max is not None:
+        mean = (sa.select(sa.func.avg(s.c.credit))
+                .where(s.c.trace_id == t.c.id, s.c.evaluator == release,
+                       s.c.trace_version == t.c.version).scalar_subquery())
+        if where.credit_min is not None:
+            found.append(mean >= where.credit_min)
+        if where.credit_max is not None:
+            found.append(mean <= where.credit_max)
     return found
 
 
 def count_traces(connection: sa.Connection, owner: str, *, where: TraceFilter | None = None,
                  shared_evaluator: str | None = None) -> int:
-    t, m = schema.traces, schema.scoring_marks
-    marks = (sa.select(m.c.trace_id, m.c.trace_version)
-             .where(m.c.evaluator == shared_evaluator).subquery())
+    t = schema.traces
     query = (sa.select(sa.func.count()).select_from(t)
-             .outerjoin(marks, marks.c.trace_id == t.c.id)
-             .where(t.c.owner == owner, *_filters(where, shared_evaluator, marks, t)))
+             .where(t.c.owner == owner, *trace_conditions(where, t, shared_evaluator)))
     return int(connection.scalar(query) or 0)
 
 
-def facets(connection: sa.Connection, owner: str) -> dict[str, list[str]]:
-    """The owner's distinct agents and domains, for the trace list's filter menus."""
+def matching_trace_ids(connection: sa.Connection, owner: str, *, where: TraceFilter | None,
+                       shared_evaluator: str | None, limit: int | None = None) -> list[str]:
+    """The ids of the owner's traces that match ``where``, oldest first: a bulk action's "all
+    that match" (ids only: no trace is read)."""
     t = schema.traces
-    return {name: [v for v in connection.scalars(
-                sa.select(column).where(t.c.owner == owner, column.is_not(None))
-                .distinct().order_by(column).limit(200))]
-            for name, column in (("agent", t.c.agent), ("domain", t.c.domain))}
+    return list(connection.scalars(
+        sa.select(t.c.id).where(t.c.owner == owner,
+                                *trace_conditions(where, t, shared_evaluator))
+        .order_by(t.c.created_at, t.c.id).limit(limit)))
+
+
+def facets(connection: sa.Connection, owner: str) -> dict[str, list[str]]:
+    """The owner's distinct agents, domains and tools, for the filter menus (200 of each)."""
+    t, a = schema.traces, schema.actions
+    found = {name: [v for v in connection.scalars(
+                 sa.select(column).where(t.c.owner == owner, column.is_not(None))
+                 .distinct().order_by(column).limit(FACET_LIMIT))]
+             for name, column in (("agent", t.c.agent), ("domain", t.c.domain))}
+    found["tool"] = list(connection.scalars(
+        sa.select(a.c.tool_name).join(t, t.c.id == a.c.trace_id)
+        .where(t.c.owner == owner, a.c.tool_name.is_not(None))
+        .distinct().order_by(a.c.tool_name).limit(FACET_LIMIT)))
+    return found
+
+
+FACET_LIMIT = 200
 
 
 def scoring_state(evaluator: str | None, scored_version: int | None, version: int) -> str:

@@ -26,7 +26,9 @@ def victim(api: Api, tmp_path) -> dict:
     client.post("/api/v1/traces/secret-trace/outcomes", json={"reward": 1})
     for evaluator in (model["id"], "v1"):  # trust reports: rows of the trust_figures view
         api.store.trust_report(owner, evaluator)
-    return {"owner": owner, "client": client, "model": model["id"]}
+    saved = client.post("/api/v1/saved-filters", json={"name": "secret search",
+                                                         "match": {"q": "secret"}}).json()
+    return {"owner": owner, "client": client, "model": model["id"], "saved": saved["id"]}
 
 
 @pytest.fixture
@@ -49,6 +51,17 @@ def test_every_route_answers_404_for_another_accounts_ids(api: Api, victim: dict
         ("GET", f"{RM}/{model}/trust", None),
         ("POST", f"{RM}/{model}/score", None),
         ("GET", f"/api/v1/traces?model_id={model}", None),
+        ("GET", f"/api/v1/review/next?model_id={model}", None),
+        ("GET", f"/api/v1/review/queue?model_id={model}", None),
+        ("POST", "/api/v1/review/items", {"items": [{"kind": "trace", "id": trace}],
+                                          "status": "reviewed"}),
+        ("POST", "/api/v1/review/assign", {"items": [{"kind": "trace", "id": trace}],
+                                           "assignee": "mallory"}),
+        ("POST", "/api/v1/traces/bulk/contribute", {"trace_ids": [trace], "contribute": True}),
+        ("POST", "/api/v1/traces/bulk/comment", {"trace_ids": [trace], "text": "x"}),
+        ("POST", "/api/v1/traces/bulk/score", {"trace_ids": [trace]}),
+        ("POST", "/api/v1/traces/bulk/export", {"trace_ids": [trace]}),
+        ("DELETE", f"/api/v1/saved-filters/{victim['saved']}", None),
     ]
     for method, path, body in attempts:
         response = mallory.request(method, path, json=body)
@@ -58,9 +71,19 @@ def test_every_route_answers_404_for_another_accounts_ids(api: Api, victim: dict
     assert mallory.get(RM).json() == {"reward_models": []}
     denied = mallory.post(RM, json={"name": "m", "trace_ids": [trace]})
     assert denied.status_code == 422 and denied.json()["field"] == "trace_ids[0]"
+    # Every match of mallory's is mallory's: the victim's trace is never among them.
+    everything = mallory.post("/api/v1/traces/bulk/contribute",
+                              json={"match": {}, "contribute": True})
+    assert everything.json() == {"traces": 1, "contribute": True}
+    exported = mallory.post("/api/v1/traces/bulk/export", json={"match": {"q": "hello"}})
+    assert "secret" not in exported.text
+    assert mallory.get("/api/v1/saved-filters").json() == {"saved_filters": []}
+    assert [i["id"] for i in mallory.get("/api/v1/review/queue").json()["items"]] == [
+        "mallory-trace"]
     unchanged = victim["client"].get(f"/api/v1/traces/{trace}").json()
     assert unchanged["contribute"] is False
     assert [item["type"] for item in unchanged["feedback"]] == ["VerifiedOutcome"]  # its own
+    assert victim["client"].get("/api/v1/review/queue").json()["items"][0]["assignee"] is None
     assert api.store.get_reward_model(model).score_generation == 0
 
 

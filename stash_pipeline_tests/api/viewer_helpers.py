@@ -103,3 +103,61 @@ def report_progress(run_id: str, *messages: str) -> None:
             error_info=None, level=20, user_message="" if step else message, run_id=run_id,
             timestamp=time.time(), dagster_event=event, step_key=step,
             job_name="personal_reward_model_training"))
+
+
+@dataclass
+class AirlineWorld:
+    """Seventy real tau2-bench airline traces of alice's (two agents' runs over the same tasks,
+    verified outcomes included), scored by a release and a personal model with made-up but
+    fixed numbers, and a comparison ana filed."""
+
+    alice_key: str
+    trace_ids: list[str]
+    model_id: str
+    comparison_id: str
+
+
+def airline_world(api: Api, tmp_path: Path) -> AirlineWorld:
+    from stash_pipeline.core.feedback import ReviewedComparison, feedback_id
+    from stash_pipeline.services import traces as trace_service
+
+    from tiny_models import TAU2_RUNS
+
+    store = api.store
+    alice, alice_key = accounts.create(store, "alice")
+    ids = [trace_id for run in ("airline_gpt-4o_azure.json", "airline_gpt-4.1.json")
+           for trace_id in trace_service.import_file(store, alice.id,
+                                                     TAU2_RUNS / run)["trace_ids"]]
+    report = release_gate([BenchmarkOutcome(f"p{i}", {"tool": "book_reservation",
+                                                      "domain": "airline", "agent": "gpt-4.1"},
+                                            candidate=i % 4 != 0) for i in range(40)],
+                          incumbent=None, reviewed_training_pairs=3, scores_actions=True)
+    store.save_benchmark_comparison(candidate=RELEASE, incumbent=None, passed=True,
+                                    report=report)
+    store.save_release(Release(RELEASE, "file:///nowhere", report, {"training_traces": {}}))
+    model = store.create_reward_model(alice.id, _request(tuple(ids[:10])))
+    archive = tmp_path / "reward-model.tar.gz"
+    archive.write_bytes(checkpoint_archive())
+    attempt = store.mark_running(model.id)
+    uri = api.objects.put_file(reward_model_checkpoint_key(model.id, attempt), archive)
+    stored = store.get_traces(ids)
+    for n, trace in enumerate(stored):
+        store.save_action_scores(RELEASE, {trace.id: trace.version}, [
+            ActionScore(a.id, trace.id, trace.version, RELEASE, raw=math.sin(n + k),
+                        credit=math.tanh(math.sin(1.3 * n + 0.7 * k) + 0.2))
+            for k, a in enumerate(trace.actions())])
+    store.mark_succeeded(
+        model.id, metrics=METRICS, checkpoint_uri=uri,
+        scores=[TraceScore(t.id, t.version, model.id, raw=math.cos(2.1 * n),
+                           calibrated=0.5 + 0.45 * math.cos(2.1 * n))
+                for n, t in enumerate(stored)],
+        scored={t.id: t.version for t in stored},
+        action_scores=[ActionScore(a.id, t.id, t.version, model.id, raw=0.0,
+                                   credit=math.tanh(math.cos(0.9 * n + 1.1 * k)))
+                       for n, t in enumerate(stored) for k, a in enumerate(t.actions())])
+    chosen, rejected = ids[:2]
+    comparison = ReviewedComparison(feedback_id("comparison", chosen, rejected, "ana"), chosen,
+                                    rejected, status="pending", author="ana",
+                                    rationale="it checked the membership before rebooking")
+    store.add_feedback([comparison], owner=alice.id)
+    return AirlineWorld(alice_key, ids, model.id, comparison.id)

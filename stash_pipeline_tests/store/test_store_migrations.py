@@ -99,10 +99,11 @@ def test_stored_preference_positions_are_dropped_so_a_reimport_is_unchanged(
     store = Store(fresh_url)
     try:
         migrate(store.engine, "0006_scores_that_stay_true")
-        store.import_traces(read_path(path))
+        store_as_of_0006(store.engine, read_path(path), tmp_path)
         t = schema.traces
         with store.engine.begin() as connection:  # as the importer stored them before 0007
-            for row in connection.execute(sa.select(t)).all():
+            for row in connection.execute(sa.select(t.c.id, t.c.agent, t.c.domain, t.c.metadata,
+                                                    t.c.tools, t.c.messages)).all():
                 metadata = {**row.metadata, "preference": {**row.metadata["preference"],
                                                            "record": "line 1"}}
                 connection.execute(t.update().where(t.c.id == row.id).values(
@@ -118,3 +119,27 @@ def test_stored_preference_positions_are_dropped_so_a_reimport_is_unchanged(
         assert {s.version for s in store.list_traces()} == {1}
     finally:
         store.dispose()
+
+
+def store_as_of_0006(engine: sa.Engine, traces, tmp_path) -> None:
+    """Store ``traces`` into ``engine``'s schema at 0006 as today's importer stores them, in the
+    columns and tables that schema has (today's code writes columns later migrations added)."""
+    today = Store(f"sqlite:///{tmp_path / 'today.db'}")
+    try:
+        today.migrate()
+        today.import_traces(traces)
+        old = sa.MetaData()
+        old.reflect(engine)
+        with today.reading() as source, engine.begin() as target:
+            for table in schema.metadata.sorted_tables:
+                if table.name not in old.tables:
+                    continue
+                kept = [c for c in table.c if c.name in old.tables[table.name].c]
+                # Today's column types (JSON compression among them), only the old columns.
+                then = sa.Table(table.name, sa.MetaData(), *[c._copy() for c in kept])
+                rows = [{c.name: row._mapping[c.name] for c in kept}
+                        for row in source.execute(sa.select(*kept)).all()]
+                if rows:
+                    target.execute(then.insert(), rows)
+    finally:
+        today.dispose()

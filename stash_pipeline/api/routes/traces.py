@@ -13,12 +13,14 @@ from stash_pipeline.api import temporaries, write_slots
 from stash_pipeline.api.auth import current_account
 from stash_pipeline.api.bodies import CommentBody, ContributionChange, RatingBody, ScoreAgainBody
 from stash_pipeline.api.ids import readable_ids
+from stash_pipeline.api.search import search_filter
 from stash_pipeline.core.errors import InputError
+from stash_pipeline.core.trace_search import TraceFilter
 from stash_pipeline.importers import DEFAULT_OUTCOME_FIELD, FORMATS
 from stash_pipeline.services import feedback, scoring_requests, traces
 from stash_pipeline.services.imports import ImportReport
 from stash_pipeline.store import Account
-from stash_pipeline.store.trace_pages import SORTS, STATES
+from stash_pipeline.store.trace_pages import SORTS
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +29,6 @@ router = APIRouter(prefix="/api/v1/traces", tags=["traces"],
 NOT_FOUND = {404: {"description": "No such trace of yours."}}
 Format = Literal["auto", *FORMATS]  # type: ignore[valid-type]
 Sort = Literal[tuple(SORTS)]  # type: ignore[valid-type]
-State = Literal[STATES]  # type: ignore[valid-type]
 
 
 @router.post("", responses={
@@ -85,17 +86,13 @@ def list_traces(request: Request, sort: Sort = "-created",
                 model_id: str | None = Query(None, max_length=64,
                                              description="Whose `latest_score`: one of your "
                                                          "reward models (default: any)."),
-                agent: str | None = Query(None, max_length=256, description="Only this agent."),
-                domain: str | None = Query(None, max_length=256,
-                                           description="Only this domain."),
-                state: State | None = Query(None, description="Only traces in this shared "
-                                                              "evaluator scoring state."),
+                where: TraceFilter = Depends(search_filter),
                 account: Account = Depends(current_account)) -> dict[str, Any]:
     """Your traces with `latest_score` (personal) apart from the shared evaluator's mean action
-    credit and number of actions scored; `sort` by any of them (`-` for descending)."""
+    credit and number of actions scored; `sort` by any of them (`-` for descending); the search
+    parameters narrow the list (all must hold)."""
     return traces.page(request.app.state.store, account.id, sort=sort, limit=limit,
-                       offset=offset, model_id=model_id, agent=agent, domain=domain,
-                       state=state)
+                       offset=offset, model_id=model_id, where=where)
 
 
 @router.post("/score", status_code=202, responses={

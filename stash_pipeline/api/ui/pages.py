@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-import math
-from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -25,7 +23,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from stash_pipeline.api.errors import error_response
-from stash_pipeline.api.ui import plots
+from stash_pipeline.api.ui import plots, views
 from stash_pipeline.api.ui.session import COOKIE, SESSION_SECONDS, Sessions, session_secret
 from stash_pipeline.core.errors import (
     InputError,
@@ -37,15 +35,23 @@ from stash_pipeline.core.errors import (
 from stash_pipeline.core.failures import reason_line
 from stash_pipeline.core.feedback import ReviewedComparison, feedback_id
 from stash_pipeline.core.requests import MAX_TRACE_IDS
+from stash_pipeline.core.trace_search import OUTCOMES, STATES, filter_params, parse_filter
 from stash_pipeline.core.training_settings import (
     DEFAULT_BASE_MODEL,
     DEFAULT_EPOCHS,
     DEFAULT_MAX_PAIRS,
 )
 from stash_pipeline.core.trust import held_out_summary, separation, separation_note
-from stash_pipeline.services import accounts, feedback, reward_models, traces
+from stash_pipeline.services import (
+    accounts,
+    feedback,
+    reward_models,
+    scoring_requests,
+    trace_bulk,
+    traces,
+)
 from stash_pipeline.store import Account, StatusError
-from stash_pipeline.store.trace_pages import SORTS, STATES
+from stash_pipeline.store.trace_pages import SORTS
 
 HERE = Path(__file__).parent
 log = logging.getLogger(__name__)
@@ -70,6 +76,7 @@ templates.filters["num"] = lambda v, digits=3: "" if v is None else (
 templates.filters["pretty"] = lambda v: v if isinstance(v, str) else json.dumps(
     v, indent=2, ensure_ascii=False, default=str)
 templates.filters["signed"] = lambda v: "" if v is None else f"{v:+.2f}"
+templates.filters["short"] = lambda v: v if len(v) <= 14 else v[:8] + "…"  # a long id
 templates.globals["credit_class"] = plots.credit_class
 templates.globals["held_out_summary"] = held_out_summary
 
@@ -205,14 +212,8 @@ def logout(request: Request, fields: dict = Depends(posted)) -> Response:
 
 # Traces ----------------------------------------------------------------------------------------
 
-def _models(store: Any, owner: str) -> list[Any]:
-    try:
-        return reward_models.list_models(store, owner)
-    except NotFoundError:  # an account from before the rollout: no personal models
-        return []
-
-
 def _list_query(request: Request) -> dict[str, Any]:
+    """The list's page (sort, size, offset, whose latest score) and its search."""
     query = request.query_params
     sort = query.get("sort") or "-created"
     limit = query.get("limit") or "50"
@@ -223,39 +224,56 @@ def _list_query(request: Request) -> dict[str, Any]:
         raise InputError(f"limit is one of {', '.join(map(str, PAGE_SIZES))}", field="limit")
     if not _digits(offset) or int(offset) > 2**31:
         raise InputError("offset is a whole number", field="offset")
-    state = query.get("state") or None
-    if state is not None and state not in STATES:
-        raise InputError(f"state is one of {', '.join(STATES)}", field="state")
+    where = parse_filter(query)
     return {"sort": sort, "limit": int(limit), "offset": int(offset),
-            "agent": query.get("agent") or None, "domain": query.get("domain") or None,
-            "model": query.get("model") or None, "state": state}
+            "model": query.get("model") or None, "where": where,
+            "params": filter_params(where, query=query.get("q"))}
+
+
+# What a bulk action on the list did, as the list then says it ({n}: how many traces).
+LIST_DONE = {
+    "contribute-on": "{n} trace(s) now contribute to shared-evaluator training.",
+    "contribute-off": "{n} trace(s) no longer contribute: they are left out of future "
+                      "candidates (what released weights learned stays).",
+    "comment": "Saved: your comment on {n} trace(s).",
+    "score": "Score again is queued for {n} trace(s).",
+    "saved": "Saved this search.",
+    "removed": "Removed the saved search.",
+}
 
 
 def _trace_list(request: Request, account: Account, *, status: int = 200,
                 error: InputError | None = None, chosen: tuple[str, ...] = (),
-                request_form: dict[str, str] | None = None) -> HTMLResponse:
+                request_form: dict[str, str] | None = None, matched: bool = False,
+                error_form: str = "create") -> HTMLResponse:
     store = request.app.state.store
     try:
         query = _list_query(request)
         page = traces.page(store, account.id, sort=query["sort"], limit=query["limit"],
                            offset=query["offset"], model_id=query["model"],
-                           agent=query["agent"], domain=query["domain"], state=query["state"])
+                           where=query["where"])
     except InputError as bad:
         raise Refused(422, str(bad)) from None
 
     def link(**changes: Any) -> str:
-        merged = {**query, **changes}
+        merged = {"sort": query["sort"], "limit": query["limit"], "offset": query["offset"],
+                  "model": query["model"], **query["params"], **changes}
         return "/ui/traces?" + urlencode({k: v for k, v in merged.items() if v is not None})
 
-    models = _models(store, account.id)
+    models = views.models_of(store, account.id)
+    done = LIST_DONE.get(request.query_params.get("done") or "")
+    count = request.query_params.get("n") or ""
+    form = {"base_model": DEFAULT_BASE_MODEL, "epochs": str(DEFAULT_EPOCHS),
+            "max_pairs": str(DEFAULT_MAX_PAIRS)}
     return render(request, "traces.html", status=status, account=account, page=page,
                   query=query, link=link, columns=LIST_COLUMNS, states=STATES,
-                  facets=store.trace_facets(account.id), models=models,
+                  outcomes=OUTCOMES, facets=store.trace_facets(account.id), models=models,
                   model_names={m.id: m.name for m in models}, page_sizes=PAGE_SIZES,
-                  error=error, chosen=set(chosen),
-                  request_form=request_form or {"base_model": DEFAULT_BASE_MODEL,
-                                                "epochs": str(DEFAULT_EPOCHS),
-                                                "max_pairs": str(DEFAULT_MAX_PAIRS)})
+                  error=error, error_form=error_form, chosen=set(chosen), matched=matched,
+                  done=done.format(n=count if count.isdigit() else "some") if done else None,
+                  saved=store.saved_filters(account.id),
+                  here=link().removeprefix("/ui/traces"),
+                  request_form={**form, **(request_form or {})})
 
 
 @router.get("/traces", response_class=HTMLResponse)
@@ -277,9 +295,18 @@ def _digits(text: str) -> bool:
 @router.post("/reward-models", response_class=HTMLResponse)
 def create_model(request: Request, fields: dict = Depends(posted),
                  account: Account = Depends(viewer)) -> Response:
-    """Create new reward model from the selected traces: the API's request, the API's 422s."""
+    """Create new reward model from the selected traces (or every trace that matches the
+    search): the API's request, the API's 422s."""
     chosen = tuple(fields.get("trace_ids") or ())
-    body: dict[str, Any] = {"name": one(fields, "name") or "", "trace_ids": list(chosen)}
+    matched = one(fields, "match") == "all"
+    ids = list(chosen)
+    if matched:
+        try:
+            ids = trace_bulk.select(request.app.state.store, account.id,
+                                    where=parse_filter(request.query_params))
+        except InputError as error:
+            return _trace_list(request, account, status=422, error=error, matched=True)
+    body: dict[str, Any] = {"name": one(fields, "name") or "", "trace_ids": ids}
     for name in ("base_model", "epochs", "max_pairs"):
         value = one(fields, name)
         if value is not None:
@@ -289,54 +316,34 @@ def create_model(request: Request, fields: dict = Depends(posted),
     except InputError as error:
         shown = {k: one(fields, k) or "" for k in ("name", "base_model", "epochs", "max_pairs")}
         return _trace_list(request, account, status=422, error=error, chosen=chosen,
-                           request_form=shown)
+                           request_form=shown, matched=matched)
     return redirect(f"/ui/reward-models/{model.id}")
 
 
-def _evaluators(detail: dict[str, Any], names: dict[str, str]) -> list[dict[str, Any]]:
-    """The evaluators with action credit on this trace: the shared release first."""
-    found: dict[str, dict[str, Any]] = {}
-    for score in detail["action_scores"]:
-        entry = found.setdefault(score["evaluator"], {
-            "id": score["evaluator"], "kind": score["kind"], "credits": {},
-            "label": (f"shared evaluator {score['evaluator']}" if score["kind"] == "shared"
-                      else f"personal: {names.get(score['evaluator'], score['evaluator'])}")})
-        entry["credits"][score["action_id"]] = score["credit"]
-    release = detail["shared_evaluator"]["release"]
-    return sorted(found.values(), key=lambda e: (e["id"] != release, e["kind"] != "shared",
-                                                 e["label"]))
+# What a form on the trace page did, as the page then says it.
+DONE = {
+    "comment": "Saved: your comment.",
+    "compare": "Saved: your comparison. It stays pending until a reviewer other than you "
+               "approves it.",
+    "contribute-on": "This trace now contributes to shared-evaluator training.",
+    "contribute-off": "This trace no longer contributes: it is left out of future candidates "
+                      "(what released weights learned stays).",
+    "score": "Score again is queued: the pipeline scores this trace afresh (the page shows the "
+             "new scores once it has).",
+}
 
 
 def _trace_page(request: Request, account: Account, trace_id: str, *, status: int = 200,
                 error: InputError | None = None, form: str | None = None,
                 done: str | None = None) -> HTMLResponse:
     store = request.app.state.store
-    detail = traces.detail(store, account.id, trace_id)
-    models = _models(store, account.id)
-    names = {m.id: m.name for m in models}
-    evaluators = _evaluators(detail, names)
-    wanted = request.query_params.get("evaluator")
-    selected = next((e for e in evaluators if e["id"] == wanted), None) or (
-        evaluators[0] if evaluators else None)
-    credits = selected["credits"] if selected else {}
-    by_message: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    cells = []
-    for action in detail["actions"]:
-        credit = credits.get(action["id"])
-        cell = {**action, "credit": credit,
-                "label": action["tool_name"] and f"{action['local_id']} {action['tool_name']}"
-                or action["local_id"]}
-        by_message[action["message_index"]].append(cell)
-        cells.append(cell)
-    scored = [c["credit"] for c in cells if c["credit"] is not None]
-    others = [t for t in traces.page(store, account.id, limit=200)["traces"]
-              if t["id"] != trace_id]
-    return render(request, "trace.html", status=status, account=account, trace=detail,
-                  evaluators=evaluators, selected=selected, cells=cells,
-                  by_message=by_message,
-                  mean_credit=sum(scored) / len(scored) if scored else None,
-                  names=names, models=[m for m in models if m.status == "succeeded"],
-                  others=others, error=error, form=form, done=done)
+    models = views.models_of(store, account.id)
+    view = views.trace_view(store, account.id, trace_id,
+                            evaluator=request.query_params.get("evaluator"),
+                            names={m.id: m.name for m in models})
+    return render(request, "trace.html", status=status, account=account, trace=view["trace"],
+                  view=view, models=[m for m in models if m.status == "succeeded"],
+                  error=error, form=form, done=DONE.get(done or ""))
 
 
 @router.get("/traces/{trace_id}", response_class=HTMLResponse)
@@ -346,34 +353,48 @@ def trace_page(trace_id: str, request: Request, done: str | None = None,
 
 
 def _feedback_form(request: Request, account: Account, trace_id: str, form: str,
-                   give: Callable[[], Any]) -> Response:
+                   give: Callable[[], Any], *, back: str | None = None) -> Response:
     try:
         give()
     except (InputError, OwnershipError) as error:
         shown = error if isinstance(error, InputError) else InputError(str(error))
         return _trace_page(request, account, trace_id, status=422, error=shown, form=form)
-    return redirect(f"/ui/traces/{trace_id}?done={form}#feedback")
+    return redirect(back or f"/ui/traces/{trace_id}?done={form}#feedback")
 
 
 def _author(account: Account) -> str:
     return account.name or account.id
 
 
-@router.post("/traces/{trace_id}/ratings", response_class=HTMLResponse)
-def rate(trace_id: str, request: Request, fields: dict = Depends(posted),
-         account: Account = Depends(viewer)) -> Response:
-    def give() -> None:
-        text = one(fields, "value")
-        try:
-            value = float(text) if text is not None else None
-        except ValueError:
-            value = None
-        if value is None or not math.isfinite(value):
-            raise InputError(f"a rating is a finite number, got {text!r}", field="value")
-        feedback.rate(request.app.state.store, account.id, trace_id, value,
-                      action=one(fields, "action_id"), author=_author(account))
+@router.post("/traces/{trace_id}/contribute", response_class=HTMLResponse)
+def contribute(trace_id: str, request: Request, fields: dict = Depends(posted),
+               account: Account = Depends(viewer)) -> Response:
+    """Contribution on (``contribute=on``) or off for this trace."""
+    flag = one(fields, "contribute") == "on"
+    return _feedback_form(request, account, trace_id, f"contribute-{'on' if flag else 'off'}",
+                          lambda: traces.set_contribution(request.app.state.store, account.id,
+                                                          trace_id, flag),
+                          back=f"/ui/traces/{trace_id}?done=contribute-"
+                               f"{'on' if flag else 'off'}")
 
-    return _feedback_form(request, account, trace_id, "rate", give)
+
+@router.post("/traces/{trace_id}/score", response_class=HTMLResponse)
+def score_trace(trace_id: str, request: Request, fields: dict = Depends(posted),
+                account: Account = Depends(viewer)) -> Response:
+    """Score again for this trace: the release, or (Advanced) a personal model, actions too."""
+    store = request.app.state.store
+
+    def give() -> None:
+        traces.owned_trace(store, account.id, trace_id)
+        try:
+            scoring_requests.request(store, account.id, [trace_id],
+                                     model_id=one(fields, "model_id"),
+                                     actions=one(fields, "actions") == "on")
+        except NotFoundError as error:  # no release yet, or not a model of the account's
+            raise InputError(str(error), field="model_id") from None
+
+    return _feedback_form(request, account, trace_id, "score", give,
+                          back=f"/ui/traces/{trace_id}?done=score#scores")
 
 
 @router.post("/traces/{trace_id}/comments", response_class=HTMLResponse)
@@ -410,7 +431,11 @@ def compare(trace_id: str, request: Request, fields: dict = Depends(posted),
             feedback_id("comparison", chosen, rejected, author), chosen, rejected,
             status="pending", rationale=rationale, author=author)], owner=account.id)
 
-    return _feedback_form(request, account, trace_id, "compare", give)
+    back = one(fields, "next")  # the side-by-side page the comparison was made on
+    if back:
+        back = _next(back)
+        back += ("&" if "?" in back else "?") + "done=compare"
+    return _feedback_form(request, account, trace_id, "compare", give, back=back)
 
 
 # Reward models --------------------------------------------------------------------------------
@@ -561,10 +586,13 @@ def releases(request: Request, account: Account = Depends(viewer)) -> Response:
 
 # Errors ---------------------------------------------------------------------------------------
 
-def install(app: FastAPI) -> None:
-    """Serve the viewer from ``app``: its pages, its static files, its error pages. Call it after
-    ``errors.install``: on ``/ui`` paths the API's JSON errors become pages."""
+def install(app: FastAPI, first: Sequence[APIRouter] = ()) -> None:
+    """Serve the viewer from ``app``: its pages (``first``'s routes before this module's), its
+    static files, its error pages. Call it after ``errors.install``: on ``/ui`` paths the API's
+    JSON errors become pages."""
     app.state.ui_sessions = Sessions(session_secret())
+    for routes in first:
+        app.include_router(routes)
     app.include_router(router)
     # The API's root is where a browser lands first: it leads to the viewer.
     app.add_api_route("/", home, methods=["GET"], include_in_schema=False)

@@ -1,7 +1,7 @@
 """How far to trust an evaluator: token counts of scored inputs, and the trust reports.
 
 Revision ID: 0010_trust_reports
-Revises: 0007_sessions_record_identity
+Revises: 0009_review_loop
 """
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0010_trust_reports"
-down_revision = "0007_sessions_record_identity"
+down_revision = "0009_review_loop"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,105 @@
+"""The review queue: the next item to review, a page of the queue, marking and assigning items."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from stash_pipeline.api.auth import current_account
+from stash_pipeline.api.ids import readable_ids
+from stash_pipeline.api.search import search_filter
+from stash_pipeline.core.trace_search import TraceFilter
+from stash_pipeline.services import review
+from stash_pipeline.store import Account
+from stash_pipeline.store.review_queue import QueueScope
+
+router = APIRouter(prefix="/api/v1/review", tags=["review"],
+                   dependencies=[Depends(readable_ids)])
+NOT_FOUND = {404: {"description": "A model or item that is not yours."}}
+STRICT = ConfigDict(extra="forbid", strict=True)
+NAME = Field(None, min_length=1, max_length=256)
+
+
+def reviewer_name(account: Account) -> str:
+    """Who reviews when the request does not say: the account's name (its id without one)."""
+    return account.name or account.id
+
+
+def queue_scope(request: Request,
+                kind: Literal["trace", "comparison"] | None = Query(
+                    None, description="Only traces, or only comparisons (default: both)."),
+                model_id: str | None = Query(
+                    None, max_length=64, description="The personal model whose verdict the "
+                                                     "order reads (default: your newest)."),
+                reviewer: str | None = Query(
+                    None, max_length=256, description="Who reviews (default: your account's "
+                                                      "name): comparisons they authored are "
+                                                      "left out."),
+                assignee: str | None = Query(None, max_length=256,
+                                             description="Only items assigned to this name."),
+                unassigned: bool = Query(False, description="Only items assigned to nobody."),
+                where: TraceFilter = Depends(search_filter),
+                account: Account = Depends(current_account)) -> QueueScope:
+    return review.scope(request.app.state.store, account.id,
+                        reviewer=reviewer or reviewer_name(account), where=where,
+                        model_id=model_id, assignee=assignee, unassigned=unassigned, kind=kind)
+
+
+@router.get("/queue", responses=NOT_FOUND)
+def queue(request: Request, limit: int = Query(50, ge=1, le=review.MAX_PAGE),
+          offset: int = Query(0, ge=0, le=2**31 - 1),
+          scope: QueueScope = Depends(queue_scope)) -> dict[str, Any]:
+    """Your items not reviewed yet, in the queue's order (each with its `reason`), and the
+    progress: `reviewed` of `total` in scope; `order` lists the reasons in order."""
+    return review.queue(request.app.state.store, scope, limit=limit, offset=offset)
+
+
+@router.get("/next", responses=NOT_FOUND)
+def next_item(request: Request, scope: QueueScope = Depends(queue_scope)) -> dict[str, Any]:
+    """The first item not reviewed yet (`item` null when none is left), with the action to look
+    at first (`focus_action`) and the progress."""
+    return review.next_item(request.app.state.store, scope)
+
+
+class Item(BaseModel):
+    model_config = STRICT
+    kind: Literal["trace", "comparison"]
+    id: str = Field(min_length=1, max_length=64)
+
+
+class StatusChange(BaseModel):
+    model_config = STRICT
+    items: list[Item] = Field(min_length=1, max_length=review.MAX_ITEMS_PER_CHANGE)
+    status: Literal["reviewed", "skipped", "pending"] = Field(
+        description="`reviewed` (a trace: at its current version; a changed reimport puts it "
+                    "back), `skipped` (to the end of the queue) or `pending` (back as it was).")
+    reviewer: str | None = NAME
+
+
+class Assignment(BaseModel):
+    model_config = STRICT
+    items: list[Item] = Field(min_length=1, max_length=review.MAX_ITEMS_PER_CHANGE)
+    assignee: str | None = Field(min_length=1, max_length=256,
+                                 description="A reviewer's name; null: nobody.")
+
+
+@router.post("/items", responses=NOT_FOUND)
+def set_status(body: StatusChange, request: Request,
+               account: Account = Depends(current_account)) -> dict[str, Any]:
+    """Mark items reviewed or skipped, or put them back; all or nothing. Approving or rejecting
+    a comparison is its review (`POST /api/v1/comparisons/{id}/review`)."""
+    changed = review.set_status(request.app.state.store, account.id,
+                                [(i.kind, i.id) for i in body.items], body.status,
+                                reviewer=body.reviewer or reviewer_name(account))
+    return {"items": changed, "status": body.status}
+
+
+@router.post("/assign", responses=NOT_FOUND)
+def assign(body: Assignment, request: Request,
+           account: Account = Depends(current_account)) -> dict[str, Any]:
+    """Assign items to a reviewer (or to nobody); all or nothing."""
+    changed = review.assign(request.app.state.store, account.id,
+                            [(i.kind, i.id) for i in body.items], body.assignee)
+    return {"items": changed, "assignee": body.assignee}

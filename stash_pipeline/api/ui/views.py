@@ -1,0 +1,60 @@
+"""What the viewer's pages show of one trace: its evaluators' action credit, its actions as cells
+of the heatmap and badges beside the messages. The trace page, the review queue's item page and
+the side-by-side page render the same view (``templates/_trace.html``)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from stash_pipeline.core.errors import NotFoundError
+from stash_pipeline.services import reward_models, traces
+from stash_pipeline.store import Store
+
+
+def models_of(store: Store, owner: str) -> list[Any]:
+    """The owner's reward models (none for an account from before the rollout)."""
+    try:
+        return reward_models.list_models(store, owner)
+    except NotFoundError:
+        return []
+
+
+def evaluators_of(detail: dict[str, Any], names: dict[str, str]) -> list[dict[str, Any]]:
+    """The evaluators with action credit on this trace: the shared release first."""
+    found: dict[str, dict[str, Any]] = {}
+    for score in detail["action_scores"]:
+        entry = found.setdefault(score["evaluator"], {
+            "id": score["evaluator"], "kind": score["kind"], "credits": {},
+            "label": (f"shared evaluator {score['evaluator']}" if score["kind"] == "shared"
+                      else f"personal: {names.get(score['evaluator'], score['evaluator'])}")})
+        entry["credits"][score["action_id"]] = score["credit"]
+    release = detail["shared_evaluator"]["release"]
+    return sorted(found.values(), key=lambda e: (e["id"] != release, e["kind"] != "shared",
+                                                 e["label"]))
+
+
+def trace_view(store: Store, owner: str, trace_id: str, *, evaluator: str | None = None,
+               names: dict[str, str] | None = None) -> dict[str, Any]:
+    """One trace of the owner's as the pages show it, under ``evaluator`` (default: the shared
+    release, else the first evaluator with action credit on it)."""
+    detail = traces.detail(store, owner, trace_id)
+    if names is None:
+        names = {m.id: m.name for m in models_of(store, owner)}
+    evaluators = evaluators_of(detail, names)
+    selected = next((e for e in evaluators if e["id"] == evaluator), None) or (
+        evaluators[0] if evaluators else None)
+    credits = selected["credits"] if selected else {}
+    by_message: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    cells = []
+    for action in detail["actions"]:
+        cell = {**action, "credit": credits.get(action["id"]),
+                "label": action["tool_name"] and f"{action['local_id']} {action['tool_name']}"
+                or action["local_id"]}
+        by_message[action["message_index"]].append(cell)
+        cells.append(cell)
+    scored = [c["credit"] for c in cells if c["credit"] is not None]
+    return {"trace": detail, "evaluators": evaluators, "selected": selected, "cells": cells,
+            "by_message": by_message, "names": names,
+            "mean_credit": sum(scored) / len(scored) if scored else None,
+            "scored": len(scored)}
