@@ -228,6 +228,30 @@ def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor
     return weight * F.rms_norm(x.float(), (x.shape[-1],), None, eps).to(x.dtype)
 
 
+class _GatedMlpDown(torch.autograd.Function):
+    """``down(silu(gate) * up)`` that keeps only ``gate_up`` for the backward, where it recomputes
+    silu and the product (two elementwise kernels): a quarter of a layer's saved activations less,
+    with autograd's own gradient formulas (``silu_backward``, the linear's two products)."""
+
+    @staticmethod
+    def forward(ctx: Any, gate_up: torch.Tensor, down: torch.Tensor) -> torch.Tensor:
+        gate, up = gate_up.chunk(2, dim=-1)
+        ctx.save_for_backward(gate_up, down)
+        return F.linear(F.silu(gate) * up, down)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        gate_up, down = ctx.saved_tensors
+        gate, up = gate_up.chunk(2, dim=-1)
+        silu = F.silu(gate)
+        hidden = silu * up
+        grad_hidden = grad.matmul(down)
+        grad_down = grad.reshape(-1, grad.shape[-1]).t().matmul(
+            hidden.reshape(-1, hidden.shape[-1]))
+        grad_gate = torch.ops.aten.silu_backward(grad_hidden * up, gate)
+        return torch.cat([grad_gate, grad_hidden * silu], dim=-1), grad_down
+
+
 def layer_forward(hidden: torch.Tensor, layer: LayerWeights, shape: Shape, cos: torch.Tensor,
                   sin: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """One decoder layer on ``hidden`` [rows, tokens, width]: autocast's arithmetic, fewer
@@ -243,7 +267,9 @@ def layer_forward(hidden: torch.Tensor, layer: LayerWeights, shape: Shape, cos: 
     if layer.q_norm is not None and layer.k_norm is not None:  # Qwen3: q and k normed per head
         scale = torch.cat([layer.q_norm.expand(heads, head_dim),
                            layer.k_norm.expand(kv_heads, head_dim)])
-        qk = scale * F.rms_norm(qk.float(), (head_dim,), None, shape.eps).to(compute)
+        # Normalised in fp32 inside the kernel and rounded to bf16, as the model's norm does after
+        # casting up: the same numbers, with the bf16 input (a view of qkv) saved, not an fp32 copy.
+        qk = scale * F.rms_norm(qk, (head_dim,), None, shape.eps)
     rotated = torch.addcmul(qk * cos, qk.roll(head_dim // 2, -1), sin).to(compute)
     query, key = rotated.transpose(1, 2).split([heads, kv_heads], dim=1)
     value = value.transpose(1, 2)
@@ -259,8 +285,7 @@ def layer_forward(hidden: torch.Tensor, layer: LayerWeights, shape: Shape, cos: 
     attended = attended.transpose(1, 2).reshape(rows, tokens, heads * head_dim)
     hidden = hidden + F.linear(attended, layer.o, layer.o_bias)
     normed = _rms_norm(hidden, layer.post_norm, shape.eps).to(compute)
-    gate, up = F.linear(normed, layer.gate_up).chunk(2, dim=-1)
-    return hidden + F.linear(F.silu(gate) * up, layer.down)
+    return hidden + _GatedMlpDown.apply(F.linear(normed, layer.gate_up), layer.down)
 
 
 # ``torch.compile`` of ``layer_forward`` (fused elementwise kernels, fewer launches): off until a

@@ -50,11 +50,12 @@ from stash_pipeline.worker.readout import long_tensor, pools_last_token, reads_t
 MAX_GRAD_NORM = 1.0
 WEIGHT_DECAY = 0.0
 FUSED_ADAMW_DEVICES = ("cpu", "cuda")
-# Tokens whose activations one forward-and-backward holds. On an accelerator: the whole batch of
-# full windows (4 pairs x 2 sides), which at Qwen3-0.6B's shape stays within 18 GiB through the
-# compute copy (docs/worker.md, "Memory"). On CPU one pair of two full windows: there a forward
-# holds one window anyway (batching.CPU_BATCH_TOKENS), and the arithmetic is the bottleneck.
-ACCELERATOR_BACKWARD_TOKENS = BATCH_SIZE * 2 * MAX_LENGTH
+# Tokens whose activations one forward-and-backward holds. On an accelerator: two pairs of full
+# windows (a whole batch of shorter or prompt-sharing pairs), which at Qwen3-0.6B's shape keeps a
+# step within 18 GiB (docs/worker.md, "Memory"; the whole batch of 8 full windows would need
+# about 27). On CPU one pair of two full windows: there a forward holds one window anyway
+# (batching.CPU_BATCH_TOKENS), and the arithmetic is the bottleneck.
+ACCELERATOR_BACKWARD_TOKENS = 2 * 2 * MAX_LENGTH
 CPU_BACKWARD_TOKENS = 2 * MAX_LENGTH
 BY_DEVICE = "by device"
 
