@@ -264,7 +264,8 @@ def train(model: Any, pairs: list[EncodedPair], *, epochs: int, device: str, pad
     Any sequence-classification model trains; one whose head is not a linear map of the last
     token's state (BERT) is read through its own forward at each sequence's end.
     ``backward_tokens``: tokens one forward-and-backward holds (``backward_groups``; default by
-    device), None for the whole batch at once; the gradient is the same. ``batch_tokens``: padded tokens a forward holds.
+    device), None for the whole batch at once; the gradient is the same. ``batch_tokens``: padded
+    tokens a forward holds.
     """
     # The seed's minimum of two usable pairs counts held-out pairs too (core.split checks it), so
     # a split of two pairs trains on one.

@@ -13,12 +13,7 @@ import torch
 from stash_pipeline.worker import decoder
 from stash_pipeline.worker.decoder import DecoderWeights, decoder_rewards, runs_fast, training_copy
 from stash_pipeline.worker.readout import read_rewards, right_padded, tree_attention
-from stash_pipeline.worker.train import (
-    CPU_BACKWARD_TOKENS,
-    EncodedPair,
-    make_optimizer,
-    train_step,
-)
+from stash_pipeline.worker.train import CPU_BACKWARD_TOKENS, EncodedPair, make_optimizer, train_step
 
 from test_shared_prompts import mixed_pairs
 from tiny_models import SMALL_DECODER_TYPES, small_decoder_classifier

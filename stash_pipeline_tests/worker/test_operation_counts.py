@@ -10,13 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from operation_counts import (  # noqa: E402 - after the benchmarks' folder is on the path
-    CEILING,
-    per_action,
-    per_pair,
-    scoring_ops,
-    training_ops,
-)
+from operation_counts import CEILING, per_action, per_pair, scoring_ops, training_ops
 
 # A short window keeps the test quick; the budgets scale with it, so pairs group as at 1024 tokens
 # and the count is the same.
