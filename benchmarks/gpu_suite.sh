@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Every GPU figure of docs/worker.md in one run of at most SUITE_SECONDS (default 400 s), for the
+# Every GPU figure of docs/worker.md in one run of at most SUITE_SECONDS (default 390 s), for the
 # device tool. Here first: benchmarks/gpu_prepare.sh (fills .gpu/). Then, from the repository root:
-#   run(command="benchmarks/gpu_suite.sh", carry=[".gpu"], timeout_s=540)
+#   run(command="benchmarks/gpu_suite.sh", carry=[".gpu"], timeout_s=450)
 # Steps, most important first, each given what is left of the budget (at most its own limit), so
 # a slow step never costs the ones after it more than their share:
 #   memory    train_memory.py: peak of a step at the seed's worst case, today's path and ours
@@ -19,7 +19,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
-budget="${SUITE_SECONDS:-400}"
+budget="${SUITE_SECONDS:-390}"
 # A dry run on a (shared, slow) CPU gets the same steps with limits this many times longer.
 slow=1
 [ "${DRY_RUN:-0}" = 1 ] && { slow="${DRY_RUN_SLOWDOWN:-10}"; budget="${SUITE_SECONDS:-4000}"; }

@@ -153,9 +153,10 @@ class DecoderWeights:
         if self.master_flat is not None:
             self.flat.copy_(self.master_flat)
         else:
-            for tensor, part, offset in self.fused:
-                torch.cat([p.reshape(-1) for p in part],
-                          out=self.flat[offset:offset + tensor.numel()])
+            for _, part, offset in self.fused:
+                for parameter in part:
+                    self.flat[offset:offset + parameter.numel()].copy_(parameter.reshape(-1))
+                    offset += parameter.numel()
 
 
 class TrainingCopy:
