@@ -82,9 +82,9 @@ for name in "${steps[@]}"; do
     training) step training 170 benchmarks/train_throughput.py "${common[@]}" --pairs "$pairs" \
                 --repeats "$repeats" --profile "$out/profile" ;;
     job)      step job 120 benchmarks/worker_job.py "${common[@]}" "${job[@]}" ;;
-    scoring)  step scoring 70 benchmarks/action_scoring.py "${common[@]}" "${scoring[@]}" ;;
+    scoring)  step scoring 60 benchmarks/action_scoring.py "${common[@]}" "${scoring[@]}" ;;
     compile)  step compile 150 benchmarks/train_throughput.py "${common[@]}" --pairs "$pairs" \
-                --repeats "$repeats" --trl off --compile ;;
+                --repeats 1 --trl off --compile ;;
     *) echo "unknown step $name (memory, training, job, scoring, compile)" ;;
   esac
 done

@@ -263,8 +263,10 @@ def layer_forward(hidden: torch.Tensor, layer: LayerWeights, shape: Shape, cos: 
     heads, kv_heads, head_dim = shape.heads, shape.kv_heads, shape.head_dim
     normed = _rms_norm(hidden, layer.input_norm, shape.eps).to(compute)
     qkv = F.linear(normed, layer.qkv, layer.qkv_bias)
-    qk = qkv[..., : (heads + kv_heads) * head_dim].view(rows, tokens, heads + kv_heads, head_dim)
-    value = qkv[..., (heads + kv_heads) * head_dim:].view(rows, tokens, kv_heads, head_dim)
+    # One split (its backward one cat), not two slices (each backward a zeroed full-size copy).
+    qk, value = qkv.split([(heads + kv_heads) * head_dim, kv_heads * head_dim], dim=-1)
+    qk = qk.view(rows, tokens, heads + kv_heads, head_dim)
+    value = value.view(rows, tokens, kv_heads, head_dim)
     if layer.q_norm is not None and layer.k_norm is not None:  # Qwen3: q and k normed per head
         scale = torch.cat([layer.q_norm.expand(heads, head_dim),
                            layer.k_norm.expand(kv_heads, head_dim)])
