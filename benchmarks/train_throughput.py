@@ -123,7 +123,7 @@ def run_trl(base: Path, tokenizer, pairs: list[EncodedPair], output: Path, devic
 
 
 def profile(base: Path, tokenizer, pairs: list[EncodedPair], device: str, directory: Path,
-            steps: int = 8) -> None:
+            steps: int = 4) -> None:
     """A torch.profiler trace of ``steps`` training steps after two warm-up steps."""
     from torch.profiler import ProfilerActivity, profile as torch_profile
 
