@@ -10,8 +10,8 @@ Reports pairs/s, model FLOPs utilisation (6 x non-embedding parameters x tokens,
 device's bf16 peak; GPUs only unless ``--peak-tflops``) and peak memory, per trainer. ``--today``
 also trains through the model's own modules with a forward and backward per pair (the path before
 issue 42: ``decoder.FAST_DECODER`` off, groups of 2,048 tokens). ``--compile`` also trains with
-``torch.compile`` of the fast decoder's layer (``decoder.COMPILE_LAYERS``): one run first to
-compile (not timed as throughput), then timed runs; it prints ``compile_seconds`` (what the first
+``torch.compile`` of the fast decoder's layer (``decoder.COMPILE_DEVICES`` holding the device):
+one run first to compile (not timed as throughput), then timed runs; it prints ``compile_seconds`` (what the first
 run took beyond a timed one) and ``compile_gain`` (compiled pairs/s over eager), and
 ``compile_pays`` (``yes`` when the gain saves more than the compile costs over the seed's default
 job of 4000 pairs). ``--profile DIR`` writes a torch.profiler trace of a few steps and prints the
@@ -193,7 +193,8 @@ def main() -> None:
             configs["today"] = switched(decoder, "FAST_DECODER", False)(
                 lambda: run_ours(base, tokenizer, pairs, device,
                                  backward_tokens=CPU_BACKWARD_TOKENS))
-        compiled = switched(decoder, "COMPILE_LAYERS", True)(ours)
+        compiled = switched(decoder, "COMPILE_DEVICES", frozenset({torch.device(device).type}))(
+            ours)
         compile_first = None
         if args.compile:
             compile_first = compiled()

@@ -291,10 +291,11 @@ def layer_forward(hidden: torch.Tensor, layer: LayerWeights, shape: Shape, cos: 
     return hidden + _GatedMlpDown.apply(F.linear(normed, layer.gate_up), layer.down)
 
 
-# ``torch.compile`` of ``layer_forward`` (fused elementwise kernels, fewer launches): off until a
-# GPU run shows it pays within a job, compile time included (benchmarks/gpu_suite.sh prints
-# ``compile_gain`` and ``compile_seconds``; docs/worker.md says how the decision is made).
-COMPILE_LAYERS = False
+# Device types whose forwards run ``layer_forward`` through ``torch.compile`` (fused elementwise
+# kernels, fewer launches): none until a GPU run shows it pays within a job, compile time included
+# (benchmarks/gpu_suite.sh's compile step prints ``compile_pays``: add "cuda" if it says yes). On
+# CPU it costs more than it saves.
+COMPILE_DEVICES: frozenset[str] = frozenset()
 _compiled: Any = None
 
 
@@ -322,7 +323,7 @@ def decoder_rewards(model: Any, weights: DecoderWeights, ids: torch.Tensor, rows
         cos, sin = cos.unsqueeze(2), sin.unsqueeze(2)
         mask = tree.allowed if tree is not None else None
         run = layer_forward
-        if COMPILE_LAYERS:
+        if device.type in COMPILE_DEVICES:
             run = compiled_layer_forward()
             for tensor in (hidden, cos, sin, *(() if mask is None else (mask,))):
                 torch._dynamo.maybe_mark_dynamic(tensor, 0)
