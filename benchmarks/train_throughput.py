@@ -15,7 +15,8 @@ one run first to compile (not timed as throughput), then timed runs; it prints
 ``compile_seconds`` (what the first run's training took beyond a timed one), ``compile_gain``
 (compiled pairs/s over eager) and ``compile_pays`` (``yes`` when the gain is at least 5% and saves
 more than the compile costs over the seed's default job of 4000 pairs). ``--profile DIR`` writes
-a torch.profiler trace of a few steps and prints the top operators. Last line ``ratio: N`` (ours over TRL), or ``ours_pairs_per_s: N`` without TRL.
+a torch.profiler trace of a few steps and prints the top operators. Last line ``ratio: N`` (ours
+over TRL), or ``ours_pairs_per_s: N`` without TRL.
 
     .venv/bin/python benchmarks/train_throughput.py [--device cuda] [--model qwen3-0.6b-shape]
         [--pairs 200] [--repeats 3] [--data DIR] [--today] [--compile] [--profile DIR]
