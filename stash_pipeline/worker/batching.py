@@ -18,13 +18,14 @@ positions restarting where the prompt ends (``readout.tree_attention``).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from stash_pipeline.worker.decoder import DecoderWeights, decoder_rewards, runs_fast
+from stash_pipeline.worker.decoder import DecoderWeights, decoder_rewards, master_tensors, runs_fast
 from stash_pipeline.worker.readout import (
     pools_last_token,
     read_rewards,
@@ -220,10 +221,22 @@ def read_rows(model: Any, rows: Sequence[Row], *, pad_id: int | None,
     return rewards
 
 
+# Per model, its last scoring copy and the state of the weights it was made from.
+_SCORING_COPIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def scoring_weights(model: Any, device: torch.device) -> DecoderWeights:
     """The compute copy for reading without gradients, in the precision the surrounding context
     asks for: bf16 under bf16 autocast (as autocast would cast each weight), else the weights'
-    own."""
+    own. Made once while the weights stay as they are (a server or a job's evaluation and scoring
+    read many times): any change to a master tensor, in place or replaced, makes a new one."""
     dtype = (torch.get_autocast_dtype(device.type) if torch.is_autocast_enabled(device.type)
              else next(model.parameters()).dtype)
-    return DecoderWeights(model, dtype)
+    state = (dtype, tuple((p.data_ptr(), p._version) for p in master_tensors(model)))
+    cached = _SCORING_COPIES.get(model)
+    if cached is not None and cached[0] == state:
+        return cached[1]
+    _SCORING_COPIES.pop(model, None)  # the old copy's memory goes before the new one is made
+    weights = DecoderWeights(model, dtype)
+    _SCORING_COPIES[model] = (state, weights)
+    return weights

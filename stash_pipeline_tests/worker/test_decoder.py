@@ -120,3 +120,19 @@ def test_training_keeps_fp32_master_weights_and_releases_them():
     storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
     assert len(storages) == len(list(model.parameters()))
     assert all(p.grad is None for p in decoder.master_tensors(model))
+
+
+def test_reading_reuses_one_compute_copy_while_the_weights_stay_the_same():
+    from stash_pipeline.worker.batching import Row, read_rows, scoring_weights
+
+    model = small_decoder_classifier("qwen3").eval()
+    rows = [Row(tuple(SEQUENCES[0]), ((119, "a"),))]
+    first = read_rows(model, rows, pad_id=0)
+    copy = scoring_weights(model, torch.device("cpu"))
+    assert scoring_weights(model, torch.device("cpu")) is copy
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # another precision: another copy
+        assert scoring_weights(model, torch.device("cpu")).flat.dtype == torch.bfloat16
+    with torch.no_grad():  # an optimizer's in-place update
+        model.model.layers[0].mlp.down_proj.weight.mul_(2.0)
+    assert read_rows(model, rows, pad_id=0) != first
+    assert scoring_weights(model, torch.device("cpu")) is not copy
