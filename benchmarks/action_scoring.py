@@ -19,7 +19,7 @@ state), so there the gain can only come from cheaper forwards (ours runs the las
 token only) and batching by length; within it, one forward per trace replaces one per action.
 
 Usage: .venv/bin/python benchmarks/action_scoring.py [--device cuda] [--model qwen3-0.6b-shape]
-    [--traces N] [--repeats R] [--audience A] [--data DIR] [--readout-gain]
+    [--traces N] [--repeats R] [--audience A] [--data DIR]
 Prints per-set rates and median times, peak memory, then ``fit_ratio: N`` (c), ``tau2_ratio: N``
 (b) and last ``ratio: N`` (a).
 """
@@ -58,7 +58,6 @@ from models import (
     peak_memory_gib,
     reset_peak_memory,
     synchronize,
-    whole_last_layer,
 )
 
 TOLERANCE = {"tiny": 1e-4, "qwen3-0.6b-shape": 1e-3}  # fp32, ours against naive
@@ -153,8 +152,6 @@ def main() -> None:
     parser.add_argument("--audience", choices=AUDIENCES, default="personal")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads (default: torch's)")
-    parser.add_argument("--readout-gain", action="store_true",
-                        help="also score with the whole last layer; prints readout_gain")
     args = parser.parse_args()
     audience, device = args.audience, args.device
     if args.threads:
@@ -174,8 +171,6 @@ def main() -> None:
     if device != "cpu":
         scorers["ours_bf16"] = our_scores("bfloat16")
     ours = "ours_bf16" if default == "bfloat16" else "ours_fp32"
-    if args.readout_gain:
-        scorers["ours_whole_last_layer"] = whole_last_layer(scorers[ours])
     print(f"model {args.model}, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M "
           f"parameters, vocab {len(tokenizer)}, window {max_length}, audience {audience}, device "
           f"{describe_device(device)}, load average {os.getloadavg()[0]:.2f}; {len(fitted)} of "
@@ -192,10 +187,6 @@ def main() -> None:
                for key, (name, traces) in sets.items()}
     memory_name, memory = peak_memory_gib(device)
     print(f"{memory_name}: {memory:.2f}")
-    if args.readout_gain:
-        gains = [m["ours_whole_last_layer"] / m[ours] for m in medians.values()]
-        print(f"readout_gain: {statistics.fmean(gains):.3f} (fit, tau2, apb: "
-              f"{', '.join(f'{g:.3f}' for g in gains)})")
     print(f"fit_ratio: {medians['fit']['naive'] / medians['fit'][ours]:.2f}")
     print(f"tau2_ratio: {medians['tau2']['naive'] / medians['tau2'][ours]:.2f}")
     print(f"ratio: {medians['apb']['naive'] / medians['apb'][ours]:.2f}")

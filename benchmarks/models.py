@@ -29,7 +29,6 @@ from typing import Any, TypeVar
 import torch
 from transformers import AutoModelForCausalLM, Qwen3Config
 
-from stash_pipeline.worker import readout
 from stash_pipeline.worker.tiny_model import SHAPES, build_tokenizer
 
 T = TypeVar("T")
@@ -169,13 +168,16 @@ def describe_device(device: str) -> str:
             f"python {sys.version.split()[0]}")
 
 
-def whole_last_layer(run: Callable[..., T]) -> Callable[..., T]:
-    """``run`` with the last decoder layer over every token (``readout``'s switch off), to measure
-    what running it at read tokens only gains; the switch is restored afterwards."""
-    def whole(*args: Any) -> T:
-        before, readout.LAST_LAYER_AT_READS_ONLY = readout.LAST_LAYER_AT_READS_ONLY, False
-        try:
-            return run(*args)
-        finally:
-            readout.LAST_LAYER_AT_READS_ONLY = before
-    return whole
+def switched(module: Any, name: str, value: Any) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """A decorator: the function runs with ``module.name`` set to ``value`` (a switch such as
+    ``decoder.FAST_DECODER``), restored afterwards."""
+    def wrap(run: Callable[..., T]) -> Callable[..., T]:
+        def with_switch(*args: Any) -> T:
+            before = getattr(module, name)
+            setattr(module, name, value)
+            try:
+                return run(*args)
+            finally:
+                setattr(module, name, before)
+        return with_switch
+    return wrap

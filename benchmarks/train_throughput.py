@@ -7,14 +7,19 @@ constant lr 1e-5 like ours) and gets pre-tokenised ids, because it drops long pa
 truncating them; it is skipped when trl is not installed (``--trl off`` skips it anyway).
 
 Reports pairs/s, model FLOPs utilisation (6 x non-embedding parameters x tokens, against the
-device's bf16 peak; GPUs only unless ``--peak-tflops``) and peak memory, per trainer. With
-``--readout-gain`` it also trains with the whole last layer (``readout.LAST_LAYER_AT_READS_ONLY``
-off) and prints ``readout_gain: N`` (issue 11 keeps the read only if N >= 1.05 on Qwen3-0.6B's
-shape on a GPU). ``--profile DIR`` writes a torch.profiler trace of a few steps and prints the
-top operators. Last line ``ratio: N`` (ours over TRL), or ``ours_pairs_per_s: N`` without TRL.
+device's bf16 peak; GPUs only unless ``--peak-tflops``) and peak memory, per trainer. ``--today``
+also trains through the model's own modules with a forward and backward per pair (the path before
+issue 42: ``decoder.FAST_DECODER`` off, groups of 2,048 tokens). ``--compile`` also trains with
+``torch.compile`` of the fast decoder's layer (``decoder.COMPILE_DEVICES`` holding the device):
+one run first to compile (not timed as throughput), then timed runs; it prints
+``compile_seconds`` (what the first run's training took beyond a timed one), ``compile_gain``
+(compiled pairs/s over eager) and ``compile_pays`` (``yes`` when the gain is at least 5% and saves
+more than the compile costs over the seed's default job of 4000 pairs). ``--profile DIR`` writes
+a torch.profiler trace of a few steps and prints the top operators. Last line ``ratio: N`` (ours
+over TRL), or ``ours_pairs_per_s: N`` without TRL.
 
     .venv/bin/python benchmarks/train_throughput.py [--device cuda] [--model qwen3-0.6b-shape]
-        [--pairs 200] [--repeats 3] [--data DIR] [--readout-gain] [--compile] [--profile DIR]
+        [--pairs 200] [--repeats 3] [--data DIR] [--today] [--compile] [--profile DIR]
 """
 
 from __future__ import annotations
@@ -30,13 +35,17 @@ from pathlib import Path
 import torch
 
 from stash_pipeline.core.pair_builders import build_feedback_pairs
+from stash_pipeline.core.training_settings import DEFAULT_MAX_PAIRS
 from stash_pipeline.importers import read_path
+from stash_pipeline.worker import decoder
+from stash_pipeline.worker.decoder import training_copy
 from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer, tokenize
 from stash_pipeline.worker.render import render_side
 from stash_pipeline.worker.train import (
-    DEFAULT_BACKWARD_TOKENS,
+    BY_DEVICE,
+    CPU_BACKWARD_TOKENS,
     EncodedPair,
-    compile_decoder_layers,
+    compute_dtype,
     make_optimizer,
     shuffled_batches,
     train,
@@ -52,8 +61,8 @@ from models import (
     non_embedding_parameters,
     peak_memory_gib,
     reset_peak_memory,
+    switched,
     synchronize,
-    whole_last_layer,
 )
 
 
@@ -72,11 +81,9 @@ def fresh_model(base: Path, tokenizer, device: str):
     return load_reward_model(str(base), device=device, tokenizer=tokenizer)
 
 
-def run_ours(base: Path, tokenizer, pairs: list[EncodedPair], device: str, *, compile: bool,
-             backward_tokens: int | None) -> tuple[float, float, float]:
+def run_ours(base: Path, tokenizer, pairs: list[EncodedPair], device: str, *,
+             backward_tokens: int | None | str) -> tuple[float, float, float]:
     model = fresh_model(base, tokenizer, device)
-    if compile:
-        compile_decoder_layers(model)
     reset_peak_memory(device)
     synchronize(device)
     started = time.perf_counter()
@@ -117,7 +124,7 @@ def run_trl(base: Path, tokenizer, pairs: list[EncodedPair], output: Path, devic
 
 
 def profile(base: Path, tokenizer, pairs: list[EncodedPair], device: str, directory: Path,
-            steps: int = 8) -> None:
+            steps: int = 4) -> None:
     """A torch.profiler trace of ``steps`` training steps after two warm-up steps."""
     from torch.profiler import ProfilerActivity, profile as torch_profile
 
@@ -125,16 +132,18 @@ def profile(base: Path, tokenizer, pairs: list[EncodedPair], device: str, direct
     model.train()
     optimizer = make_optimizer(model, device)
     batches = shuffled_batches(len(pairs), random.Random(0))[: steps + 2]
-    for batch in batches[:2]:
-        train_step(model, optimizer, [pairs[i] for i in batch], device=device,
-                   pad_id=tokenizer.pad_token_id)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-    synchronize(device)
-    with torch_profile(activities=activities, record_shapes=False) as prof:
-        for batch in batches[2:]:
+    with training_copy(model, compute_dtype(model, device, True)) as copy:
+        def step(batch: list[int]) -> None:
             train_step(model, optimizer, [pairs[i] for i in batch], device=device,
-                       pad_id=tokenizer.pad_token_id)
+                       pad_id=tokenizer.pad_token_id, copy=copy)
+        for batch in batches[:2]:
+            step(batch)
         synchronize(device)
+        with torch_profile(activities=activities, record_shapes=False) as prof:
+            for batch in batches[2:]:
+                step(batch)
+            synchronize(device)
     directory.mkdir(parents=True, exist_ok=True)
     prof.export_chrome_trace(str(directory / "train_trace.json"))
     key = "self_cuda_time_total" if device == "cuda" else "self_cpu_time_total"
@@ -151,15 +160,19 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--pairs", type=int, default=200)
     parser.add_argument("--trl", choices=("auto", "on", "off"), default="auto")
-    parser.add_argument("--readout-gain", action="store_true")
-    parser.add_argument("--compile", action="store_true", help="torch.compile the decoder layers")
-    parser.add_argument("--backward-tokens", default=str(DEFAULT_BACKWARD_TOKENS),
-                        help="tokens a forward-and-backward holds; 'none': the whole batch at once")
+    parser.add_argument("--today", action="store_true",
+                        help="also train through the model's modules, a pair at a time")
+    parser.add_argument("--compile", action="store_true",
+                        help="also train with torch.compile of the fast decoder's layer")
+    parser.add_argument("--backward-tokens", default=BY_DEVICE,
+                        help="tokens a forward-and-backward holds (default by device); 'none': "
+                             "the whole batch at once")
     parser.add_argument("--profile", type=Path, default=None,
                         help="folder for a torch.profiler trace")
     args = parser.parse_args()
     device = args.device
-    backward_tokens = None if args.backward_tokens == "none" else int(args.backward_tokens)
+    backward_tokens = (None if args.backward_tokens == "none" else args.backward_tokens
+                       if args.backward_tokens == BY_DEVICE else int(args.backward_tokens))
     with_trl = args.trl == "on" or (args.trl == "auto"
                                     and importlib.util.find_spec("trl") is not None)
     with tempfile.TemporaryDirectory() as scratch:
@@ -171,13 +184,24 @@ def main() -> None:
         flops = 6 * non_embedding_parameters(probe) * tokens
         print(f"model {args.model}: {non_embedding_parameters(probe) / 1e6:.0f}M parameters "
               f"outside the embedding; {len(pairs)} pairs, {tokens / len(pairs):.0f} tokens a pair "
-              f"(both sides); device {describe_device(device)}; backward tokens {backward_tokens}; "
-              f"compile {args.compile}")
+              f"(both sides); device {describe_device(device)}; backward tokens {backward_tokens}",
+              flush=True)
         del probe
-        configs = {"ours": lambda: run_ours(base, tokenizer, pairs, device, compile=args.compile,
-                                            backward_tokens=backward_tokens)}
-        if args.readout_gain:
-            configs["ours_whole_last_layer"] = whole_last_layer(configs["ours"])
+        ours = lambda: run_ours(base, tokenizer, pairs, device,  # noqa: E731
+                                backward_tokens=backward_tokens)
+        configs = {"ours": ours}
+        if args.today:
+            configs["today"] = switched(decoder, "FAST_DECODER", False)(
+                lambda: run_ours(base, tokenizer, pairs, device,
+                                 backward_tokens=CPU_BACKWARD_TOKENS))
+        compiled = switched(decoder, "COMPILE_DEVICES", frozenset({torch.device(device).type}))(
+            ours)
+        compile_first = None
+        if args.compile:
+            compile_first = compiled()
+            print(f"compiled first run (compiling): {compile_first[0]:.2f} pairs/s, "
+                  f"{len(pairs) / compile_first[0]:.1f} s of training", flush=True)
+            configs["ours_compiled"] = compiled
         if with_trl:
             configs["trl"] = lambda: run_trl(base, tokenizer, pairs, Path(scratch) / "trl", device)
         runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in configs}
@@ -195,17 +219,26 @@ def main() -> None:
             print(f"{name}_final_loss: {median([r[1] for r in results]):.4f}")
             print(f"{name}_mfu: {utilisation:.3f}" if utilisation is not None
                   else f"{name}_mfu: n/a")
-            print(f"{name}_{memory_name}: {max(r[2] for r in results):.2f}")
+            print(f"{name}_{memory_name}: {max(r[2] for r in results):.2f}", flush=True)
+        rate = median([r[0] for r in runs["ours"]])
+        if args.today:
+            print(f"today_ratio: {rate / median([r[0] for r in runs['today']]):.2f}")
+        if compile_first is not None:
+            steady = median([r[0] for r in runs["ours_compiled"]])
+            compile_seconds = len(pairs) / compile_first[0] - len(pairs) / steady
+            gain = steady / rate
+            saved = DEFAULT_MAX_PAIRS / rate - DEFAULT_MAX_PAIRS / steady
+            print(f"compile_seconds: {compile_seconds:.1f}")
+            print(f"compile_gain: {gain:.3f}")
+            print(f"compile_saves_s_per_4000_pairs: {saved:.1f}")
+            print(f"compile_pays: {'yes' if saved > compile_seconds and gain >= 1.05 else 'no'}",
+                  flush=True)
         if args.profile:
             profile(base, tokenizer, pairs, device, args.profile)
-        ours = median([r[0] for r in runs["ours"]])
-        if args.readout_gain:
-            print("readout_gain: "
-                  f"{ours / median([r[0] for r in runs['ours_whole_last_layer']]):.3f}")
         if with_trl:
-            print(f"ratio: {ours / median([r[0] for r in runs['trl']]):.2f}")
+            print(f"ratio: {rate / median([r[0] for r in runs['trl']]):.2f}")
         else:
-            print(f"ours_pairs_per_s: {ours:.2f}")
+            print(f"ours_pairs_per_s: {rate:.2f}")
 
 
 if __name__ == "__main__":

@@ -8,10 +8,13 @@ from it), then stands in for the caller's upload with a local copy of the archiv
 the phases leave out (interpreter start, imports).
 
 On a GPU it also prints the seed's budget as a figure, ``a10g_minutes_estimate: N``: the default
-job (4000 pairs, one epoch, scoring 10,000 traces with their actions) on an A10G, from this run's
-rates, the GPU-bound phases (training, evaluation, scoring) scaled by the two GPUs' bf16 peaks
-(A10G 125 TFLOP/s against this GPU's), the others as measured. Last line ``job_over_compute: N``:
-the worker's wall time over its training plus scoring time (the aim: at most 1.3).
+job (4000 pairs of this run's mean length, one epoch, then scoring 1,000 traces with their
+actions) on an A10G, from this run's rates: the GPU-bound phases (training, evaluation, scoring)
+scaled by the two GPUs' dense bf16 peaks (the A10G's 125 TFLOP/s against this GPU's, both printed
+as ``assumed_*``), that is at the MFU measured here; the others as measured. The training FLOPs it
+implies (6 x non-embedding parameters x tokens, attention left out) are printed too. Last line
+``job_over_compute: N``: the worker's wall time over its training plus scoring time (the aim: at
+most 1.3). ``--max-pairs`` and ``--traces`` size a run to a time budget.
 
 Scoring (issue 18) is also given per 1,000 actions: the job's scoring phase (whole traces and every
 action of the 250 traces, whole traces riding along in the actions' forwards) beside the naive
@@ -21,7 +24,7 @@ here on a seed-0 sample of ``--naive-traces`` traces with the job's own checkpoi
 
     .venv/bin/python benchmarks/worker_job.py [--device cuda] [--model qwen3-0.6b-shape] [--data
     DIR]
-        [--max-pairs N] [--keep DIR]
+        [--max-pairs N] [--traces N] [--naive-traces N] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -62,7 +66,7 @@ from models import (
     peak_tflops,
 )
 
-DEFAULT_JOB_TRACES = 10_000  # the seed's budget figure: the owner's traces a default job scores
+DEFAULT_JOB_TRACES = 1_000  # issue 42's budget figure: traces a default job scores
 GPU_BOUND = ("training", "evaluation", "scoring")
 
 
@@ -81,6 +85,27 @@ def a10g_minutes(phases: dict[str, float], *, train_pairs: int, all_pairs: int, 
         + startup,
     }
     return sum(parts.values()) / 60, parts
+
+
+def training_size(base: Path, pairs: list) -> tuple[int, int]:
+    """Non-embedding parameters of the base model and the tokens of ``pairs`` (both sides), as
+    the worker renders and truncates them."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    from stash_pipeline.worker.modeling import load_config, load_tokenizer, tokenize
+    from stash_pipeline.worker.render import render_side
+
+    config = load_config(str(base))
+    config.num_labels = 1
+    with torch.device("meta"):
+        model = AutoModelForSequenceClassification.from_config(config)
+    embedding = model.get_input_embeddings().weight
+    parameters = sum(p.numel() for p in model.parameters() if p is not embedding)
+    tokenizer = load_tokenizer(str(base))
+    sides = [render_side(tokenizer, side, "personal") for p in pairs
+             for side in (p.chosen, p.rejected)]
+    return parameters, sum(len(ids) for ids in tokenize(tokenizer, sides))
 
 
 def naive_seconds_per_action(checkpoint: Path, traces: list, device: str, count: int) -> float:
@@ -104,15 +129,21 @@ def main() -> None:
     add_common_arguments(parser)
     parser.add_argument("--max-pairs", type=int, default=None, help="cap the pairs (a quick run)")
     parser.add_argument("--keep", type=Path, default=None, help="keep the job directory here")
+    parser.add_argument("--traces", type=int, default=None,
+                        help="score only the first N traces (a quick run)")
     parser.add_argument("--naive-traces", type=int, default=20,
                         help="traces the naive per-action scorer is timed on")
     args = parser.parse_args()
+    # A time limit's SIGTERM ends the worker too (subprocess.run kills its child on an exception).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     scratch = Path(tempfile.mkdtemp(prefix="worker-job-"))
     try:
         items = list(read_path(args.data / APB_FILE, format="agentprocessbench"))
         traces = [item.trace for item in items]
         pairs = build_feedback_pairs(traces, [f for item in items for f in item.feedback],
                                      "personal")
+        if args.traces:
+            traces = traces[: args.traces]
         if args.max_pairs:
             pairs = pairs[: args.max_pairs]
         split = split_pairs(pairs)
@@ -163,6 +194,15 @@ def main() -> None:
         print(f"naive_s_per_1000_actions: {1000 * naive:.2f}")
         print(f"naive_over_scoring: {naive / ours:.2f}")
         peak = peak_tflops(metrics["device"], args.peak_tflops)
+        parameters, tokens = training_size(base, split.train)
+        flops = 6 * parameters * tokens / len(split.train) * DEFAULT_MAX_PAIRS
+        print(f"assumed_training_flops_{DEFAULT_MAX_PAIRS}_pairs: {flops:.3e} (6 x "
+              f"{parameters / 1e6:.0f}M non-embedding parameters x {tokens / len(split.train):.0f}"
+              " tokens a pair)")
+        print(f"assumed_a10g_peak_tflops: {A10G_TFLOPS:.0f}")
+        if peak:
+            print(f"assumed_gpu_peak_tflops: {peak:.0f}")
+            print(f"training_mfu: {6 * parameters * tokens / phases['training'] / peak / 1e12:.3f}")
         if metrics["device"] == "cuda" and peak:
             minutes, parts = a10g_minutes(phases, train_pairs=len(split.train),
                                           all_pairs=len(pairs), traces=len(traces),

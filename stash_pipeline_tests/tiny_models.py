@@ -98,7 +98,7 @@ def write_checkpoint(model, tokenizer, directory: Path, *, audience: str, reward
     return directory
 
 
-# Three-layer decoders of each family the readout runs in parts (readout.READ_ONLY_LAST_LAYER,
+# Three-layer decoders of each family the fast decoder runs (decoder.FAST_DECODER_TYPES,
 # TREE_ROW_MODELS): small enough to compare every reward against the model's own forward.
 SMALL_DECODER = {"vocab_size": 97, "hidden_size": 64, "intermediate_size": 128,
                  "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,

@@ -2,9 +2,11 @@
 
 ``forward_rows`` is the one forward loop of the worker: training (``train.pair_rewards``, with
 gradients), evaluation and scoring (``read_rows``, without) all run their rows through it. It runs
-rows in forwards of a device's token budget (``length_batches``) and reads each row's rewards with
-``readout.read_rewards``: for a causal decoder at any token (one forward over a trace reads every
-action that ends inside it), for other models at the row's end.
+rows in forwards of a device's token budget (``length_batches``) and reads each row's rewards at
+chosen tokens: Llama-family decoders through ``decoder.decoder_rewards`` over a compute copy of
+their weights (fewer, larger kernels), other models through their own modules
+(``readout.read_rewards``); for a causal decoder at any token (one forward over a trace reads
+every action that ends inside it), for other models at the row's end.
 
 ``pack_rows`` puts distinct sequences into rows so that what they share is computed once: a
 sequence that begins a longer one is read inside it, and (for the decoders of
@@ -16,12 +18,14 @@ positions restarting where the prompt ends (``readout.tree_attention``).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from stash_pipeline.worker.decoder import DecoderWeights, decoder_rewards, master_tensors, runs_fast
 from stash_pipeline.worker.readout import (
     pools_last_token,
     read_rewards,
@@ -155,13 +159,15 @@ def rows_for(model: Any, sequences: Iterable[Sequence[int]], *, share_prefixes: 
 
 
 def forward_rows(model: Any, rows: Sequence[Row], *, pad_id: int, device: torch.device | str,
-                 batch_tokens: int | None = None
+                 batch_tokens: int | None = None, weights: DecoderWeights | None = None
                  ) -> Iterator[tuple[list[Hashable], torch.Tensor, int]]:
     """Run ``rows`` forward; per forward its read keys, their rewards (on the device, in the graph
     when autograd records) and its rows' tokens.
 
     Plain rows and tree rows run in forwards of their own, so plain rows keep the causal kernel
     (no mask); each kind is batched by length within ``batch_tokens`` (default: by device).
+    ``weights``: the compute copy a ``decoder.runs_fast`` model runs through; None for the model's
+    own modules.
     """
     budget = batch_tokens or default_batch_tokens(device)
     for trees in (False, True):
@@ -173,7 +179,9 @@ def forward_rows(model: Any, rows: Sequence[Row], *, pad_id: int, device: torch.
                                    ids.shape[1], device) if trees else None)
             rows_index = [r for r, row in enumerate(chosen) for _ in row.reads]
             positions = [p for row in chosen for p, _ in row.reads]
-            values = read_rewards(model, ids, mask, rows_index, positions, tree)
+            values = (decoder_rewards(model, weights, ids, rows_index, positions, tree)
+                      if weights is not None
+                      else read_rewards(model, ids, mask, rows_index, positions, tree))
             yield ([key for row in chosen for _, key in row.reads], values,
                    sum(len(row.ids) for row in chosen))
 
@@ -204,9 +212,31 @@ def read_rows(model: Any, rows: Sequence[Row], *, pad_id: int | None,
     rewards: dict[Hashable, float] = {}
     device = next(model.parameters()).device
     with torch.inference_mode():
+        weights = scoring_weights(model, device) if runs_fast(model) else None
         for keys, values, tokens in forward_rows(model, rows, pad_id=pad_id, device=device,
-                                                 batch_tokens=batch_tokens):
+                                                 batch_tokens=batch_tokens, weights=weights):
             rewards.update(zip(keys, values.float().tolist()))
             if on_batch is not None:
                 on_batch(keys, tokens)
     return rewards
+
+
+# Per model, its last scoring copy and the state of the weights it was made from.
+_SCORING_COPIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def scoring_weights(model: Any, device: torch.device) -> DecoderWeights:
+    """The compute copy for reading without gradients, in the precision the surrounding context
+    asks for: bf16 under bf16 autocast (as autocast would cast each weight), else the weights'
+    own. Made once while the weights stay as they are (a server or a job's evaluation and scoring
+    read many times): any change to a master tensor, in place or replaced, makes a new one."""
+    dtype = (torch.get_autocast_dtype(device.type) if torch.is_autocast_enabled(device.type)
+             else next(model.parameters()).dtype)
+    state = (dtype, tuple((p.data_ptr(), p._version) for p in master_tensors(model)))
+    cached = _SCORING_COPIES.get(model)
+    if cached is not None and cached[0] == state:
+        return cached[1]
+    _SCORING_COPIES.pop(model, None)  # the old copy's memory goes before the new one is made
+    weights = DecoderWeights(model, dtype)
+    _SCORING_COPIES[model] = (state, weights)
+    return weights

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import transformers
 
 from stash_pipeline.compute import job as contract
 from stash_pipeline.core.calibration import RewardStats, display_scale_sample, reward_stats
@@ -56,11 +55,6 @@ from stash_pipeline.worker.train import train
 
 # What runner.Phases is: phase(name) times and logs the phase it wraps.
 Phase = Callable[[str], AbstractContextManager[None]]
-
-
-def library_versions() -> str:
-    """The versions a job's numbers depend on, for its log."""
-    return f"torch {torch.__version__}, transformers {transformers.__version__}"
 
 
 def write_scores(job_dir: Path, settings: contract.JobSettings, model: Any, tokenizer: Any,

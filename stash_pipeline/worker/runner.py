@@ -3,8 +3,9 @@
 ``python -m stash_pipeline.worker JOB_DIR`` calls ``main``; a Modal function calls the same.
 Every attempt starts clean (an earlier attempt's outputs removed, its log kept in attempt-logs/),
 logs each phase with its duration, and on SIGTERM logs why it stops before it exits. This module
-only conducts an attempt: the training and scoring jobs are ``jobs``'s, imported once the settings
-were read (this module imports no torch); the stop signals are handled by ``stop_signals``.
+only conducts an attempt: it checks the ML stack (``stack.check_stack``) first, then reads the
+settings; the training and scoring jobs are ``jobs``'s, imported once both passed (this module
+imports no torch); the stop signals are handled by ``stop_signals``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 from stash_pipeline.compute import job as contract
 from stash_pipeline.worker.job_outputs import write_metrics
 from stash_pipeline.worker.progress import Progress, default_progress, logger, under_dagster_pipes
+from stash_pipeline.worker.stack import UnsupportedStackError, check_stack
 from stash_pipeline.worker.stop_signals import stop_signals_raise
 
 
@@ -53,13 +55,15 @@ def run_job(job_dir: Path, progress: Progress | None = None, phase: Phases | Non
     progress = progress or default_progress()
     phase = phase or Phases(progress)
     contract.clear_outputs(job_dir)  # an earlier attempt's success must not look like this one's
+    # Before anything loads torch or transformers: an unsupported stack fails here in one line.
+    versions = check_stack()
     settings = contract.read_settings(job_dir)
     attempt = settings.attempt or attempt or contract.new_attempt_id()
     # The ML libraries load only for settings that passed: a bad job fails in a fraction of a
     # second.
     from stash_pipeline.worker import jobs
 
-    progress.info(jobs.library_versions())
+    progress.info(versions)
     run = jobs.train_job if settings.is_training else jobs.score_job
     metrics = run(job_dir, settings, progress, phase)
     metrics.update(seconds=time.perf_counter() - started, attempt=attempt,
@@ -113,8 +117,11 @@ def main(job_dir: str) -> int:
             where = f" in phase {phase.current}" if phase is not None and phase.current else ""
             # The last line names what failed (the phase, the file or model path) and why: the
             # seed's `error` is the log's tail.
-            logger.error("job failed%s\n%s\njob failed%s: %s: %s", where,
-                         traceback.format_exc().rstrip(), where, type(error).__name__, error)
+            if isinstance(error, UnsupportedStackError):  # a refusal, not a bug: one line
+                logger.error("job failed: %s: %s", type(error).__name__, error)
+            else:
+                logger.error("job failed%s\n%s\njob failed%s: %s: %s", where,
+                             traceback.format_exc().rstrip(), where, type(error).__name__, error)
             if pipes is not None:
                 pipes.log.error(f"job failed{where}: {type(error).__name__}: {error}")
             return 1

@@ -1,24 +1,26 @@
 """Bradley-Terry training of a one-output reward model (the seed's "The model" and settings).
 
-Speed comes from doing less arithmetic, not a leaner loop (see the ML notes):
+Speed on a GPU comes from fewer and larger kernels (the step was launch-bound, docs/worker.md):
+- a Llama-family decoder (``decoder.runs_fast``) runs its layers as plain tensor functions over a
+  compute copy of the weights in bf16, refreshed from the fp32 master weights with one cast a
+  step (``decoder.TrainingCopy``): autocast's arithmetic without a cast per use, fused q/k/v and
+  gate/up products, fused norms;
+- a step's pairs run forward and backward together up to ``backward_tokens`` (on an accelerator
+  the whole batch of 4 pairs of full windows), their rows in forwards of the device's token
+  budget (``batching.forward_rows``);
 - each distinct side of a batch is computed once (``batching.pack_rows``): identical sides run
-  once; with a causal decoder a side whose tokens begin another side's (a step-rating pair inside
-  one trace that fits the window) is read inside that longer sequence, and sides that share a
-  prompt and then diverge (a preference pair's two last assistant turns) run as one tree row, the
-  prompt once (``readout.tree_attention``; a third fewer tokens on hh-rlhf);
-- a batch's sequences run grouped by length in forwards of the device's token budget (the
-  scorer's ``length_batches``: on CPU one full 1024-token window a forward, which is fastest);
-- the last decoder layer runs at the read tokens only (``readout``: its other tokens only feed it
-  keys and values);
-- bf16 autocast over fp32 master weights where the device supports it.
+  once; a side whose tokens begin another side's is read inside that longer sequence, and sides
+  that share a prompt and then diverge run as one tree row, the prompt once;
+- the rewards of a group are gathered with one index and the loss is one expression.
 Batches themselves are drawn at random with seed 0, as TRL draws them (see ``shuffled_batches``).
 
-Memory: a 4-pair step holds the activations of at most ``backward_tokens`` tokens at a time. The
-Bradley-Terry loss is a sum over pairs, so the step's pairs are split into groups
-(``backward_groups``), each group runs forward and backward on its own, and the gradients add up in
-``.grad``: exactly the gradient of the whole batch, with the activations of one group (one pair of
-two full windows by default) instead of eight sequences. The optimizer steps once per batch, as
-before.
+What the model learns is unchanged: fp32 master weights and AdamW states (bf16 weights would not
+learn at 1e-5: updates underflow), matrix products in bf16 as under autocast, the same losses and
+gradients as the model's own forward (tested).
+
+Memory: a step holds the activations of at most ``backward_tokens`` tokens at a time. The
+Bradley-Terry loss is a sum over pairs, so pairs beyond the budget run forward and backward in
+groups (``backward_groups``) whose gradients add up: exactly the gradient of the whole batch.
 
 Host syncs: on an accelerator the losses stay on the device and are read every ``SYNC_EVERY``
 steps (progress lines then catch up), and index tensors reach the device through pinned memory;
@@ -39,17 +41,28 @@ import torch.nn.functional as F
 
 from stash_pipeline.core.training_settings import BATCH_SIZE, LEARNING_RATE, MAX_LENGTH, SEED
 from stash_pipeline.worker.batching import forward_rows, pack_rows, rows_for
-from stash_pipeline.worker.modeling import autocast
+from stash_pipeline.worker.decoder import DecoderWeights, TrainingCopy, training_copy
+from stash_pipeline.worker.modeling import autocast, supports_bf16
 from stash_pipeline.worker.progress import LogProgress, Progress
-from stash_pipeline.worker.readout import pools_last_token, reads_tree_rows
+from stash_pipeline.worker.readout import long_tensor, pools_last_token, reads_tree_rows
 
 # As Hugging Face's Trainer (and so TRL's RewardTrainer) does by default.
 MAX_GRAD_NORM = 1.0
 WEIGHT_DECAY = 0.0
 FUSED_ADAMW_DEVICES = ("cpu", "cuda")
-# Tokens whose activations one forward-and-backward holds: one pair of two full windows. At
-# Qwen3-0.6B's shape that keeps a step within an A10G's 24 GB (docs/worker.md, "Memory").
-DEFAULT_BACKWARD_TOKENS = 2 * MAX_LENGTH
+# Tokens whose activations one forward-and-backward holds. On an accelerator: two pairs of full
+# windows (a whole batch of shorter or prompt-sharing pairs), which at Qwen3-0.6B's shape keeps a
+# step within 18 GiB (docs/worker.md, "Memory"; the whole batch of 8 full windows would need
+# about 27). On CPU one pair of two full windows: there a forward holds one window anyway
+# (batching.CPU_BATCH_TOKENS), and the arithmetic is the bottleneck.
+ACCELERATOR_BACKWARD_TOKENS = 2 * 2 * MAX_LENGTH
+CPU_BACKWARD_TOKENS = 2 * MAX_LENGTH
+BY_DEVICE = "by device"
+
+
+def default_backward_tokens(device: torch.device | str) -> int:
+    return (CPU_BACKWARD_TOKENS if torch.device(device).type == "cpu"
+            else ACCELERATOR_BACKWARD_TOKENS)
 # On an accelerator, losses are read back (a host sync) once per this many steps.
 SYNC_EVERY = 10
 
@@ -118,7 +131,8 @@ def packed_tokens(sides: list[list[int]], *, share_prefixes: bool, branches: boo
 
 
 def pair_rewards(model: Any, pairs: list[EncodedPair], device: str, *, pad_id: int,
-                 share_prefixes: bool = True, batch_tokens: int | None = None
+                 share_prefixes: bool = True, batch_tokens: int | None = None,
+                 weights: DecoderWeights | None = None
                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """r(chosen) and r(rejected) for each pair, computing each distinct side once (``rows_for``).
 
@@ -128,14 +142,20 @@ def pair_rewards(model: Any, pairs: list[EncodedPair], device: str, *, pad_id: i
 
     Scores are the classification head on the base model's hidden state at each side's last token,
     which is what the sequence-classification forward computes (it pools at the last non-pad token).
+    ``weights``: the compute copy of a ``decoder.runs_fast`` model (``TrainingCopy.weights``).
+    All sides' rewards are gathered with one index into the forwards' reads.
     """
     sides = [p.chosen_ids for p in pairs] + [p.rejected_ids for p in pairs]
     rows = rows_for(model, sides, share_prefixes=share_prefixes)
-    reward_of: dict[Hashable, torch.Tensor] = {}
-    for keys, values, _ in forward_rows(model, rows, pad_id=pad_id, device=device,
-                                        batch_tokens=batch_tokens):
-        reward_of.update(zip(keys, values))
-    rewards = torch.stack([reward_of[tuple(side)] for side in sides]).float()
+    read_at: dict[Hashable, int] = {}  # a side's index among all forwards' reads
+    values = []
+    for keys, read, _ in forward_rows(model, rows, pad_id=pad_id, device=device,
+                                      batch_tokens=batch_tokens, weights=weights):
+        offset = sum(len(v) for v in values)
+        read_at.update((key, offset + i) for i, key in enumerate(keys))
+        values.append(read)
+    reads = values[0] if len(values) == 1 else torch.cat(values)
+    rewards = reads[long_tensor([read_at[tuple(side)] for side in sides], reads.device)].float()
     return rewards[: len(pairs)], rewards[len(pairs):]
 
 
@@ -171,17 +191,6 @@ def backward_groups(pairs: list[EncodedPair], budget: int | None, *, share_prefi
     return groups
 
 
-def compile_decoder_layers(model: Any) -> int:
-    """``torch.compile`` every decoder layer but the last (the reward read runs that one in parts);
-    the number compiled. Not on by default: its gain on a GPU is still to be measured
-    (``benchmarks/train_throughput.py --compile``); on CPU it costs more than it saves."""
-    base = getattr(model, model.base_model_prefix, None)
-    layers = list(getattr(base, "layers", None) or [])
-    for layer in layers[:-1]:
-        layer.compile(dynamic=True)
-    return max(len(layers) - 1, 0)
-
-
 def disable_dropout(model: Any) -> None:
     """Dropout off in every module, as TRL's RewardTrainer does by default (``disable_dropout``):
     the reward of a text must not depend on a random mask while the model learns from it. Covers
@@ -203,19 +212,30 @@ def make_optimizer(model: Any, device: str) -> torch.optim.Optimizer:
 
 def train_step(model: Any, optimizer: torch.optim.Optimizer, batch: list[EncodedPair], *,
                device: str, pad_id: int, use_autocast: bool = True, share_prefixes: bool = True,
-               backward_tokens: int | None = DEFAULT_BACKWARD_TOKENS,
-               batch_tokens: int | None = None
+               backward_tokens: int | None | str = BY_DEVICE,
+               batch_tokens: int | None = None, copy: TrainingCopy | None = None
                ) -> torch.Tensor:
-    """One optimizer step on one batch; its mean Bradley-Terry loss, still on the device."""
+    """One optimizer step on one batch; its mean Bradley-Terry loss, still on the device.
+
+    ``copy``: a ``decoder.TrainingCopy`` of the model (``train`` makes one for the models
+    ``decoder.runs_fast`` accepts), whose compute precision replaces autocast; None: the model's
+    own modules under autocast.
+    """
     share_prefixes = share_prefixes and pools_last_token(model)
-    optimizer.zero_grad(set_to_none=True)
+    if backward_tokens == BY_DEVICE:
+        backward_tokens = default_backward_tokens(device)
+    if copy is None:
+        optimizer.zero_grad(set_to_none=True)
+    else:
+        copy.start_step()
     loss = torch.zeros((), device=device)
     for group in backward_groups(batch, backward_tokens, share_prefixes=share_prefixes,
                                  branches=reads_tree_rows(model)):
-        with autocast(device, use_autocast):
+        with autocast(device, use_autocast and copy is None):
             chosen, rejected = pair_rewards(model, [batch[i] for i in group], device, pad_id=pad_id,
                                             share_prefixes=share_prefixes,
-                                            batch_tokens=batch_tokens)
+                                            batch_tokens=batch_tokens,
+                                            weights=copy.weights if copy is not None else None)
         # The batch's mean loss is the sum of its groups' parts: each group's gradient adds up in
         # .grad, which is exactly the batch's gradient.
         part = bradley_terry_loss(chosen, rejected) * (len(group) / len(batch))
@@ -226,17 +246,26 @@ def train_step(model: Any, optimizer: torch.optim.Optimizer, batch: list[Encoded
     return loss
 
 
+def compute_dtype(model: Any, device: str, use_autocast: bool) -> torch.dtype:
+    """The precision of the matrix products: bf16 where autocast would use it, else the weights'
+    own."""
+    if use_autocast and supports_bf16(torch.device(device).type):
+        return torch.bfloat16
+    return next(model.parameters()).dtype
+
+
 def train(model: Any, pairs: list[EncodedPair], *, epochs: int, device: str, pad_id: int,
           seed: int = SEED, progress: Progress | None = None, use_autocast: bool = True,
-          share_prefixes: bool = True, backward_tokens: int | None = DEFAULT_BACKWARD_TOKENS,
+          share_prefixes: bool = True, backward_tokens: int | None | str = BY_DEVICE,
           batch_tokens: int | None = None) -> TrainResult:
     """Train ``model`` in place: AdamW at 1e-5, 4 pairs a batch, ``epochs`` passes, seed 0,
     dropout off (``disable_dropout``).
 
     Any sequence-classification model trains; one whose head is not a linear map of the last
     token's state (BERT) is read through its own forward at each sequence's end.
-    ``backward_tokens``: tokens one forward-and-backward holds (``backward_groups``), None for the
-    whole batch at once; the gradient is the same. ``batch_tokens``: padded tokens a forward holds.
+    ``backward_tokens``: tokens one forward-and-backward holds (``backward_groups``; default by
+    device), None for the whole batch at once; the gradient is the same. ``batch_tokens``: padded
+    tokens a forward holds.
     """
     # The seed's minimum of two usable pairs counts held-out pairs too (core.split checks it), so
     # a split of two pairs trains on one.
@@ -266,20 +295,21 @@ def train(model: Any, pairs: list[EncodedPair], *, epochs: int, device: str, pad
             progress.step(at, total_steps, value, seen / elapsed)
         unread.clear()
 
-    for _ in range(epochs):
-        first_step = len(result.step_losses)  # report() read every step of the epoch before
-        for batch in shuffled_batches(len(pairs), rng):
-            loss = train_step(model, optimizer, [pairs[i] for i in batch], device=device,
-                              pad_id=pad_id, use_autocast=use_autocast,
-                              share_prefixes=share_prefixes, backward_tokens=backward_tokens,
-                              batch_tokens=batch_tokens)
-            step += 1
-            result.pairs_seen += len(batch)
-            unread.append((step, result.pairs_seen, loss))
-            if step % sync_every == 0:
-                report()
-        report()
-        result.epoch_losses.append(result.step_losses[first_step:])
+    with training_copy(model, compute_dtype(model, device, use_autocast)) as copy:
+        for _ in range(epochs):
+            first_step = len(result.step_losses)  # report() read every step of the epoch before
+            for batch in shuffled_batches(len(pairs), rng):
+                loss = train_step(model, optimizer, [pairs[i] for i in batch], device=device,
+                                  pad_id=pad_id, use_autocast=use_autocast,
+                                  share_prefixes=share_prefixes, backward_tokens=backward_tokens,
+                                  batch_tokens=batch_tokens, copy=copy)
+                step += 1
+                result.pairs_seen += len(batch)
+                unread.append((step, result.pairs_seen, loss))
+                if step % sync_every == 0:
+                    report()
+            report()
+            result.epoch_losses.append(result.step_losses[first_step:])
     result.seconds = time.perf_counter() - started
     model.zero_grad(set_to_none=True)  # the gradients would hold another copy of the weights
     model.eval()

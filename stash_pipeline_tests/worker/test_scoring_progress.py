@@ -91,15 +91,21 @@ def test_forwards_are_not_repeated(model, tokenizer, tau2_sample, monkeypatch):
         tokenizer, t, "personal")])[0]) < tokenizer.model_max_length]
     assert fits
     forwarded: list[int] = []
-    real = batching.read_rewards
+    real_modules, real_fast = batching.read_rewards, batching.decoder_rewards
 
-    def counting(model, ids, *args):
+    def counting(model, ids, *args):  # the models' own modules
         forwarded.append(ids.shape[0])
-        return real(model, ids, *args)
+        return real_modules(model, ids, *args)
+
+    def counting_fast(model, weights, ids, *args):  # the fast decoder (this Qwen3 model's path)
+        forwarded.append(ids.shape[0])
+        return real_fast(model, weights, ids, *args)
 
     monkeypatch.setattr(batching, "read_rewards", counting)
+    monkeypatch.setattr(batching, "decoder_rewards", counting_fast)
     score_traces_and_actions(model, tokenizer, fits, "personal", batch_tokens=1)
     with_actions = sum(forwarded)
+    assert with_actions > 0
     forwarded.clear()
     score_trace_actions(model, tokenizer, fits, "personal", batch_tokens=1)
     assert with_actions == sum(forwarded)  # whole traces rode along in the actions' rows

@@ -8,7 +8,7 @@ import random
 import pytest
 import torch
 
-from stash_pipeline.worker import readout
+from stash_pipeline.worker import decoder, readout
 from stash_pipeline.worker.batching import (
     MAX_TREE_TOKENS,
     MIN_SHARED_PREFIX,
@@ -61,9 +61,9 @@ def unpacked(function, *args, **kwargs):
         readout.TREE_ROWS = before
 
 
-@pytest.fixture(params=[True, False], ids=["last-layer-at-reads", "whole-last-layer"])
-def last_layer_at_reads(request, monkeypatch):
-    monkeypatch.setattr(readout, "LAST_LAYER_AT_READS_ONLY", request.param)
+@pytest.fixture(params=[True, False], ids=["fast-decoder", "model-modules"])
+def fast_decoder(request, monkeypatch):
+    monkeypatch.setattr(decoder, "FAST_DECODER", request.param)
     return request.param
 
 
@@ -141,7 +141,7 @@ def test_cost_and_backward_groups_count_a_shared_prompt_once():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model_type", SMALL_DECODER_TYPES)
-def test_packed_rewards_equal_unpacked_and_each_side_alone(model_type, last_layer_at_reads):
+def test_packed_rewards_equal_unpacked_and_each_side_alone(model_type, fast_decoder):
     model = small_decoder_classifier(model_type).eval()
     pairs = mixed_pairs()
     sides = [s for p in pairs for s in (p.chosen_ids, p.rejected_ids)]
@@ -163,17 +163,20 @@ def test_packed_rewards_equal_unpacked_and_each_side_alone(model_type, last_laye
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model_type", ["qwen3", "llama"])
-def test_a_training_step_has_the_unpacked_gradients_and_loss(model_type, last_layer_at_reads):
+def test_a_training_step_has_the_unpacked_gradients_and_loss(model_type, fast_decoder):
     model = small_decoder_classifier(model_type).train()
     pairs = mixed_pairs()
     results = {}
     for trees in (True, False):
         copied = copy.deepcopy(model)
         step = train_step if trees else (lambda *a, **k: unpacked(train_step, *a, **k))
-        # Groups of at most 256 tokens: the step runs several forwards and backwards.
-        loss = step(copied, make_optimizer(copied, "cpu"), pairs, device="cpu", pad_id=0,
-                    use_autocast=False, backward_tokens=256)
-        results[trees] = loss.item(), {n: p.grad for n, p in copied.named_parameters()}
+        with decoder.training_copy(copied, torch.float32) as weights:
+            assert (weights is not None) == fast_decoder
+            # Groups of at most 256 tokens: the step runs several forwards and backwards.
+            loss = step(copied, make_optimizer(copied, "cpu"), pairs, device="cpu", pad_id=0,
+                        use_autocast=False, backward_tokens=256, copy=weights)
+            results[trees] = loss.item(), {n: p.grad.clone()
+                                           for n, p in copied.named_parameters()}
     assert results[True][0] == pytest.approx(results[False][0], abs=1e-6)
     packed, apart = results[True][1], results[False][1]
     assert packed.keys() == apart.keys()

@@ -1,0 +1,138 @@
+"""The fast decoder path gives the model's own rewards, losses and gradients: in fp32 to float
+rounding, and with its bf16 compute copy as close to autocast over the modules as autocast is to
+itself across kernels."""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import pytest
+import torch
+
+from stash_pipeline.worker import decoder
+from stash_pipeline.worker.decoder import DecoderWeights, decoder_rewards, runs_fast, training_copy
+from stash_pipeline.worker.readout import read_rewards, right_padded, tree_attention
+from stash_pipeline.worker.train import CPU_BACKWARD_TOKENS, EncodedPair, make_optimizer, train_step
+
+from test_shared_prompts import mixed_pairs
+from tiny_models import SMALL_DECODER_TYPES, small_decoder_classifier
+
+SEQUENCES = [[5 + (7 * i) % 90 for i in range(120)], [3 + (11 * i) % 90 for i in range(75)], [9, 4]]
+READS = [(0, 119), (0, 40), (0, 0), (1, 74), (1, 30), (2, 1), (0, 40)]
+# Row 0 shares its first 40 tokens with a branch from token 60 on: a tree row.
+TREE = ([(60, 39)], [], [])
+
+
+def test_runs_fast_for_the_llama_family_only():
+    assert set(SMALL_DECODER_TYPES) == decoder.FAST_DECODER_TYPES
+    assert all(runs_fast(small_decoder_classifier(kind)) for kind in SMALL_DECODER_TYPES)
+    from transformers import AutoModelForSequenceClassification, BertConfig
+
+    bert = AutoModelForSequenceClassification.from_config(BertConfig(
+        vocab_size=97, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=64, num_labels=1))
+    assert not runs_fast(bert)
+
+
+@pytest.mark.parametrize("model_type", SMALL_DECODER_TYPES)
+@pytest.mark.parametrize("tree", [False, True], ids=["plain", "tree"])
+def test_rewards_equal_the_models_own_forward(model_type, tree):
+    model = small_decoder_classifier(model_type).eval()
+    ids, mask = right_padded(SEQUENCES, 0, "cpu")
+    rows, positions = zip(*READS)
+    shape = tree_attention(TREE, [len(s) for s in SEQUENCES], ids.shape[1], "cpu") if tree else None
+    with torch.no_grad():
+        theirs = read_rewards(model, ids, mask, rows, positions, shape)
+        ours = decoder_rewards(model, DecoderWeights(model, torch.float32), ids, rows, positions,
+                               shape)
+        assert torch.allclose(ours, theirs, atol=1e-5), (ours - theirs).abs().max()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            autocast = read_rewards(model, ids, mask, rows, positions, shape)
+            copied = decoder_rewards(model, DecoderWeights(model, torch.bfloat16), ids, rows,
+                                     positions, shape)
+    # Llama and Qwen2 give autocast's numbers exactly; Qwen3's fused q/k norm rounds once less.
+    assert torch.allclose(copied, autocast, atol=1e-3), (copied - autocast).abs().max()
+
+
+def step_gradients(model, pairs, *, fast: bool, dtype: torch.dtype, budget: int | None):
+    """One training step's loss and every parameter's gradient, through the fast decoder with a
+    compute copy in ``dtype``, or through the modules (under autocast for bf16)."""
+    model = copy.deepcopy(model)
+    with training_copy(model, dtype) if fast else _no_copy() as weights:
+        loss = train_step(model, make_optimizer(model, "cpu"), pairs, device="cpu", pad_id=0,
+                          use_autocast=dtype == torch.bfloat16, backward_tokens=budget,
+                          copy=weights)
+        return loss.item(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+class _no_copy:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", ["qwen3", "qwen2", "llama"])
+def test_a_step_has_todays_loss_and_gradients(model_type):
+    """Today's exact path: the modules, a group of at most two windows at a time. The fast path:
+    the compute copy, the whole batch in one forward and backward."""
+    model = small_decoder_classifier(model_type).train()
+    pairs = mixed_pairs()[:4]
+    today_loss, today = step_gradients(model, pairs, fast=False, dtype=torch.float32,
+                                       budget=CPU_BACKWARD_TOKENS)
+    loss, ours = step_gradients(model, pairs, fast=True, dtype=torch.float32, budget=None)
+    assert loss == pytest.approx(today_loss, abs=1e-6)
+    assert ours.keys() == today.keys()
+    for name, gradient in ours.items():
+        assert torch.allclose(gradient, today[name], atol=1e-6, rtol=1e-4), name
+    # bf16: the copy against autocast over the modules, to bf16's rounding.
+    auto_loss, auto = step_gradients(model, pairs, fast=False, dtype=torch.bfloat16,
+                                     budget=CPU_BACKWARD_TOKENS)
+    loss, ours = step_gradients(model, pairs, fast=True, dtype=torch.bfloat16, budget=None)
+    assert loss == pytest.approx(auto_loss, abs=2e-3)
+    for name, gradient in ours.items():
+        scale = auto[name].abs().max().item()
+        assert (gradient - auto[name]).abs().max().item() <= 0.05 * scale + 1e-6, name
+
+
+@pytest.mark.slow
+def test_training_keeps_fp32_master_weights_and_releases_them():
+    """bf16 weights would not learn at AdamW's 1e-5 (updates underflow): the master weights and the
+    optimizer stay fp32 and take updates far under bf16's resolution; after training every
+    parameter has its own storage again (a checkpoint saves them apart)."""
+    model = small_decoder_classifier("qwen3").train()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    optimizer = make_optimizer(model, "cpu")
+    rng = random.Random(0)
+    pairs = [EncodedPair([rng.randrange(1, 97) for _ in range(30)],
+                         [rng.randrange(1, 97) for _ in range(20)]) for _ in range(4)]
+    with training_copy(model, torch.bfloat16) as weights:
+        assert weights is not None and weights.weights.flat.dtype == torch.bfloat16
+        train_step(model, optimizer, pairs, device="cpu", pad_id=0, copy=weights)
+        q = model.model.layers[0].self_attn.q_proj.weight
+        assert q.dtype == torch.float32 and q.grad is not None
+    change = (q.detach() - before["model.layers.0.self_attn.q_proj.weight"]).abs()
+    # About lr = 1e-5 per weight, where bf16 resolves 2^-8 of a weight's size.
+    assert 0 < change.max().item() < 2e-5
+    storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    assert len(storages) == len(list(model.parameters()))
+    assert all(p.grad is None for p in decoder.master_tensors(model))
+
+
+def test_reading_reuses_one_compute_copy_while_the_weights_stay_the_same():
+    from stash_pipeline.worker.batching import Row, read_rows, scoring_weights
+
+    model = small_decoder_classifier("qwen3").eval()
+    rows = [Row(tuple(SEQUENCES[0]), ((119, "a"),))]
+    first = read_rows(model, rows, pad_id=0)
+    copy = scoring_weights(model, torch.device("cpu"))
+    assert scoring_weights(model, torch.device("cpu")) is copy
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # another precision: another copy
+        assert scoring_weights(model, torch.device("cpu")).flat.dtype == torch.bfloat16
+    with torch.no_grad():  # an optimizer's in-place update
+        model.model.layers[0].mlp.down_proj.weight.mul_(2.0)
+    assert read_rows(model, rows, pad_id=0) != first
+    assert scoring_weights(model, torch.device("cpu")) is not copy
