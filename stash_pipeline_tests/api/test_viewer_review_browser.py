@@ -37,6 +37,19 @@ def _press(driver, keys: str) -> None:
     ActionChains(driver).send_keys(keys).perform()
 
 
+def _go(driver, by: str, value: str) -> None:
+    """Click what leads to another page and wait until the page before it has gone: a click
+    can return while a form's submission is still on its way, and the next lookup would then
+    find the old page's element (stale once the new page comes)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    before = driver.find_element(By.TAG_NAME, "html")
+    driver.find_element(by, value).click()
+    WebDriverWait(driver, 30).until(ec.staleness_of(before))
+
+
 def test_the_queues_keyboard_flow_end_to_end(browser, api: Api, world: AirlineWorld,
                                              request: pytest.FixtureRequest) -> None:
     from selenium.webdriver.common.by import By
@@ -57,7 +70,7 @@ def test_the_queues_keyboard_flow_end_to_end(browser, api: Api, world: AirlineWo
     shoot(driver, "review-queue", _kind(request))
 
     # The first item is ana's comparison: ? shows the keys, a approves it and moves on.
-    driver.find_element(By.ID, "start-review").click()
+    _go(driver, By.ID, "start-review")
     assert _path(driver)[0] == f"/ui/review/comparisons/{world.comparison_id}"
     _press(driver, "?")
     assert driver.find_element(By.ID, "help").is_displayed()
@@ -134,7 +147,7 @@ def test_bulk_actions_over_all_that_match_and_saved_searches(
     log_in(driver, api, world.alice_key)
     driver.get(f"{api.url}/ui/traces?limit=25")
     Select(driver.find_element(By.ID, "filter-outcome")).select_by_value("failed")
-    driver.find_element(By.ID, "search").click()
+    _go(driver, By.ID, "search")
     assert f"{matching['total']} trace(s) match this search" in driver.find_element(
         By.ID, "list-summary").text
     assert len(driver.find_elements(By.CSS_SELECTOR, "#trace-table tbody tr")) == 25
@@ -142,7 +155,7 @@ def test_bulk_actions_over_all_that_match_and_saved_searches(
     assert all(previews)  # the first user message of each
     driver.find_element(By.ID, "select-matching").click()
     assert all(b.is_selected() for b in driver.find_elements(By.CSS_SELECTOR, "input.pick"))
-    driver.find_element(By.ID, "bulk-contribute-on").click()
+    _go(driver, By.ID, "bulk-contribute-on")
     assert f"{matching['total']} trace(s) now contribute" in driver.find_element(By.ID,
                                                                                 "done").text
     contributing = {t.id for t in api.store.list_traces() if t.contribute}
@@ -150,23 +163,23 @@ def test_bulk_actions_over_all_that_match_and_saved_searches(
     # A bulk comment over every match, then the search saved under a name.
     driver.find_element(By.ID, "select-matching").click()
     driver.find_element(By.ID, "bulk-comment-text").send_keys("Check the policy on refunds.")
-    driver.find_element(By.ID, "bulk-comment").click()
+    _go(driver, By.ID, "bulk-comment")
     assert "Saved: your comment on" in driver.find_element(By.ID, "done").text
     commented = {f.trace_id for f in api.store.feedback_for(world.trace_ids)
                  if isinstance(f, Comment)}
     assert commented == contributing
     driver.find_element(By.ID, "search-text").send_keys("cancel")
-    driver.find_element(By.ID, "search").click()
+    _go(driver, By.ID, "search")
     found = alice.get("/api/v1/traces", params={"outcome": "failed", "q": "cancel"}).json()
     assert len(driver.find_elements(By.CSS_SELECTOR, "#trace-table tbody tr[data-trace]")) == \
         min(found["total"], 25)
     driver.find_element(By.ID, "save-filter-name").send_keys("failed cancellations")
-    driver.find_element(By.ID, "save-filter-button").click()
+    _go(driver, By.ID, "save-filter-button")
     link = driver.find_element(By.CSS_SELECTOR, "#saved-filters a.saved-link")
     assert link.text == "failed cancellations"
     shoot(driver, "traces-search", _kind(request))
     driver.get(f"{api.url}/ui/traces")
-    driver.find_element(By.CSS_SELECTOR, "#saved-filters a.saved-link").click()
+    _go(driver, By.CSS_SELECTOR, "#saved-filters a.saved-link")
     assert parse_qs(urlparse(driver.current_url).query) == {"outcome": ["failed"],
                                                             "q": ["cancel"]}
 
@@ -189,12 +202,12 @@ def test_compare_from_a_searchable_list_side_by_side(browser, api: Api, world: A
     # No rating control (asked without the implicit wait, which find_elements would spend).
     assert driver.execute_script("return document.querySelector('[name=value], #rate-form')"
                                  " === null")
-    driver.find_element(By.ID, "compare-find").click()
+    _go(driver, By.ID, "compare-find")
     # Traces of the same task by default: the other agent's run of it.
     rows = driver.find_elements(By.CSS_SELECTOR, "#pick-table tbody tr[data-trace]")
     assert [r.get_attribute("data-trace") for r in rows] == [other]
     shoot(driver, "compare-pick", _kind(request))
-    driver.find_element(By.CSS_SELECTOR, f'tr[data-trace="{other}"] a.pick-other').click()
+    _go(driver, By.CSS_SELECTOR, f'tr[data-trace="{other}"] a.pick-other')
     assert _path(driver) == ("/ui/compare", {"a": [first], "b": [other]})
     sides = driver.find_elements(By.CSS_SELECTOR, "#side-by-side section.side")
     assert [s.find_element(By.CSS_SELECTOR, "a.side-trace").text for s in sides] == [first,
@@ -203,14 +216,14 @@ def test_compare_from_a_searchable_list_side_by_side(browser, api: Api, world: A
     driver.find_element(By.ID, "right-better").click()
     driver.find_element(By.ID, "comparison-rationale").send_keys("it asked for the user id")
     shoot(driver, "compare", _kind(request))
-    driver.find_element(By.ID, "file-comparison-button").click()
+    _go(driver, By.ID, "file-comparison-button")
     assert "pending until a reviewer other than you" in driver.find_element(By.ID, "done").text
     comparison = next(f for f in api.store.feedback_for([first])
                       if isinstance(f, ReviewedComparison) and f.author == "alice")
     assert (comparison.chosen_trace_id, comparison.rejected_trace_id) == (other, first)
     # One trace under two evaluators.
     driver.get(f"{api.url}/ui/traces/{first}")
-    driver.find_element(By.ID, "compare-evaluators").click()
+    _go(driver, By.ID, "compare-evaluators")
     chosen = [e.get_attribute("value") for e in
               driver.find_elements(By.CSS_SELECTOR, "#side-by-side select option:checked")]
     assert len(chosen) == 2 and chosen[0] != chosen[1]
