@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Every GPU figure of docs/worker.md in one run of at most SUITE_SECONDS (default 390 s), for the
-# device tool. Here first: benchmarks/gpu_prepare.sh (fills .gpu/). Then, from the repository root:
-#   run(command="benchmarks/gpu_suite.sh", carry=[".gpu"], timeout_s=450)
+# Every GPU figure of docs/worker.md and docs/serving.md in one run of at most SUITE_SECONDS
+# (default 480 s), for the device tool. Here first: benchmarks/gpu_prepare.sh (fills .gpu/).
+# Then, from the repository root:
+#   run(command="benchmarks/gpu_suite.sh", carry=[".gpu"], timeout_s=540)
 # Steps, most important first, each given what is left of the budget (at most its own limit), so
 # a slow step never costs the ones after it more than their share:
 #   memory    train_memory.py: peak of a step at the seed's worst case, today's path and ours
@@ -10,6 +11,8 @@
 #   job       worker_job.py: the whole worker job sized to fit, job_over_compute and
 #             a10g_minutes_estimate for 4000 pairs plus 1,000 traces
 #   scoring   action_scoring.py: ours against the naive scorer, bf16 agreement
+#   best_of_n best_of_n.py: reranking candidates through the scoring server's engine, latency
+#             p50/p95 and the shared-prompt gain (docs/serving.md)
 #   compile   train_throughput.py --compile: torch.compile of the fast decoder's layer
 # Each step writes $OUT/<step>.txt as it runs (unbuffered); every `name: value` line also goes to
 # $OUT/summary.txt the moment the step ends, so a run cut short keeps what it measured.
@@ -19,7 +22,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
-budget="${SUITE_SECONDS:-390}"
+budget="${SUITE_SECONDS:-480}"
 # A dry run on a (shared, slow) CPU gets the same steps with limits this many times longer.
 slow=1
 [ "${DRY_RUN:-0}" = 1 ] && { slow="${DRY_RUN_SLOWDOWN:-10}"; budget="${SUITE_SECONDS:-4000}"; }
@@ -53,10 +56,11 @@ cat "$out/environment.txt"
 # --- the steps -----------------------------------------------------------------------------------
 if [ "${DRY_RUN:-0}" = 1 ]; then
   device=cpu model=tiny pairs=12 repeats=1 job=(--max-pairs 12 --traces 4 --naive-traces 2)
-  scoring=(--traces 2 --repeats 1) memory=(--model tiny)
+  scoring=(--traces 2 --repeats 1) memory=(--model tiny) best=(--models tiny --repeats 2 --requests 2)
 else
   device=cuda model=qwen3-0.6b-shape pairs=160 repeats=2
   job=(--max-pairs 320 --traces 60 --naive-traces 8) scoring=(--traces 6 --repeats 2) memory=()
+  best=(--models qwen3-0.6b-shape)
 fi
 common=(--device "$device" --model "$model" --data "$data" --cache "$cache/models")
 step() {  # step NAME LIMIT_SECONDS COMMAND...: at most LIMIT, and never past the budget
@@ -75,7 +79,7 @@ step() {  # step NAME LIMIT_SECONDS COMMAND...: at most LIMIT, and never past th
   [ "$rc" = 0 ] || tail -5 "$out/$name.txt"
 }
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(memory training job scoring compile)
+[ ${#steps[@]} -gt 0 ] || steps=(memory training job scoring best_of_n compile)
 for name in "${steps[@]}"; do
   case "$name" in
     memory)   step memory 75 benchmarks/train_memory.py --device "$device" "${memory[@]}" ;;
@@ -83,9 +87,10 @@ for name in "${steps[@]}"; do
                 --repeats "$repeats" --profile "$out/profile" ;;
     job)      step job 120 benchmarks/worker_job.py "${common[@]}" "${job[@]}" ;;
     scoring)  step scoring 60 benchmarks/action_scoring.py "${common[@]}" "${scoring[@]}" ;;
+    best_of_n) step best_of_n 60 benchmarks/best_of_n.py --device "$device" "${best[@]}" ;;
     compile)  step compile 150 benchmarks/train_throughput.py "${common[@]}" --pairs "$pairs" \
                 --repeats 1 --trl off --compile ;;
-    *) echo "unknown step $name (memory, training, job, scoring, compile)" ;;
+    *) echo "unknown step $name (memory, training, job, scoring, best_of_n, compile)" ;;
   esac
 done
 echo "suite: $((SECONDS - started)) s" | tee -a "$out/summary.txt"
