@@ -50,6 +50,26 @@ def _go(driver, by: str, value: str) -> None:
     WebDriverWait(driver, 30).until(ec.staleness_of(before))
 
 
+def _choose(driver, element_id: str, value: str) -> None:
+    """Choose an option once the page has settled: right after a navigation Chromium can answer
+    a lookup with the node of the document being replaced ("Node with given id does not belong
+    to the document"), so the lookup and the choice are tried again on the settled page."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    def chosen(driver) -> bool:
+        if driver.execute_script("return document.readyState") != "complete":
+            return False
+        try:
+            Select(driver.find_element(By.ID, element_id)).select_by_value(value)
+        except (StaleElementReferenceException, WebDriverException):
+            return False
+        return True
+
+    WebDriverWait(driver, 30, ignored_exceptions=()).until(chosen)
+
+
 def test_the_queues_keyboard_flow_end_to_end(browser, api: Api, world: AirlineWorld,
                                              request: pytest.FixtureRequest) -> None:
     from selenium.webdriver.common.by import By
@@ -138,7 +158,6 @@ def test_the_queues_keyboard_flow_end_to_end(browser, api: Api, world: AirlineWo
 def test_bulk_actions_over_all_that_match_and_saved_searches(
         browser, api: Api, world: AirlineWorld, request: pytest.FixtureRequest) -> None:
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select
 
     driver = browser
     alice = api.client(world.alice_key)
@@ -146,7 +165,7 @@ def test_bulk_actions_over_all_that_match_and_saved_searches(
     assert matching["total"] > 25  # more than the page shows
     log_in(driver, api, world.alice_key)
     driver.get(f"{api.url}/ui/traces?limit=25")
-    Select(driver.find_element(By.ID, "filter-outcome")).select_by_value("failed")
+    _choose(driver, "filter-outcome", "failed")
     _go(driver, By.ID, "search")
     assert f"{matching['total']} trace(s) match this search" in driver.find_element(
         By.ID, "list-summary").text
