@@ -197,7 +197,8 @@ reward_models = sa.Table(
     sa.Column("partition_retired_at", sa.DateTime(timezone=True)),
     sa.Index("ix_reward_models_status_created_at", "status", "created_at", "id"),
     sa.Index("ix_reward_models_score_requested_at", "score_requested_at", "id"),
-    sa.Index("ix_reward_models_partition_retired_at", "partition_retired_at", "finished_at"),
+    sa.Index("ix_reward_models_partition_retired_at", "partition_retired_at", "finished_at",
+             "id"),
 )
 
 # Every pair a model trained on, with its provenance. A pair belongs to exactly one user: a

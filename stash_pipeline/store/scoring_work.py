@@ -109,7 +109,7 @@ def queue_model(connection: sa.Connection, model_id: str, owner: str) -> None:
     the queue."""
     kept = kept_current_ids(connection, [owner]).get(owner, [])
     succeeded = sa.select(rm.c.id).where(rm.c.owner == owner, rm.c.status == "succeeded")
-    connection.execute(c.delete().where(c.c.personal.is_(True), c.c.evaluator.in_(succeeded),
+    connection.execute(c.delete().where(c.c.personal == sa.true(), c.c.evaluator.in_(succeeded),
                                         c.c.evaluator.not_in(kept)))
     if model_id not in kept:
         return
@@ -131,7 +131,7 @@ def done(connection: sa.Connection, evaluator: str, scored: Mapping[str, int], *
     items = sorted(scored.items())
     for chunk in chunks(items, 400):
         connection.execute(c.delete().where(
-            c.c.evaluator == evaluator, c.c.personal.is_(personal),
+            c.c.evaluator == evaluator, c.c.personal == personal,
             sa.tuple_(c.c.trace_id, c.c.trace_version).in_(chunk)))
 
 
@@ -140,7 +140,7 @@ def pending(connection: sa.Connection, *, personal: bool, limit: int,
     """The oldest queued work, ``limit`` rows at most: the personal models' (``personal``) or one
     release's. One query through an index, whatever the number of models and traces."""
     query = (sa.select(c.c.evaluator, c.c.trace_id, c.c.trace_version)
-             .where(c.c.personal.is_(personal)))
+             .where(c.c.personal == personal))
     if evaluator is not None:
         query = query.where(c.c.evaluator == evaluator)
         query = query.order_by(c.c.evaluator, c.c.queued_at, c.c.trace_id)

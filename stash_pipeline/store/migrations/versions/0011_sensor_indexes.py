@@ -45,7 +45,7 @@ def upgrade() -> None:
     op.create_index("ix_reward_models_score_requested_at", "reward_models",
                     ["score_requested_at", "id"])
     op.create_index("ix_reward_models_partition_retired_at", "reward_models",
-                    ["partition_retired_at", "finished_at"])
+                    ["partition_retired_at", "finished_at", "id"])
     _queue_pending_work()
 
 
