@@ -169,12 +169,6 @@ class Store:
         with self.reading() as c:
             return traces.owned_versions(c, ids, owner)
 
-    def traces_pending_model(self, model_id: str, owner: str,
-                             limit: int | None = None) -> list[tuple[str, int]]:
-        """The owner's trace versions the personal model has not scored (auto-scoring's queue)."""
-        with self.reading() as c:
-            return traces.traces_pending_model(c, model_id, owner, limit)
-
     def request_scoring(self, *, owner: str, evaluator: str, traces: Mapping[str, int],
                         actions: bool) -> ScoringRequest:
         with self.transaction() as c:
