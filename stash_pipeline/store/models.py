@@ -50,6 +50,7 @@ class RewardModelRecord:
     attempt: int = 1  # times queued: 1, and one more for each retry; names the run and its job
     run_id: str | None = None  # the orchestrator's run of the current attempt
     score_generation: int = 0  # "Score again" requests so far
+    queued_at: datetime | None = None  # when the current attempt was queued
     score_requested_at: datetime | None = None  # when the latest Score again was asked
     partition_retired_at: datetime | None = None  # when its Dagster partition was deleted
 
@@ -83,7 +84,7 @@ def create_reward_model(connection: sa.Connection, owner: str, request: RewardMo
                              field=f"trace_ids[{index}]")
     model_id = model_id or str(uuid.uuid4())
     connection.execute(rm.insert().values(id=model_id, owner=owner, status="queued", attempt=1,
-                                          **request.to_dict()))
+                                          queued_at=schema.utcnow(), **request.to_dict()))
     return get_reward_model(connection, model_id)
 
 
@@ -157,9 +158,10 @@ def resume(connection: sa.Connection, model_id: str, run_id: str) -> int:
 
 
 def requeue(connection: sa.Connection, model_id: str) -> None:
-    """A failed model goes back to the queue as a new attempt, which the sensor starts."""
+    """A failed model goes back to the queue as a new attempt, which the sensor starts (adding
+    its partition again when it was retired)."""
     _move(connection, model_id, "queued", attempt=rm.c.attempt + 1, error=None, finished_at=None,
-          partition_retired_at=None)  # the queued sensor adds a retired partition again
+          queued_at=schema.utcnow(), partition_retired_at=None)
 
 
 def request_score_again(connection: sa.Connection, model_id: str) -> int:
@@ -204,12 +206,16 @@ def mark_failed(connection: sa.Connection, model_id: str, error: str) -> None:
           finished_at=schema.utcnow())
 
 
-def queued_models(connection: sa.Connection, limit: int) -> list[RewardModelRecord]:
-    """The ``limit`` oldest queued models (the training sensor's page, through the index on
-    status and creation)."""
+def queued_models(connection: sa.Connection, after: tuple[datetime, str] | None,
+                  limit: int) -> list[RewardModelRecord]:
+    """Models queued after ``after`` ((queued at, model id), the sensor's cursor) and queued
+    still, oldest first, ``limit`` at most (through the index on status and queued_at)."""
+    query = sa.select(rm).where(rm.c.status == "queued")
+    if after is not None:
+        query = query.where(sa.or_(rm.c.queued_at > after[0],
+                                   sa.and_(rm.c.queued_at == after[0], rm.c.id > after[1])))
     return [_record(row) for row in connection.execute(
-        sa.select(rm).where(rm.c.status == "queued")
-        .order_by(rm.c.status, rm.c.created_at, rm.c.id).limit(limit))]
+        query.order_by(rm.c.status, rm.c.queued_at, rm.c.id).limit(limit))]
 
 
 def score_again_requested(connection: sa.Connection, after: tuple[datetime, str] | None,

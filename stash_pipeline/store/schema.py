@@ -189,13 +189,16 @@ reward_models = sa.Table(
     sa.Column("run_id", sa.String(64)),
     # "Score again" requests made; the sensor launches one scoring run for each.
     sa.Column("score_generation", sa.Integer, nullable=False, server_default="0"),
+    # When the current attempt was queued (created, or retried): the queued-models sensor reads
+    # the models queued since its cursor through the index on (status, queued_at).
+    sa.Column("queued_at", sa.DateTime(timezone=True)),
     # When the latest Score again was asked: the request sensor reads the models asked since its
     # cursor through this column's index, never every succeeded model.
     sa.Column("score_requested_at", sa.DateTime(timezone=True)),
     # When the model's Dagster partition was deleted (defs/personal/retirement.py): the model, its
     # metrics, scores and checkpoint stay; a retry adds the partition again and clears this.
     sa.Column("partition_retired_at", sa.DateTime(timezone=True)),
-    sa.Index("ix_reward_models_status_created_at", "status", "created_at", "id"),
+    sa.Index("ix_reward_models_status_queued_at", "status", "queued_at", "id"),
     sa.Index("ix_reward_models_score_requested_at", "score_requested_at", "id"),
     sa.Index("ix_reward_models_partition_retired_at", "partition_retired_at", "finished_at",
              "id"),

@@ -315,9 +315,11 @@ class Store:
         with self.reading() as c:
             return models.models_kept_current(c, per_owner)
 
-    def queued_models(self, limit: int) -> list[RewardModelRecord]:
+    def queued_models(self, after: tuple[datetime, str] | None,
+                      limit: int) -> list[RewardModelRecord]:
+        """Models queued since the cursor ``after`` and queued still, oldest first."""
         with self.reading() as c:
-            return models.queued_models(c, limit)
+            return models.queued_models(c, after, limit)
 
     def score_again_requested(self, after: tuple[datetime, str] | None,
                               limit: int) -> list[RewardModelRecord]:

@@ -31,9 +31,9 @@ _FILL = [
         FROM generate_series(1, :users) u"""),
     ("queued models", """
         INSERT INTO reward_models (id, owner, name, trace_ids, base_model, epochs, max_pairs,
-                                   status, created_at, attempt, score_generation)
+                                   status, created_at, queued_at, attempt, score_generation)
         SELECT 'q' || u, 'u' || u, 'queued ' || u, '[]', 'tiny', 1, 100, 'queued',
-               now() - u * interval '1 second', 1, 0
+               now() - u * interval '1 second', now() - u * interval '1 second', 1, 0
         FROM generate_series(1, :queued) u"""),
     ("score again", """
         UPDATE reward_models SET score_generation = 1,

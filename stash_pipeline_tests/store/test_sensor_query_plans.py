@@ -72,7 +72,9 @@ HOT = {
     "personal scoring page": lambda s: s.scoring_work(personal=True, limit=512),
     "release scoring page": lambda s: s.scoring_work(personal=False, evaluator="r1", limit=512),
     "models of a page": lambda s: s.scoring_models([f"m{i}" for i in range(1, 60)]),
-    "queued models": lambda s: s.queued_models(200),
+    "queued models": lambda s: s.queued_models(None, 200),
+    "queued models past a cursor": lambda s: s.queued_models(
+        (schema.utcnow() - timedelta(seconds=500), "q1"), 200),
     "score again": lambda s: s.score_again_requested(None, 200),
     "score again past a cursor": lambda s: s.score_again_requested(
         (schema.utcnow() - timedelta(seconds=500), "m1"), 200),

@@ -111,3 +111,18 @@ def test_score_again_is_read_past_a_cursor(store: Store) -> None:
     store.request_score_again(second)  # asked again: after the cursor once more
     assert [(m.id, m.score_generation) for m in store.score_again_requested(cursor, 10)] == [
         (second, 2)]
+
+
+def test_queued_models_are_read_past_a_cursor_and_a_retry_comes_after_it(store: Store) -> None:
+    store.import_traces([make_record(make_trace("t0", owner="ana"))])
+    first, second, third = (store.create_reward_model("ana", parse_reward_model_request(
+        {"name": name, "trace_ids": ["t0"]})) for name in ("a", "b", "c"))
+    page = store.queued_models(None, 2)
+    assert [m.id for m in page] == [first.id, second.id]
+    cursor = (page[-1].queued_at, page[-1].id)
+    # The first model's run never starts: it stays queued, and holds up nothing past the cursor.
+    assert [m.id for m in store.queued_models(cursor, 2)] == [third.id]
+    store.mark_failed(second.id, "no pairs")
+    store.requeue(second.id)  # a retry is queued anew, after the cursor
+    assert [m.id for m in store.queued_models(cursor, 5)] == [third.id, second.id]
+    assert store.get_reward_model(second.id).attempt == 2

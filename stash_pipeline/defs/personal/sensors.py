@@ -37,10 +37,13 @@ ABANDONED_INTERVAL_S = 30
 def queued_reward_models(context: dg.SensorEvaluationContext,
                          database: StoreResource) -> dg.SensorResult:
     """One run per queued model and attempt: the run key names both, so a retry (a new attempt)
-    is never blocked by the key of the attempt before it. The REQUESTS_PER_TICK oldest queued
-    models a tick (their runs' keys already used are skipped by Dagster)."""
-    queued = database.store.queued_models(REQUESTS_PER_TICK)
+    is never blocked by the key of the attempt before it. A tick reads the models queued since
+    its cursor, REQUESTS_PER_TICK at most (sensor_cursors), so a model whose run never starts
+    holds up no other."""
+    queued = database.store.queued_models(parse_time_cursor(context.cursor), REQUESTS_PER_TICK)
     return dg.SensorResult(
+        cursor=settled_cursor(queued, lambda m: m.queued_at,
+                              lambda m: time_cursor(m.queued_at, m.id), context.cursor),
         run_requests=[dg.RunRequest(partition_key=model_partition_key(m),
                                     run_key=f"{m.id}:{m.attempt}",
                                     tags={MODEL_TAG: m.id, MODEL_NAME_TAG: m.name[:200],

@@ -1,5 +1,5 @@
-"""Sensors that scale: the scoring queue (scoring_candidates), Score again's request time and
-the retirement of model partitions, each read through an index.
+"""Sensors that scale: the scoring queue (scoring_candidates), the times models are queued and
+asked to Score again, and the retirement of model partitions, each read through an index.
 
 Revision ID: 0011_sensor_indexes
 Revises: 0010_trust_reports
@@ -38,10 +38,11 @@ def upgrade() -> None:
                     ["evaluator", "queued_at", "trace_id"])
     op.create_index("ix_scoring_candidates_trace_id", "scoring_candidates", ["trace_id"])
     with op.batch_alter_table("reward_models") as batch:
+        batch.add_column(sa.Column("queued_at", sa.DateTime(timezone=True)))
         batch.add_column(sa.Column("score_requested_at", sa.DateTime(timezone=True)))
         batch.add_column(sa.Column("partition_retired_at", sa.DateTime(timezone=True)))
-    op.create_index("ix_reward_models_status_created_at", "reward_models",
-                    ["status", "created_at", "id"])
+    op.create_index("ix_reward_models_status_queued_at", "reward_models",
+                    ["status", "queued_at", "id"])
     op.create_index("ix_reward_models_score_requested_at", "reward_models",
                     ["score_requested_at", "id"])
     op.create_index("ix_reward_models_partition_retired_at", "reward_models",
@@ -63,7 +64,8 @@ def _queue_pending_work() -> None:
     r = sa.table("releases", sa.column("version"), sa.column("created_at"))
     rm = sa.table("reward_models", sa.column("id"), sa.column("owner"), sa.column("status"),
                   sa.column("finished_at"), sa.column("score_generation"),
-                  sa.column("score_requested_at"), sa.column("created_at"))
+                  sa.column("score_requested_at"), sa.column("created_at"),
+                  sa.column("queued_at"))
     c = sa.table("scoring_candidates", sa.column("evaluator"), sa.column("trace_id"),
                  sa.column("trace_version"), sa.column("personal"), sa.column("queued_at"))
     columns = ["evaluator", "trace_id", "trace_version", "personal", "queued_at"]
@@ -90,15 +92,17 @@ def _queue_pending_work() -> None:
         .where(s.c.trace_id.is_(None))))
     connection.execute(rm.update().where(rm.c.score_generation > 0)
                        .values(score_requested_at=rm.c.created_at))
+    connection.execute(rm.update().values(queued_at=rm.c.created_at))
 
 
 def downgrade() -> None:
     for name in ("ix_reward_models_partition_retired_at", "ix_reward_models_score_requested_at",
-                 "ix_reward_models_status_created_at"):
+                 "ix_reward_models_status_queued_at"):
         op.drop_index(name, table_name="reward_models")
     with op.batch_alter_table("reward_models") as batch:
         batch.drop_column("partition_retired_at")
         batch.drop_column("score_requested_at")
+        batch.drop_column("queued_at")
     op.drop_index("ix_scoring_candidates_trace_id", table_name="scoring_candidates")
     op.drop_index("ix_scoring_candidates_evaluator_queued_at", table_name="scoring_candidates")
     op.drop_index("ix_scoring_candidates_personal_queued_at", table_name="scoring_candidates")
