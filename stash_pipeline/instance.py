@@ -153,24 +153,35 @@ def run_sensor_requests(instance: dg.DagsterInstance, defs: dg.Definitions, sens
     request's run config and tags.
 
     ``partition_keys`` keeps only those partitions' runs, ``run_keys`` only the runs of those
-    keys (a tick here starts from no cursor). With ``once_per_run_key`` (for sensors whose run
+    keys (ticks here start from no cursor and follow the sensor's cursor, a page at a time, until
+    a page has them). With ``once_per_run_key`` (for sensors whose run
     keys name one piece of work), a key that already has a run on the instance, such as one a
     running daemon started, is waited for instead of run twice, and the runs started here carry
     the tags by which the daemon's sensor skips a key that has a run. Returns the finished runs.
     """
     fail_abandoned_runs(instance, record=dead_run_recorder(defs))
     sensor = defs.resolve_sensor_def(sensor_name)
-    with dg.build_sensor_context(instance=instance, definitions=defs,
-                                 instance_ref=instance.get_ref(), sensor_name=sensor_name,
-                                 resources=defs.resources) as context:
-        data = sensor.evaluate_tick(context)
-    for request in data.dynamic_partitions_requests or ():
-        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+
+    def wanted(request: dg.RunRequest) -> bool:
+        return ((partition_keys is None or request.partition_key in partition_keys)
+                and (run_keys is None or request.run_key in run_keys))
+
+    cursor = None
+    while True:  # a tick reads one page: follow the cursor to the page with the wanted runs
+        with dg.build_sensor_context(instance=instance, definitions=defs,
+                                     instance_ref=instance.get_ref(), sensor_name=sensor_name,
+                                     resources=defs.resources, cursor=cursor) as context:
+            data = sensor.evaluate_tick(context)
+        for request in data.dynamic_partitions_requests or ():
+            instance.add_dynamic_partitions(request.partitions_def_name,
+                                            list(request.partition_keys))
+        if (partition_keys is None and run_keys is None) or data.cursor in (None, cursor) \
+                or any(wanted(request) for request in data.run_requests or ()):
+            break
+        cursor = data.cursor
     runs = []
     for request in data.run_requests or ():
-        if partition_keys is not None and request.partition_key not in partition_keys:
-            continue
-        if run_keys is not None and request.run_key not in run_keys:
+        if not wanted(request):
             continue
         tags = {**dict(request.tags), PROCESS_TAG: this_process()}
         if once_per_run_key and request.run_key:

@@ -10,7 +10,6 @@ personal models need new training with action comparisons."
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,14 +24,11 @@ from stash_pipeline.compute.job import (
 )
 from stash_pipeline.compute.run import run_job
 from stash_pipeline.core.errors import InputError, NotFoundError
-from stash_pipeline.core.validation import positive_setting
 from stash_pipeline.pipelines.worker_jobs import JobResults, read_results, traces_in_chunks
 from stash_pipeline.store import Release, RewardModelRecord, Store
+from stash_pipeline.store.scoring_work import models_kept_current  # noqa: F401  (its home was here)
 
 SCORING_DIR = "scoring"  # under RM_ARTIFACT_DIR
-# The most recent succeeded personal models of each owner that auto-scoring keeps current.
-DEFAULT_MODELS_KEPT_CURRENT = 3
-MODELS_KEPT_CURRENT_ENV = "STASH_PERSONAL_SCORING_MODELS"
 NEEDS_ACTION_TRAINING = ("this reward model was not trained on action comparisons, so it cannot "
                          "score actions: older personal models need new training with action "
                          "comparisons")
@@ -47,14 +43,6 @@ class Scorer:
     checkpoint_uri: str
     shared: bool
     scores_actions: bool  # trained on action comparisons (a release always scores actions)
-
-
-def models_kept_current(environ: Mapping[str, str] | None = None) -> int:
-    """``STASH_PERSONAL_SCORING_MODELS`` (default 3): each owner's most recent succeeded models
-    that auto-scoring keeps current."""
-    environ = os.environ if environ is None else environ
-    return positive_setting(MODELS_KEPT_CURRENT_ENV, environ.get(MODELS_KEPT_CURRENT_ENV)
-                            or str(DEFAULT_MODELS_KEPT_CURRENT))
 
 
 def release_scorer(release: Release) -> Scorer:
@@ -119,21 +107,20 @@ def score(store: Store, evaluator: str, traces: Mapping[str, int], *, actions: b
     return results
 
 
-def pending_batches(store: Store, *, per_owner: int, batch_size: int, room: int,
+def pending_batches(store: Store, *, batch_size: int, room: int,
                     skip: set[tuple[str, str, int]],
                     ) -> list[tuple[str, bool, list[tuple[str, int]]]]:
-    """Auto-scoring's next batches: (model id, score actions, [(trace id, version)]) for the trace
-    versions each kept-current model has not scored, ``room`` traces at most, none in ``skip``
-    ((model id, trace id, version) already handed out)."""
-    out: list[tuple[str, bool, list[tuple[str, int]]]] = []
-    for model in store.models_kept_current(per_owner):
-        if room <= 0:
-            break
-        pending = [p for p in store.traces_pending_model(model.id, model.owner,
-                                                         limit=room + len(skip))
-                   if (model.id, *p) not in skip][:room]
-        room -= len(pending)
-        actions = bool((model.metrics or {}).get("action_scoring_version"))
-        out.extend((model.id, actions, pending[i:i + batch_size])
-                   for i in range(0, len(pending), batch_size))
-    return out
+    """Auto-scoring's next batches: (model id, score actions, [(trace id, version)]) for the
+    oldest queued trace versions of the kept-current personal models (store.scoring_work),
+    ``room`` traces at most, none in ``skip`` ((model id, trace id, version) already handed out).
+    Two queries whatever the number of models: the queue's page, and its models' settings."""
+    work = [w for w in store.scoring_work(personal=True, limit=room + len(skip))
+            if (w.evaluator, w.trace_id, w.trace_version) not in skip][:room]
+    actions = store.scoring_models([w.evaluator for w in work])
+    by_model: dict[str, list[tuple[str, int]]] = {}
+    for w in work:
+        if w.evaluator in actions:  # a model no longer succeeded scores nothing
+            by_model.setdefault(w.evaluator, []).append((w.trace_id, w.trace_version))
+    return [(model_id, actions[model_id], pending[i:i + batch_size])
+            for model_id, pending in by_model.items()
+            for i in range(0, len(pending), batch_size)]

@@ -15,7 +15,7 @@ from stash_pipeline.core.serialize import message_to_dict
 from stash_pipeline.core.trace_search import search_text, trace_preview
 from stash_pipeline.core.traces import Action, Trace
 from stash_pipeline.core.validation import validate_feedback, validate_review, validate_trace
-from stash_pipeline.store import schema
+from stash_pipeline.store import schema, scoring_work
 from stash_pipeline.store.accounts import ensure_accounts
 from stash_pipeline.store.batching import chunks, insert_rows
 from stash_pipeline.store.feedback import (
@@ -26,6 +26,8 @@ from stash_pipeline.store.feedback import (
     write_feedback,
 )
 from stash_pipeline.store.locks import lock_traces
+from stash_pipeline.store.releases import latest_release
+from stash_pipeline.store.scores import current_versions
 
 CHUNK_SIZE = 500
 
@@ -166,6 +168,7 @@ def _write_chunk(connection: sa.Connection, batch: Sequence[ImportedTrace],
         _replace_traces(connection, updated)
     _opt_in(connection, [r.trace.id for r in batch if r.trace.id in same and r.trace.contribute
                          and not stored[r.trace.id].contribute])
+    _queue_for_scoring(connection, [r.trace for r in batch if r.trace.id not in same])
     insert_rows(connection, schema.actions,
                 [action_row(r.trace, a, d) for r in batch if r.trace.id not in same
                  for a, d in zip(actions[r.trace.id],
@@ -238,6 +241,18 @@ def action_row(trace: Trace, action: Action, digest: str | None = None) -> dict:
     return {"id": action.id, "trace_id": trace.id, "message_index": action.message_index,
             "call_index": action.call_index, "tool_name": call.name if call else None,
             "content_digest": digest}
+
+
+def _queue_for_scoring(connection: sa.Connection, changed: Sequence[Trace]) -> None:
+    """New and changed traces wait for the current release and their owners' kept-current
+    models (store.scoring_work)."""
+    if not changed:
+        return
+    versions = current_versions(connection, [trace.id for trace in changed])
+    release = latest_release(connection)
+    scoring_work.queue_traces(connection, {trace.id: (trace.owner, versions[trace.id])
+                                           for trace in changed},
+                              release.version if release else None)
 
 
 def _opt_in(connection: sa.Connection, ids: list[str]) -> None:

@@ -14,7 +14,7 @@ from stash_pipeline.core.errors import InputError, NotFoundError, StashError
 from stash_pipeline.core.failures import hide_server_paths
 from stash_pipeline.core.requests import RewardModelRequest
 from stash_pipeline.core.training_settings import ERROR_TAIL_CHARS
-from stash_pipeline.store import schema
+from stash_pipeline.store import schema, scoring_work
 from stash_pipeline.store.batching import chunks
 from stash_pipeline.store.scores import ActionScore, TraceScore, save_action_scores, save_scores
 
@@ -50,6 +50,9 @@ class RewardModelRecord:
     attempt: int = 1  # times queued: 1, and one more for each retry; names the run and its job
     run_id: str | None = None  # the orchestrator's run of the current attempt
     score_generation: int = 0  # "Score again" requests so far
+    queued_at: datetime | None = None  # when the current attempt was queued
+    score_requested_at: datetime | None = None  # when the latest Score again was asked
+    partition_retired_at: datetime | None = None  # when its Dagster partition was deleted
 
 
 def _record(row: sa.Row) -> RewardModelRecord:
@@ -81,7 +84,7 @@ def create_reward_model(connection: sa.Connection, owner: str, request: RewardMo
                              field=f"trace_ids[{index}]")
     model_id = model_id or str(uuid.uuid4())
     connection.execute(rm.insert().values(id=model_id, owner=owner, status="queued", attempt=1,
-                                          **request.to_dict()))
+                                          queued_at=schema.utcnow(), **request.to_dict()))
     return get_reward_model(connection, model_id)
 
 
@@ -155,8 +158,10 @@ def resume(connection: sa.Connection, model_id: str, run_id: str) -> int:
 
 
 def requeue(connection: sa.Connection, model_id: str) -> None:
-    """A failed model goes back to the queue as a new attempt, which the sensor starts."""
-    _move(connection, model_id, "queued", attempt=rm.c.attempt + 1, error=None, finished_at=None)
+    """A failed model goes back to the queue as a new attempt, which the sensor starts (adding
+    its partition again when it was retired)."""
+    _move(connection, model_id, "queued", attempt=rm.c.attempt + 1, error=None, finished_at=None,
+          queued_at=schema.utcnow(), partition_retired_at=None)
 
 
 def request_score_again(connection: sa.Connection, model_id: str) -> int:
@@ -166,7 +171,8 @@ def request_score_again(connection: sa.Connection, model_id: str) -> int:
         raise StatusError(f"reward model {model_id} is {model.status}; only a succeeded model "
                           "has a checkpoint to score with")
     connection.execute(rm.update().where(rm.c.id == model_id)
-                       .values(score_generation=rm.c.score_generation + 1))
+                       .values(score_generation=rm.c.score_generation + 1,
+                               score_requested_at=schema.utcnow()))
     return model.score_generation + 1
 
 
@@ -185,11 +191,12 @@ def mark_succeeded(connection: sa.Connection, model_id: str, *, metrics: dict[st
                    scores: Sequence[TraceScore] = (),
                    action_scores: Sequence[ActionScore] = ()) -> None:
     """Metrics, checkpoint and scores land with the status change, in the caller's transaction."""
-    _move(connection, model_id, "succeeded", metrics=metrics, checkpoint_uri=checkpoint_uri,
-          error=None, finished_at=schema.utcnow())
+    model = _move(connection, model_id, "succeeded", metrics=metrics,
+                  checkpoint_uri=checkpoint_uri, error=None, finished_at=schema.utcnow())
     save_scores(connection, scores)
     if action_scores or scored:
         save_action_scores(connection, model_id, scored or {}, action_scores)
+    scoring_work.queue_model(connection, model_id, model.owner)
 
 
 def mark_failed(connection: sa.Connection, model_id: str, error: str) -> None:
@@ -197,3 +204,51 @@ def mark_failed(connection: sa.Connection, model_id: str, error: str) -> None:
     API, `rm show`, the viewer and the SQL endpoint's ``reward_models`` read none."""
     _move(connection, model_id, "failed", error=hide_server_paths(error)[-ERROR_TAIL_CHARS:],
           finished_at=schema.utcnow())
+
+
+def queued_models(connection: sa.Connection, after: tuple[datetime, str] | None,
+                  limit: int) -> list[RewardModelRecord]:
+    """Models queued after ``after`` ((queued at, model id), the sensor's cursor) and queued
+    still, oldest first, ``limit`` at most (through the index on status and queued_at)."""
+    query = sa.select(rm).where(rm.c.status == "queued")
+    if after is not None:
+        query = query.where(sa.or_(rm.c.queued_at > after[0],
+                                   sa.and_(rm.c.queued_at == after[0], rm.c.id > after[1])))
+    return [_record(row) for row in connection.execute(
+        query.order_by(rm.c.status, rm.c.queued_at, rm.c.id).limit(limit))]
+
+
+def score_again_requested(connection: sa.Connection, after: tuple[datetime, str] | None,
+                          limit: int) -> list[RewardModelRecord]:
+    """Succeeded models whose latest Score again was asked after ``after`` ((asked at, model id),
+    the sensor's cursor), oldest request first, ``limit`` at most."""
+    query = sa.select(rm).where(rm.c.score_requested_at.is_not(None))
+    if after is not None:
+        query = query.where(sa.or_(rm.c.score_requested_at > after[0],
+                                   sa.and_(rm.c.score_requested_at == after[0],
+                                           rm.c.id > after[1])))
+    query = query.order_by(rm.c.score_requested_at, rm.c.id).limit(limit)
+    return [_record(row) for row in connection.execute(query)
+            if row.status == "succeeded"]
+
+
+def models_to_retire(connection: sa.Connection, finished_before: datetime,
+                     limit: int) -> list[RewardModelRecord]:
+    """Models whose partition no run needs any more: finished (succeeded or failed) before
+    ``finished_before`` and not retired yet, oldest first, ``limit`` at most."""
+    return [_record(row) for row in connection.execute(
+        sa.select(rm).where(rm.c.partition_retired_at.is_(None),
+                            rm.c.finished_at < finished_before,
+                            rm.c.status.in_(("succeeded", "failed")))
+        .order_by(rm.c.partition_retired_at, rm.c.finished_at, rm.c.id).limit(limit))]
+
+
+def mark_partitions_retired(connection: sa.Connection, model_ids: Sequence[str]) -> int:
+    """Record that these models' partitions were deleted; a model queued again meanwhile (a
+    retry, which needs its partition) is left alone."""
+    count = 0
+    for chunk in chunks(list(model_ids)):
+        count += connection.execute(
+            rm.update().where(rm.c.id.in_(chunk), rm.c.status.in_(("succeeded", "failed")))
+            .values(partition_retired_at=schema.utcnow())).rowcount
+    return count

@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from stash_pipeline.core.errors import NotFoundError
-from stash_pipeline.store import schema
+from stash_pipeline.store import schema, scoring_work
 
 r, bc = schema.releases, schema.benchmark_comparisons
 
@@ -34,10 +34,16 @@ class BenchmarkComparison:
 
 
 def save_release(connection: sa.Connection, release: Release) -> Release:
+    """The new incumbent; every trace is queued for it to score (store.scoring_work)."""
+    replaced = latest_release(connection)
     connection.execute(r.insert().values(
         version=release.version, checkpoint_uri=release.checkpoint_uri,
         benchmark_report=release.benchmark_report, data_snapshot=release.data_snapshot))
-    return get_release(connection, release.version)
+    saved = get_release(connection, release.version)
+    if latest_release(connection) == saved:
+        scoring_work.queue_release(connection, saved.version,
+                                   replaced.version if replaced else None)
+    return saved
 
 
 def get_release(connection: sa.Connection, version: str) -> Release:

@@ -99,6 +99,24 @@ scoring_marks = sa.Table(
               server_default=NOW),
 )
 
+# The scoring queue: each (evaluator, trace) whose current version that evaluator has yet to score,
+# for the current shared release and every kept-current personal model (store.scoring_work). Rows
+# come with imports and reimports, a release and a model that becomes kept current; a scoring run's
+# stored results remove them. The scoring sensors read it a page at a time through its indexes.
+scoring_candidates = sa.Table(
+    "scoring_candidates", metadata,
+    sa.Column("evaluator", sa.String(128), primary_key=True),  # a release or a personal model
+    sa.Column("trace_id", ID, sa.ForeignKey("traces.id"), primary_key=True),
+    sa.Column("trace_version", sa.Integer, nullable=False),
+    sa.Column("personal", sa.Boolean, nullable=False),  # a personal model's, else the release's
+    sa.Column("queued_at", sa.DateTime(timezone=True), nullable=False, default=utcnow,
+              server_default=NOW),
+    sa.Index("ix_scoring_candidates_personal_queued_at", "personal", "queued_at", "evaluator",
+             "trace_id"),
+    sa.Index("ix_scoring_candidates_evaluator_queued_at", "evaluator", "queued_at", "trace_id"),
+    sa.Index("ix_scoring_candidates_trace_id", "trace_id"),
+)
+
 comments = sa.Table(
     "comments", metadata,
     sa.Column("id", ID, primary_key=True),
@@ -171,6 +189,19 @@ reward_models = sa.Table(
     sa.Column("run_id", sa.String(64)),
     # "Score again" requests made; the sensor launches one scoring run for each.
     sa.Column("score_generation", sa.Integer, nullable=False, server_default="0"),
+    # When the current attempt was queued (created, or retried): the queued-models sensor reads
+    # the models queued since its cursor through the index on (status, queued_at).
+    sa.Column("queued_at", sa.DateTime(timezone=True)),
+    # When the latest Score again was asked: the request sensor reads the models asked since its
+    # cursor through this column's index, never every succeeded model.
+    sa.Column("score_requested_at", sa.DateTime(timezone=True)),
+    # When the model's Dagster partition was deleted (defs/personal/retirement.py): the model, its
+    # metrics, scores and checkpoint stay; a retry adds the partition again and clears this.
+    sa.Column("partition_retired_at", sa.DateTime(timezone=True)),
+    sa.Index("ix_reward_models_status_queued_at", "status", "queued_at", "id"),
+    sa.Index("ix_reward_models_score_requested_at", "score_requested_at", "id"),
+    sa.Index("ix_reward_models_partition_retired_at", "partition_retired_at", "finished_at",
+             "id"),
 )
 
 # Every pair a model trained on, with its provenance. A pair belongs to exactly one user: a

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from stash_pipeline.store import schema
+from stash_pipeline.store import schema, scoring_work
 from stash_pipeline.store.batching import chunks
 
 
@@ -56,6 +56,9 @@ def save_scores(connection: sa.Connection, scores: Sequence[TraceScore]) -> int:
                                                     table.c.trace_id.in_(chunk)))
     if fresh:
         connection.execute(table.insert(), [vars(s) for s in fresh])
+    for evaluator in {s.evaluator for s in fresh}:  # a personal model's queue is its scores
+        scoring_work.done(connection, evaluator, {s.trace_id: s.trace_version for s in fresh
+                                                  if s.evaluator == evaluator}, personal=True)
     return len(fresh)
 
 
@@ -84,6 +87,8 @@ def save_action_scores(connection: sa.Connection, evaluator: str,
     if ids:
         connection.execute(m.insert(), [{"trace_id": tid, "evaluator": evaluator,
                                          "trace_version": current[tid]} for tid in ids])
+    # The release's queue is its scoring marks.
+    scoring_work.done(connection, evaluator, current, personal=False)
     return len(fresh)
 
 

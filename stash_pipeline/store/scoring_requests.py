@@ -39,10 +39,12 @@ def request_scoring(connection: sa.Connection, *, owner: str, evaluator: str,
     return _request(row)
 
 
-def scoring_requests(connection: sa.Connection, after: int = 0) -> list[ScoringRequest]:
-    """The requests with an id above ``after`` (the sensor's cursor), oldest first."""
+def scoring_requests(connection: sa.Connection, after: int = 0,
+                     limit: int | None = None) -> list[ScoringRequest]:
+    """The requests with an id above ``after`` (the sensor's cursor), oldest first, ``limit``
+    at most."""
     return [_request(row) for row in connection.execute(
-        sa.select(r).where(r.c.id > after).order_by(r.c.id))]
+        sa.select(r).where(r.c.id > after).order_by(r.c.id).limit(limit))]
 
 
 def get_scoring_request(connection: sa.Connection, request_id: int) -> ScoringRequest:

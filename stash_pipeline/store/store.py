@@ -28,6 +28,7 @@ from stash_pipeline.store import (
     schema,
     scores,
     scoring_requests,
+    scoring_work,
     trace_pages,
     traces,
     training_requests,
@@ -39,6 +40,7 @@ from stash_pipeline.store.models import RewardModelRecord
 from stash_pipeline.store.releases import BenchmarkComparison, Release
 from stash_pipeline.store.scores import ActionScore, TraceScore
 from stash_pipeline.store.scoring_requests import ScoringRequest
+from stash_pipeline.store.scoring_work import ScoringWork
 from stash_pipeline.store.trace_pages import TraceSummary
 from stash_pipeline.store.training_requests import SharedTrainingRequest
 
@@ -167,21 +169,15 @@ class Store:
         with self.reading() as c:
             return traces.owned_versions(c, ids, owner)
 
-    def traces_pending_model(self, model_id: str, owner: str,
-                             limit: int | None = None) -> list[tuple[str, int]]:
-        """The owner's trace versions the personal model has not scored (auto-scoring's queue)."""
-        with self.reading() as c:
-            return traces.traces_pending_model(c, model_id, owner, limit)
-
     def request_scoring(self, *, owner: str, evaluator: str, traces: Mapping[str, int],
                         actions: bool) -> ScoringRequest:
         with self.transaction() as c:
             return scoring_requests.request_scoring(c, owner=owner, evaluator=evaluator,
                                                     traces=traces, actions=actions)
 
-    def scoring_requests(self, after: int = 0) -> list[ScoringRequest]:
+    def scoring_requests(self, after: int = 0, limit: int | None = None) -> list[ScoringRequest]:
         with self.reading() as c:
-            return scoring_requests.scoring_requests(c, after)
+            return scoring_requests.scoring_requests(c, after, limit)
 
     def get_scoring_request(self, request_id: int) -> ScoringRequest:
         with self.reading() as c:
@@ -318,6 +314,38 @@ class Store:
     def models_kept_current(self, per_owner: int) -> list[RewardModelRecord]:
         with self.reading() as c:
             return models.models_kept_current(c, per_owner)
+
+    def queued_models(self, after: tuple[datetime, str] | None,
+                      limit: int) -> list[RewardModelRecord]:
+        """Models queued since the cursor ``after`` and queued still, oldest first."""
+        with self.reading() as c:
+            return models.queued_models(c, after, limit)
+
+    def score_again_requested(self, after: tuple[datetime, str] | None,
+                              limit: int) -> list[RewardModelRecord]:
+        """Succeeded models asked to Score again after the cursor ``after``, oldest first."""
+        with self.reading() as c:
+            return models.score_again_requested(c, after, limit)
+
+    def models_to_retire(self, finished_before: datetime,
+                         limit: int) -> list[RewardModelRecord]:
+        with self.reading() as c:
+            return models.models_to_retire(c, finished_before, limit)
+
+    def mark_partitions_retired(self, model_ids: Sequence[str]) -> int:
+        with self.transaction() as c:
+            return models.mark_partitions_retired(c, model_ids)
+
+    def scoring_work(self, *, personal: bool, limit: int,
+                     evaluator: str | None = None) -> list[ScoringWork]:
+        """The oldest queued scoring work (store.scoring_work): one bounded, indexed query."""
+        with self.reading() as c:
+            return scoring_work.pending(c, personal=personal, limit=limit, evaluator=evaluator)
+
+    def scoring_models(self, model_ids: Sequence[str]) -> dict[str, bool]:
+        """{model id: scores actions} for those of these models still succeeded."""
+        with self.reading() as c:
+            return scoring_work.actions_of(c, model_ids)
 
     def mark_running(self, model_id: str, run_id: str | None = None) -> int:
         """Start a run of a queued model; returns the attempt number."""
@@ -464,6 +492,7 @@ class Store:
             return training_requests.request_shared_training(c, base_model=base_model,
                                                              epochs=epochs)
 
-    def shared_training_requests(self, after: int = 0) -> list[SharedTrainingRequest]:
+    def shared_training_requests(self, after: int = 0,
+                                 limit: int | None = None) -> list[SharedTrainingRequest]:
         with self.reading() as c:
-            return training_requests.shared_training_requests(c, after)
+            return training_requests.shared_training_requests(c, after, limit)

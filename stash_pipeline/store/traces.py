@@ -78,19 +78,6 @@ def traces_pending_scoring(connection: sa.Connection, evaluator: str,
     return [(row.id, row.version) for row in connection.execute(query)]
 
 
-def traces_pending_model(connection: sa.Connection, model_id: str, owner: str,
-                         limit: int | None = None) -> list[tuple[str, int]]:
-    """(trace id, version) of each of ``owner``'s traces whose current version has no
-    whole-trace score by the personal model ``model_id`` (imported or changed since it scored)."""
-    s = schema.scores
-    query = (sa.select(t.c.id, t.c.version)
-             .outerjoin(s, sa.and_(s.c.trace_id == t.c.id, s.c.evaluator == model_id,
-                                   s.c.trace_version == t.c.version))
-             .where(t.c.owner == owner, s.c.trace_id.is_(None))
-             .order_by(t.c.updated_at, t.c.id).limit(limit))
-    return [(row.id, row.version) for row in connection.execute(query)]
-
-
 def owned_versions(connection: sa.Connection, ids: Sequence[str], owner: str) -> dict[str, int]:
     """{trace id: current version} of those of ``ids`` that ``owner`` has."""
     versions: dict[str, int] = {}

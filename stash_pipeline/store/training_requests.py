@@ -28,8 +28,9 @@ def request_shared_training(connection: sa.Connection, *, base_model: str | None
     return SharedTrainingRequest(**row._asdict())
 
 
-def shared_training_requests(connection: sa.Connection,
-                             after: int = 0) -> list[SharedTrainingRequest]:
-    """The requests with an id above ``after`` (the sensor's cursor), oldest first."""
-    rows = connection.execute(sa.select(r).where(r.c.id > after).order_by(r.c.id))
+def shared_training_requests(connection: sa.Connection, after: int = 0,
+                             limit: int | None = None) -> list[SharedTrainingRequest]:
+    """The requests with an id above ``after`` (the sensor's cursor), oldest first, ``limit``
+    at most."""
+    rows = connection.execute(sa.select(r).where(r.c.id > after).order_by(r.c.id).limit(limit))
     return [SharedTrainingRequest(**row._asdict()) for row in rows]

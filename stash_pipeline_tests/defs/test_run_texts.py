@@ -18,7 +18,7 @@ def test_every_sensor_says_what_it_does():
     # six that start runs (queued models, Score again of a model and of chosen traces, personal
     # and shared auto-scoring, retraining requests), two that watch personal runs end, one that
     # fails runs whose command died
-    assert len(sensors) == 9
+    assert len(sensors) == 10
     for sensor in sensors:
         assert sensor.description and len(sensor.description) > 40, sensor.name
 

@@ -17,6 +17,12 @@ from stash_pipeline.defs.personal.partitions import (
 from stash_pipeline.defs.resources import ComputeResource, StoreResource
 from stash_pipeline.defs.runs import record_dead_run
 from stash_pipeline.defs.scoring.jobs import trace_scoring_job
+from stash_pipeline.defs.sensor_cursors import (
+    REQUESTS_PER_TICK,
+    parse_time_cursor,
+    settled_cursor,
+    time_cursor,
+)
 from stash_pipeline.services import reward_models
 
 INTERVAL_S = 10
@@ -31,9 +37,13 @@ ABANDONED_INTERVAL_S = 30
 def queued_reward_models(context: dg.SensorEvaluationContext,
                          database: StoreResource) -> dg.SensorResult:
     """One run per queued model and attempt: the run key names both, so a retry (a new attempt)
-    is never blocked by the key of the attempt before it."""
-    queued = database.store.list_reward_models(status="queued")
+    is never blocked by the key of the attempt before it. A tick reads the models queued since
+    its cursor, REQUESTS_PER_TICK at most (sensor_cursors), so a model whose run never starts
+    holds up no other."""
+    queued = database.store.queued_models(parse_time_cursor(context.cursor), REQUESTS_PER_TICK)
     return dg.SensorResult(
+        cursor=settled_cursor(queued, lambda m: m.queued_at,
+                              lambda m: time_cursor(m.queued_at, m.id), context.cursor),
         run_requests=[dg.RunRequest(partition_key=model_partition_key(m),
                                     run_key=f"{m.id}:{m.attempt}",
                                     tags={MODEL_TAG: m.id, MODEL_NAME_TAG: m.name[:200],
@@ -51,10 +61,13 @@ def queued_reward_models(context: dg.SensorEvaluationContext,
 def score_again_requests(context: dg.SensorEvaluationContext,
                          database: StoreResource) -> dg.SensorResult:
     """A scoring run over the owner's every trace for each Score again request of a succeeded
-    model (one run key per request), with actions when it was trained on action comparisons."""
-    models = [m for m in database.store.list_reward_models(status="succeeded")
-              if m.score_generation]
-    return dg.SensorResult(run_requests=[
+    model (one run key per request), with actions when it was trained on action comparisons.
+    A tick reads the models asked since its cursor, through an index (sensor_cursors)."""
+    models = database.store.score_again_requested(parse_time_cursor(context.cursor),
+                                                  REQUESTS_PER_TICK)
+    return dg.SensorResult(cursor=settled_cursor(
+        models, lambda m: m.score_requested_at,
+        lambda m: time_cursor(m.score_requested_at, m.id), context.cursor), run_requests=[
         dg.RunRequest(run_key=reward_models.score_again_run_key(m),
                       run_config={"ops": {"trace_scores": {"config": {
                           "evaluator": m.id, "whole_owner": True,
@@ -67,9 +80,9 @@ def score_again_requests(context: dg.SensorEvaluationContext,
 def _partitions_to_add(context: dg.SensorEvaluationContext,
                        keys: list[str]) -> list[dg.AddDynamicPartitionsRequest]:
     """The partitions of these keys the instance still lacks (a model's runs need its
-    partition)."""
-    known = set(context.instance.get_dynamic_partitions(personal_reward_model.name))
-    new = [key for key in keys if key not in known]
+    partition): one lookup per key, never the list of every partition."""
+    new = [key for key in keys
+           if not context.instance.has_dynamic_partition(personal_reward_model.name, key)]
     return [personal_reward_model.build_add_request(new)] if new else []
 
 

@@ -12,6 +12,7 @@ import dagster as dg
 
 from stash_pipeline.defs.resources import SharedEvaluatorResource, StoreResource
 from stash_pipeline.defs.scoring.jobs import trace_scoring_job
+from stash_pipeline.defs.sensor_cursors import REQUESTS_PER_TICK, settled_cursor
 from stash_pipeline.defs.shared.sensors import IN_FLIGHT, MAX_SCORING_RUNS
 from stash_pipeline.pipelines import trace_scoring
 
@@ -32,14 +33,17 @@ def scoring_config(evaluator: str, actions: bool, **fields) -> dict:
                        "or the chosen personal model scores them again.")
 def score_again_for_traces(context: dg.SensorEvaluationContext,
                            database: StoreResource) -> dg.SensorResult:
-    """One scoring run per Score again request for chosen traces, oldest first."""
-    requests = database.store.scoring_requests(after=int(context.cursor or 0))
+    """One scoring run per Score again request for chosen traces, oldest first, at most
+    REQUESTS_PER_TICK a tick (sensor_cursors: the cursor moves past settled requests only)."""
+    requests = database.store.scoring_requests(after=int(context.cursor or 0),
+                                               limit=REQUESTS_PER_TICK)
     return dg.SensorResult(
         run_requests=[dg.RunRequest(run_key=trace_scoring.request_run_key(r.id),
                                     run_config=scoring_config(r.evaluator, r.actions,
                                                               request_id=r.id),
                                     tags={REQUEST_TAG: str(r.id)}) for r in requests],
-        cursor=str(requests[-1].id) if requests else context.cursor)
+        cursor=settled_cursor(requests, lambda r: r.created_at, lambda r: str(r.id),
+                              context.cursor))
 
 
 def in_flight(instance: dg.DagsterInstance) -> tuple[int, set[tuple[str, str, int]]]:
@@ -64,15 +68,15 @@ def pending_personal_scoring(context: dg.SensorEvaluationContext, database: Stor
                              ) -> dg.SensorResult | dg.SkipReason:
     """Scoring runs for the trace versions a kept-current personal model has not scored: traces
     imported or changed after it succeeded. Each owner's STASH_PERSONAL_SCORING_MODELS most
-    recent succeeded models are kept current."""
+    recent succeeded models are kept current. A tick reads one page of the scoring queue for all
+    models at once (store.scoring_work), whatever the number of models."""
     size = shared_evaluator.batch_size()
     running, covered = in_flight(context.instance)
     room = max(0, MAX_SCORING_RUNS - running) * size
     if not room:
         return dg.SkipReason(f"{running} personal scoring runs in flight, the most at once")
-    batches = trace_scoring.pending_batches(
-        database.store, per_owner=trace_scoring.models_kept_current(), batch_size=size,
-        room=room, skip=covered)[:MAX_SCORING_RUNS - running]
+    batches = trace_scoring.pending_batches(database.store, batch_size=size, room=room,
+                                            skip=covered)[:MAX_SCORING_RUNS - running]
     tick = int(context.cursor or 0) + 1
     return dg.SensorResult(
         run_requests=[dg.RunRequest(

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 import dagster as dg
 
 from stash_pipeline.defs.resources import SharedEvaluatorResource, StoreResource
+from stash_pipeline.defs.sensor_cursors import REQUESTS_PER_TICK, settled_cursor
 from stash_pipeline.defs.shared.jobs import shared_scoring_job, shared_training_job
 
 REQUEST_TAG = "stash/shared_training_request"
@@ -45,12 +46,14 @@ def training_run_config(base_model: str | None, epochs: int | None) -> dict:
 def shared_training_requests(context: dg.SensorEvaluationContext,
                              database: StoreResource) -> dg.SensorResult:
     """One run of the chain per `evaluator train` request, oldest first."""
-    requests = database.store.shared_training_requests(after=int(context.cursor or 0))
+    requests = database.store.shared_training_requests(after=int(context.cursor or 0),
+                                                       limit=REQUESTS_PER_TICK)
     return dg.SensorResult(
         run_requests=[dg.RunRequest(run_key=request_run_key(r.id),
                                     run_config=training_run_config(r.base_model, r.epochs),
                                     tags={REQUEST_TAG: str(r.id)}) for r in requests],
-        cursor=str(requests[-1].id) if requests else context.cursor)
+        cursor=settled_cursor(requests, lambda r: r.created_at, lambda r: str(r.id),
+                              context.cursor))
 
 
 def scoring_batch_config(release: str, batch: Iterable[tuple[str, int]]) -> dict:
@@ -93,9 +96,10 @@ def pending_action_scoring(context: dg.SensorEvaluationContext, database: StoreR
     room = max(0, MAX_SCORING_RUNS - running) * size
     if not room:
         return dg.SkipReason(f"{running} scoring runs in flight, the most at once")
-    pending = [p for p in store.traces_pending_scoring(release.version,
-                                                       limit=room + len(covered))
-               if p not in covered][:room]
+    pending = [(w.trace_id, w.trace_version)
+               for w in store.scoring_work(personal=False, evaluator=release.version,
+                                           limit=room + len(covered))
+               if (w.trace_id, w.trace_version) not in covered][:room]
     tick = int(context.cursor or 0) + 1
     batches = [pending[i:i + size] for i in range(0, len(pending), size)]
     return dg.SensorResult(

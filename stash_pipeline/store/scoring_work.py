@@ -1,0 +1,164 @@
+"""The scoring queue (``scoring_candidates``): which (evaluator, trace version) still waits to be
+scored, kept as rows so that the scoring sensors read one bounded page through an index instead of
+asking every model about every trace.
+
+Who is queued: every trace's current version for the current shared release, and each owner's
+``STASH_PERSONAL_SCORING_MODELS`` most recently succeeded personal models (the models kept
+current) for that owner's traces. Rows are written where the work appears (an import or reimport,
+a release, a model that succeeds) and removed where it is done (the scores stored at that
+version), or when it is no longer wanted (a release replaced, a model no longer kept current).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from stash_pipeline.core.validation import positive_setting
+from stash_pipeline.store import schema
+from stash_pipeline.store.batching import chunks
+
+# The most recent succeeded personal models of each owner that auto-scoring keeps current.
+DEFAULT_MODELS_KEPT_CURRENT = 3
+MODELS_KEPT_CURRENT_ENV = "STASH_PERSONAL_SCORING_MODELS"
+
+c = schema.scoring_candidates
+t = schema.traces
+rm = schema.reward_models
+
+
+@dataclass(frozen=True)
+class ScoringWork:
+    """One trace version an evaluator has yet to score."""
+
+    evaluator: str
+    trace_id: str
+    trace_version: int
+
+
+def models_kept_current(environ: Mapping[str, str] | None = None) -> int:
+    """``STASH_PERSONAL_SCORING_MODELS`` (default 3): each owner's most recent succeeded models
+    that auto-scoring keeps current."""
+    environ = os.environ if environ is None else environ
+    return positive_setting(MODELS_KEPT_CURRENT_ENV, environ.get(MODELS_KEPT_CURRENT_ENV)
+                            or str(DEFAULT_MODELS_KEPT_CURRENT))
+
+
+def kept_current_ids(connection: sa.Connection, owners: Iterable[str],
+                     per_owner: int | None = None) -> dict[str, list[str]]:
+    """{owner: the ids of its models kept current, newest first} for these owners."""
+    per_owner = models_kept_current() if per_owner is None else per_owner
+    out: dict[str, list[str]] = {}
+    for chunk in chunks(sorted(set(owners))):
+        ranked = (sa.select(rm.c.id, rm.c.owner, sa.func.row_number().over(
+            partition_by=rm.c.owner,
+            order_by=(rm.c.finished_at.desc(), rm.c.id.desc())).label("n"))
+            .where(rm.c.status == "succeeded", rm.c.owner.in_(chunk)).subquery())
+        rows = connection.execute(sa.select(ranked.c.id, ranked.c.owner)
+                                  .where(ranked.c.n <= per_owner)
+                                  .order_by(ranked.c.owner, ranked.c.n))
+        for row in rows:
+            out.setdefault(row.owner, []).append(row.id)
+    return out
+
+
+def queue_traces(connection: sa.Connection, traces: Mapping[str, tuple[str, int]],
+                 release: str | None) -> None:
+    """Traces imported or changed ({trace id: (owner, current version)}): queued for the release
+    and their owners' kept-current models, in place of what was queued for them before."""
+    if not traces:
+        return
+    ids = sorted(traces)
+    for chunk in chunks(ids):
+        connection.execute(c.delete().where(c.c.trace_id.in_(chunk)))
+    models = kept_current_ids(connection, {owner for owner, _ in traces.values()})
+    now = schema.utcnow()
+    rows = []
+    for trace_id in ids:
+        owner, version = traces[trace_id]
+        if release is not None:
+            rows.append({"evaluator": release, "trace_id": trace_id, "trace_version": version,
+                         "personal": False, "queued_at": now})
+        rows.extend({"evaluator": model_id, "trace_id": trace_id, "trace_version": version,
+                     "personal": True, "queued_at": now} for model_id in models.get(owner, ()))
+    for chunk in chunks(rows, 500):
+        connection.execute(c.insert(), chunk)
+
+
+def queue_release(connection: sa.Connection, release: str, replaced: str | None) -> None:
+    """A new release has scored nothing: every trace is queued for it, in one statement; what was
+    queued for the release it replaces is dropped."""
+    if replaced is not None:
+        connection.execute(c.delete().where(c.c.evaluator == replaced))
+    m = schema.scoring_marks
+    connection.execute(c.insert().from_select(
+        ["evaluator", "trace_id", "trace_version", "personal", "queued_at"],
+        sa.select(sa.literal(release, sa.String(128)), t.c.id, t.c.version, sa.false(),
+                  sa.literal(schema.utcnow(), sa.DateTime(timezone=True)))
+        .select_from(t.outerjoin(m, sa.and_(m.c.trace_id == t.c.id, m.c.evaluator == release,
+                                            m.c.trace_version == t.c.version)))
+        .where(m.c.trace_id.is_(None))))
+
+
+def queue_model(connection: sa.Connection, model_id: str, owner: str) -> None:
+    """A model that just succeeded: when it is among its owner's kept-current models, the owner's
+    traces it has not scored are queued for it; the owner's models no longer kept current leave
+    the queue."""
+    kept = kept_current_ids(connection, [owner]).get(owner, [])
+    succeeded = sa.select(rm.c.id).where(rm.c.owner == owner, rm.c.status == "succeeded")
+    connection.execute(c.delete().where(c.c.personal == sa.true(), c.c.evaluator.in_(succeeded),
+                                        c.c.evaluator.not_in(kept)))
+    if model_id not in kept:
+        return
+    s = schema.scores
+    connection.execute(c.delete().where(c.c.evaluator == model_id))
+    connection.execute(c.insert().from_select(
+        ["evaluator", "trace_id", "trace_version", "personal", "queued_at"],
+        sa.select(sa.literal(model_id, sa.String(128)), t.c.id, t.c.version, sa.true(),
+                  sa.literal(schema.utcnow(), sa.DateTime(timezone=True)))
+        .select_from(t.outerjoin(s, sa.and_(s.c.trace_id == t.c.id, s.c.evaluator == model_id,
+                                            s.c.trace_version == t.c.version)))
+        .where(t.c.owner == owner, s.c.trace_id.is_(None))))
+
+
+def done(connection: sa.Connection, evaluator: str, scored: Mapping[str, int], *,
+         personal: bool) -> None:
+    """Scores of these trace versions are stored: their queue rows go. A row naming a newer
+    version (a reimport meanwhile) stays."""
+    items = sorted(scored.items())
+    for chunk in chunks(items, 400):
+        connection.execute(c.delete().where(
+            c.c.evaluator == evaluator, c.c.personal == personal,
+            sa.tuple_(c.c.trace_id, c.c.trace_version).in_(chunk)))
+
+
+def pending(connection: sa.Connection, *, personal: bool, limit: int,
+            evaluator: str | None = None) -> list[ScoringWork]:
+    """The oldest queued work, ``limit`` rows at most: the personal models' (``personal``) or one
+    release's. One query through an index, whatever the number of models and traces."""
+    query = (sa.select(c.c.evaluator, c.c.trace_id, c.c.trace_version)
+             .where(c.c.personal == personal))
+    if evaluator is not None:
+        query = query.where(c.c.evaluator == evaluator)
+        query = query.order_by(c.c.evaluator, c.c.queued_at, c.c.trace_id)
+    else:
+        query = query.order_by(c.c.personal, c.c.queued_at, c.c.evaluator, c.c.trace_id)
+    return [ScoringWork(*row) for row in connection.execute(query.limit(limit))]
+
+
+def count_pending(connection: sa.Connection, evaluator: str) -> int:
+    return connection.scalar(sa.select(sa.func.count()).select_from(c)
+                             .where(c.c.evaluator == evaluator)) or 0
+
+
+def actions_of(connection: sa.Connection, model_ids: Sequence[str]) -> dict[str, bool]:
+    """{model id: whether it scores actions} for those of these models still succeeded."""
+    out: dict[str, bool] = {}
+    for chunk in chunks(sorted(set(model_ids))):
+        for row in connection.execute(sa.select(rm.c.id, rm.c.metrics)
+                                      .where(rm.c.id.in_(chunk), rm.c.status == "succeeded")):
+            out[row.id] = bool((row.metrics or {}).get("action_scoring_version"))
+    return out

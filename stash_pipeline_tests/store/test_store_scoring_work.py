@@ -1,0 +1,128 @@
+"""The scoring queue (issue 43): what the scoring sensors read in one bounded page, kept true by
+imports, releases, models that succeed and stored scores; and Score again read past a cursor."""
+
+from __future__ import annotations
+
+import pytest
+
+from stash_pipeline.core.requests import parse_reward_model_request
+from stash_pipeline.store import ActionScore, Release, Store, TraceScore
+
+from store_samples import make_record, make_trace
+
+
+def _work(store: Store, **where) -> list[tuple[str, str, int]]:
+    return [(w.evaluator, w.trace_id, w.trace_version)
+            for w in store.scoring_work(limit=100, **where)]
+
+
+def _release(store: Store, version: str) -> None:
+    store.save_release(Release(version, f"file:///{version}.tar.gz", {"passed": True},
+                               {"training_traces": {}}))
+
+
+def _action_scores(trace_id: str, evaluator: str, version: int) -> list[ActionScore]:
+    return [ActionScore(a.id, trace_id, version, evaluator, 0.5, 0.1)
+            for a in make_trace(trace_id).actions()]
+
+
+def _succeeded(store: Store, owner: str, name: str, trace_ids: list[str],
+               scored: list[str] = ()) -> str:
+    model = store.create_reward_model(owner, parse_reward_model_request(
+        {"name": name, "trace_ids": trace_ids}))
+    store.mark_running(model.id)
+    store.mark_succeeded(model.id, metrics={}, checkpoint_uri="file:///m.tar.gz",
+                         scores=[TraceScore(t, 1, model.id, 1.0) for t in scored])
+    return model.id
+
+
+def test_a_release_queues_every_trace_and_scores_drain_it(store: Store) -> None:
+    store.import_traces([make_record(make_trace(t)) for t in ("a", "b")])
+    assert _work(store, personal=False) == []  # before the first release traces wait
+    _release(store, "r1")
+    assert sorted(_work(store, personal=False, evaluator="r1")) == [("r1", "a", 1),
+                                                                   ("r1", "b", 1)]
+    store.save_action_scores("r1", {"a": 1}, _action_scores("a", "r1", 1))
+    assert _work(store, personal=False, evaluator="r1") == [("r1", "b", 1)]
+    # The queue agrees with what the release's scoring marks say is pending.
+    assert [("r1", *p) for p in store.traces_pending_scoring("r1")] == [("r1", "b", 1)]
+
+    # A reimport queues the new version; a run of the old version leaves it queued.
+    store.import_traces([make_record(make_trace("a", turns=1))])
+    assert sorted(_work(store, personal=False, evaluator="r1")) == [("r1", "a", 2),
+                                                                   ("r1", "b", 1)]
+    store.save_action_scores("r1", {"a": 1}, _action_scores("a", "r1", 1))
+    assert ("r1", "a", 2) in _work(store, personal=False, evaluator="r1")
+    # An identical reimport queues nothing again.
+    store.save_action_scores("r1", {"b": 1}, _action_scores("b", "r1", 1))
+    store.import_traces([make_record(make_trace("b"))])
+    assert _work(store, personal=False, evaluator="r1") == [("r1", "a", 2)]
+
+    # A new release: the old one's queue goes, every trace waits for the new one.
+    _release(store, "r2")
+    assert _work(store, personal=False, evaluator="r1") == []
+    assert sorted(_work(store, personal=False)) == [("r2", "a", 2), ("r2", "b", 1)]
+
+
+def test_kept_current_models_are_queued_their_owners_new_traces(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STASH_PERSONAL_SCORING_MODELS", "1")
+    store.import_traces([make_record(make_trace(t, owner="ana")) for t in ("t0", "t1")])
+    store.import_traces([make_record(make_trace("bob0", owner="bob"))])
+    first = _succeeded(store, "ana", "first", ["t0", "t1"], scored=["t0"])
+    # What its training did not score waits for it; another owner's trace never does.
+    assert _work(store, personal=True) == [(first, "t1", 1)]
+    store.import_traces([make_record(make_trace("t2", owner="ana")),
+                         make_record(make_trace("bob1", owner="bob"))])
+    assert sorted(_work(store, personal=True)) == [(first, "t1", 1), (first, "t2", 1)]
+    store.replace_scores(first, scores=[TraceScore("t1", 1, first, 0.5)], scored={})
+    assert _work(store, personal=True) == [(first, "t2", 1)]
+    assert _work(store, personal=False) == []  # no release: nothing shared
+
+    # A newer model replaces it among the one model kept current: its queue goes.
+    second = _succeeded(store, "ana", "second", ["t0"])
+    assert sorted(_work(store, personal=True)) == [(second, t, 1) for t in ("t0", "t1", "t2")]
+    assert store.scoring_models([first, second]) == {first: False, second: False}
+
+
+def test_a_page_is_bounded_and_oldest_first(store: Store) -> None:
+    store.import_traces([make_record(make_trace(f"t{i}", owner="ana")) for i in range(3)])
+    model = _succeeded(store, "ana", "m", ["t0"])
+    store.import_traces([make_record(make_trace("late", owner="ana"))])
+    page = store.scoring_work(personal=True, limit=3)
+    assert len(page) == 3 and "late" not in {w.trace_id for w in page}
+    assert {w.evaluator for w in page} == {model}
+
+
+def test_score_again_is_read_past_a_cursor(store: Store) -> None:
+    store.import_traces([make_record(make_trace("t0", owner="ana"))])
+    first = _succeeded(store, "ana", "first", ["t0"])
+    second = _succeeded(store, "ana", "second", ["t0"])
+    assert store.score_again_requested(None, 10) == []
+    store.request_score_again(second)
+    store.request_score_again(first)
+    asked = store.score_again_requested(None, 10)
+    assert [m.id for m in asked] == [second, first]
+    assert [m.id for m in store.score_again_requested(None, 1)] == [second]
+    cursor = (asked[0].score_requested_at, asked[0].id)
+    assert [m.id for m in store.score_again_requested(cursor, 10)] == [first]
+    cursor = (asked[1].score_requested_at, asked[1].id)
+    assert store.score_again_requested(cursor, 10) == []
+    store.request_score_again(second)  # asked again: after the cursor once more
+    assert [(m.id, m.score_generation) for m in store.score_again_requested(cursor, 10)] == [
+        (second, 2)]
+
+
+def test_queued_models_are_read_past_a_cursor_and_a_retry_comes_after_it(store: Store) -> None:
+    store.import_traces([make_record(make_trace("t0", owner="ana"))])
+    first, second, third = (store.create_reward_model("ana", parse_reward_model_request(
+        {"name": name, "trace_ids": ["t0"]})) for name in ("a", "b", "c"))
+    page = store.queued_models(None, 2)
+    assert [m.id for m in page] == [first.id, second.id]
+    cursor = (page[-1].queued_at, page[-1].id)
+    # The first model's run never starts: it stays queued, and holds up nothing past the cursor.
+    assert [m.id for m in store.queued_models(cursor, 2)] == [third.id]
+    store.mark_failed(second.id, "no pairs")
+    store.requeue(second.id)  # a retry is queued anew, after the cursor
+    assert [m.id for m in store.queued_models(cursor, 5)] == [third.id, second.id]
+    assert store.get_reward_model(second.id).attempt == 2
