@@ -254,7 +254,10 @@ def run_score(args: argparse.Namespace) -> int:
             print(f"the scoring run of request {request.id} failed (see the Dagster run log)",
                   file=sys.stderr)
     if args.json:
-        print_json(scoring_requests.request_view(request))
+        from stash_pipeline.instance import request_state
+
+        print_json({**scoring_requests.request_view(request),
+                    **request_state(scoring_requests.run_tags(request.id))})
     return 0 if ok else 1
 
 

@@ -13,9 +13,10 @@ import dagster as dg
 from stash_pipeline.defs.resources import SharedEvaluatorResource, StoreResource
 from stash_pipeline.defs.scoring.jobs import trace_scoring_job
 from stash_pipeline.defs.shared.sensors import IN_FLIGHT, MAX_SCORING_RUNS
+from stash_pipeline.defs.worker_queue import priority_tags
 from stash_pipeline.pipelines import trace_scoring
+from stash_pipeline.pipelines.trace_scoring import REQUEST_TAG
 
-REQUEST_TAG = "stash/scoring_request"
 AUTO_TAG = "stash/auto_scoring"  # the personal model an auto-scoring run scores with
 INTERVAL_S = 5
 
@@ -38,7 +39,8 @@ def score_again_for_traces(context: dg.SensorEvaluationContext,
         run_requests=[dg.RunRequest(run_key=trace_scoring.request_run_key(r.id),
                                     run_config=scoring_config(r.evaluator, r.actions,
                                                               request_id=r.id),
-                                    tags={REQUEST_TAG: str(r.id)}) for r in requests],
+                                    tags={REQUEST_TAG: str(r.id), **priority_tags("request")})
+                      for r in requests],
         cursor=str(requests[-1].id) if requests else context.cursor)
 
 
@@ -79,6 +81,6 @@ def pending_personal_scoring(context: dg.SensorEvaluationContext, database: Stor
             run_key=f"auto:{model_id}:{tick}:{index}",
             run_config=scoring_config(model_id, actions, trace_ids=[t for t, _ in batch],
                                       versions=[v for _, v in batch]),
-            tags={AUTO_TAG: model_id})
+            tags={AUTO_TAG: model_id, **priority_tags("background")})
             for index, (model_id, actions, batch) in enumerate(batches)],
         cursor=str(tick))

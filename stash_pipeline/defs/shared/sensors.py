@@ -14,6 +14,7 @@ import dagster as dg
 
 from stash_pipeline.defs.resources import SharedEvaluatorResource, StoreResource
 from stash_pipeline.defs.shared.jobs import shared_scoring_job, shared_training_job
+from stash_pipeline.defs.worker_queue import priority_tags
 
 REQUEST_TAG = "stash/shared_training_request"
 RELEASE_TAG = "stash/release"
@@ -49,7 +50,9 @@ def shared_training_requests(context: dg.SensorEvaluationContext,
     return dg.SensorResult(
         run_requests=[dg.RunRequest(run_key=request_run_key(r.id),
                                     run_config=training_run_config(r.base_model, r.epochs),
-                                    tags={REQUEST_TAG: str(r.id)}) for r in requests],
+                                    tags={REQUEST_TAG: str(r.id),
+                                          **priority_tags("shared_training")})
+                      for r in requests],
         cursor=str(requests[-1].id) if requests else context.cursor)
 
 
@@ -101,6 +104,7 @@ def pending_action_scoring(context: dg.SensorEvaluationContext, database: StoreR
     return dg.SensorResult(
         run_requests=[dg.RunRequest(run_key=f"{release.version}:{tick}:{index}",
                                     run_config=scoring_batch_config(release.version, batch),
-                                    tags={RELEASE_TAG: release.version})
+                                    tags={RELEASE_TAG: release.version,
+                                          **priority_tags("background")})
                       for index, batch in enumerate(batches)],
         cursor=str(tick))
