@@ -224,10 +224,11 @@ def _finished(instance: dg.DagsterInstance, run_id: str, poll_s: float = WAIT_PO
 
 
 class WaitTeller:
-    """Says "waiting for the worker: N runs ahead" (``defs.worker_queue``) each time N changes."""
+    """Says "waiting for the worker: N runs ahead" (``defs.worker_queue``) each time N changes,
+    from the first time a run is ahead (a run nothing is ahead of is not kept waiting)."""
 
     def __init__(self, instance: dg.DagsterInstance, say: Callable[[str], None] | None):
-        self.instance, self.say, self.last = instance, say, None
+        self.instance, self.say, self.said = instance, say, None
 
     def tell(self, run_id: str) -> None:
         from stash_pipeline.defs.worker_queue import worker_wait
@@ -235,10 +236,11 @@ class WaitTeller:
         if self.say is None:
             return
         wait = worker_wait(self.instance, run_id)
-        ahead = wait.runs_ahead if wait is not None else None
-        if wait is not None and ahead != self.last:
-            self.say(wait.text())
-        self.last = ahead
+        if wait is None or wait.runs_ahead == self.said or (not wait.runs_ahead
+                                                            and self.said is None):
+            return
+        self.say(wait.text())
+        self.said = wait.runs_ahead
 
 
 @contextmanager

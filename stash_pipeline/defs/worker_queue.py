@@ -28,6 +28,9 @@ PRIORITIES = {
 # The jobs with a step in the reward_worker pool: the runs that wait for the worker.
 WORKER_JOBS = frozenset({"personal_reward_model_training", "trace_scoring",
                          "shared_evaluator_scoring", "shared_evaluator_training"})
+# Their steps in that pool: a run past the start of one no longer waits for the worker.
+WORKER_STEPS = frozenset({"personal_checkpoint", "trace_scores", "shared_action_scores",
+                          "shared_candidate", "benchmark_results"})
 WAITING = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED,
            dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
 
@@ -74,24 +77,37 @@ def worker_holders(instance: dg.DagsterInstance) -> set[str]:
     return {slot.run_id for slot in storage.get_concurrency_info(REWARD_POOL).claimed_slots}
 
 
+def had_worker(instance: dg.DagsterInstance, run: dg.DagsterRun) -> bool:
+    """Whether a step of the run in the worker's pool has started (Dagster starts it once it
+    holds the pool's slot): the run holds the worker or is done with it."""
+    if run.status != dg.DagsterRunStatus.STARTED:
+        return False
+    records = instance.get_records_for_run(run.run_id,
+                                           of_type=dg.DagsterEventType.STEP_START).records
+    return any(r.event_log_entry.step_key in WORKER_STEPS for r in records)
+
+
 def worker_wait(instance: dg.DagsterInstance, run_id: str) -> Wait | None:
     """The run's place in the worker's queue: the worker-using runs not finished that hold the
-    worker, or would get it before this run (a higher priority, or the same and made earlier).
-    None once it holds the worker or has ended (or uses no worker)."""
+    worker, or would get it before this run (a higher priority, or the same and made earlier)
+    and have not had it yet. None once it holds the worker, is done with it or has ended (or
+    uses no worker)."""
     record = instance.get_run_record_by_id(run_id)
     if record is None or record.dagster_run.is_finished:
         return None
     run = record.dagster_run
     holders = worker_holders(instance)
-    if run.job_name not in WORKER_JOBS or run_id in holders:
+    if run.job_name not in WORKER_JOBS or run_id in holders or had_worker(instance, run):
         return None
     mine = (-priority(run.tags), record.storage_id)  # storage id: the order runs were made
     ahead = 0
     for other in instance.get_run_records(filters=dg.RunsFilter(statuses=WAITING)):
         if other.dagster_run.run_id == run_id or other.dagster_run.job_name not in WORKER_JOBS:
             continue
-        theirs = (-priority(other.dagster_run.tags), other.storage_id)
-        if other.dagster_run.run_id in holders or theirs < mine:
+        if other.dagster_run.run_id in holders:
+            ahead += 1
+        elif ((-priority(other.dagster_run.tags), other.storage_id) < mine
+              and not had_worker(instance, other.dagster_run)):
             ahead += 1
     return Wait("worker", ahead, run_id)
 
