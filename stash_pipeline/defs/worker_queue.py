@@ -69,6 +69,16 @@ class Wait:
 NOT_STARTED = Wait("run")
 
 
+def ensure_worker_pool(instance: dg.DagsterInstance) -> None:
+    """The worker's pool set to its limit before the first run that uses it: the run queue holds
+    back a run whose pool is full only once the pool exists, so on a fresh instance it would
+    launch every background chunk at once, to wait in the pool ahead of later requests."""
+    storage = instance.event_log_storage
+    if (storage.supports_global_concurrency_limits
+            and REWARD_POOL not in storage.get_concurrency_keys()):
+        storage.initialize_concurrency_limit_to_default(REWARD_POOL)
+
+
 def worker_holders(instance: dg.DagsterInstance) -> set[str]:
     """The runs whose step holds the worker now (empty where the storage has no pools)."""
     storage = instance.event_log_storage

@@ -5,6 +5,7 @@ request or model whose run failed before it started says why."""
 from __future__ import annotations
 
 import dagster as dg
+import pytest
 from dagster._core.events import EngineEventData
 from dagster._core.remote_origin import (
     InProcessCodeLocationOrigin,
@@ -49,8 +50,16 @@ def succeeded_model(store: Store, trace_ids: list[str]) -> str:
     return model.id
 
 
+@pytest.fixture
+def pools_instance():
+    """A test instance whose pools have the limit of dagster_local.yaml (one)."""
+    with dg.instance_for_test(overrides=POOLS) as instance:
+        yield instance
+
+
 def test_requests_run_before_background_work_and_background_comes_in_chunks(
-        store, instance, monkeypatch):
+        store, pools_instance, monkeypatch):
+    instance = pools_instance
     monkeypatch.setenv("STASH_SCORING_BATCH", "2")
     records = agentprocessbench_records(7)
     store.import_traces(records[:2])
@@ -70,12 +79,15 @@ def test_requests_run_before_background_work_and_background_comes_in_chunks(
     for name in ("score_again_requests", "score_again_for_traces"):
         [run] = tick(instance, name)
         assert run.tags[PRIORITY_TAG] == "10", name
+    assert REWARD_POOL not in instance.event_log_storage.get_concurrency_keys()
     for name, op in (("pending_personal_scoring", "trace_scores"),
                      ("pending_action_scoring", "shared_action_scores")):
         chunks = tick(instance, name)
         assert chunks and {r.tags[PRIORITY_TAG] for r in chunks} == {"-10"}, name
         sizes = [len(r.run_config["ops"][op]["config"]["trace_ids"]) for r in chunks]
         assert sizes == [2, 2], name  # STASH_SCORING_BATCH traces a run, two runs in flight
+    # The pool exists before its first run: the run queue then holds back a second chunk.
+    assert REWARD_POOL in instance.event_log_storage.get_concurrency_keys()
     assert DEFAULT_SCORING_BATCH == 50
     schedule = definitions().resolve_schedule_def("weekly_shared_evaluator")
     assert schedule.tags[PRIORITY_TAG] == "0"

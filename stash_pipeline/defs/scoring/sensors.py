@@ -13,7 +13,7 @@ import dagster as dg
 from stash_pipeline.defs.resources import SharedEvaluatorResource, StoreResource
 from stash_pipeline.defs.scoring.jobs import trace_scoring_job
 from stash_pipeline.defs.shared.sensors import IN_FLIGHT, MAX_SCORING_RUNS
-from stash_pipeline.defs.worker_queue import priority_tags
+from stash_pipeline.defs.worker_queue import ensure_worker_pool, priority_tags
 from stash_pipeline.pipelines import trace_scoring
 from stash_pipeline.pipelines.trace_scoring import REQUEST_TAG
 
@@ -76,6 +76,7 @@ def pending_personal_scoring(context: dg.SensorEvaluationContext, database: Stor
         database.store, per_owner=trace_scoring.models_kept_current(), batch_size=size,
         room=room, skip=covered)[:MAX_SCORING_RUNS - running]
     tick = int(context.cursor or 0) + 1
+    ensure_worker_pool(context.instance)
     return dg.SensorResult(
         run_requests=[dg.RunRequest(
             run_key=f"auto:{model_id}:{tick}:{index}",

@@ -14,7 +14,7 @@ import dagster as dg
 
 from stash_pipeline.defs.resources import SharedEvaluatorResource, StoreResource
 from stash_pipeline.defs.shared.jobs import shared_scoring_job, shared_training_job
-from stash_pipeline.defs.worker_queue import priority_tags
+from stash_pipeline.defs.worker_queue import ensure_worker_pool, priority_tags
 
 REQUEST_TAG = "stash/shared_training_request"
 RELEASE_TAG = "stash/release"
@@ -101,6 +101,7 @@ def pending_action_scoring(context: dg.SensorEvaluationContext, database: StoreR
                if p not in covered][:room]
     tick = int(context.cursor or 0) + 1
     batches = [pending[i:i + size] for i in range(0, len(pending), size)]
+    ensure_worker_pool(context.instance)
     return dg.SensorResult(
         run_requests=[dg.RunRequest(run_key=f"{release.version}:{tick}:{index}",
                                     run_config=scoring_batch_config(release.version, batch),
