@@ -215,3 +215,12 @@ def test_a_retried_launch_leaves_the_request_queued():
         instance.report_dagster_event(dg.DagsterEvent.job_enqueue(run), run_id=run.run_id)
         state = request_state({REQUEST_TAG: "4"}, instance)
         assert (state["status"], state["error"]) == ("queued", None)
+
+
+def test_the_viewer_says_what_a_queued_model_waits_for():
+    from stash_pipeline.api.ui.pages import progress_text
+
+    worker = {"waiting_for": "worker", "runs_ahead": 2}
+    assert progress_text("queued", None, worker) == "Waiting for the worker: 2 runs ahead."
+    assert progress_text("queued", None, {"waiting_for": "run", "runs_ahead": None}) == \
+        "Waiting for the pipeline to start its run."
