@@ -225,6 +225,7 @@ def test_a_request_queued_while_the_code_server_is_away_is_done_when_it_returns(
     """A request's run is queued behind the worker; the code server goes; the worker frees; the
     run queue cannot launch the run and puts it back; the code server returns; the request is
     done, never failed."""
+    from stash_pipeline.instance import request_state
     from stash_pipeline.services import scoring_requests
 
     instance = get_instance()
@@ -255,9 +256,8 @@ def test_a_request_queued_while_the_code_server_is_away_is_done_when_it_returns(
 
     wait_until(put_back, timeout_s=SERVER_START_S,
                what="the run queue to fail to launch the run and put it back")
-    assert request_run().status == dg.DagsterRunStatus.QUEUED  # not failed
-    from stash_pipeline.instance import request_state
-
+    # Back in the queue, not failed (the daemon keeps trying: QUEUED, or STARTING while it does).
+    assert not request_run().is_finished
     assert request_state({REQUEST_TAG: str(request.id)})["status"] == "queued"
     deployment.start_code_server()
     wait_until(lambda: request_run().is_finished, timeout_s=PROCESS_EXIT_S,
