@@ -251,8 +251,11 @@ def run_score(args: argparse.Namespace) -> int:
         ok = run_now("score_again_for_traces",
                      run_keys=[request_run_key(request.id)])
         if not ok:
-            print(f"the scoring run of request {request.id} failed (see the Dagster run log)",
-                  file=sys.stderr)
+            from stash_pipeline.instance import request_state
+
+            error = request_state(scoring_requests.run_tags(request.id))["error"]
+            print(f"the scoring run of request {request.id} failed: "
+                  f"{error or 'see the Dagster run log'}", file=sys.stderr)
     if args.json:
         from stash_pipeline.instance import request_state
 

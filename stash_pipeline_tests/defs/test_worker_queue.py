@@ -4,6 +4,8 @@ request or model whose run failed before it started says why."""
 
 from __future__ import annotations
 
+import json
+
 import dagster as dg
 import pytest
 from dagster._core.events import EngineEventData
@@ -224,3 +226,17 @@ def test_the_viewer_says_what_a_queued_model_waits_for():
     assert progress_text("queued", None, worker) == "Waiting for the worker: 2 runs ahead."
     assert progress_text("queued", None, {"waiting_for": "run", "runs_ahead": None}) == \
         "Waiting for the pipeline to start its run."
+
+
+def test_rm_show_says_what_a_queued_model_waits_for(store, capsys):
+    from stash_pipeline.cli import main
+
+    records = agentprocessbench_records(2)
+    store.import_traces(records)
+    model = reward_models.create(store, "ana", {"name": "m",
+                                                "trace_ids": [r.trace.id for r in records]})
+    assert main(["rm", "show", model.id, "--owner", "ana"]) == 0
+    assert "waiting for the pipeline to start its run" in capsys.readouterr().out
+    assert main(["rm", "show", model.id, "--owner", "ana", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert shown["status"] == "queued" and shown["wait"]["waiting_for"] == "run"
