@@ -12,7 +12,9 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,9 @@ CONSOLE_INFO = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
 # (dagster._daemon.sensor.fetch_existing_runs); a run without an origin matches on the name.
 RUN_KEY_TAG = "dagster/run_key"
 SENSOR_NAME_TAG = "dagster/sensor_name"
+# Names the run one call of run_sensor_requests executes, so its wait for the worker can be told.
+INVOCATION_TAG = "stash/invocation"
+WAIT_POLL_S = 1.0
 def dagster_home(environ: Mapping[str, str] | None = None) -> Path:
     """The instance folder; the embedded one is created with its dagster.yaml on first use."""
     environ = os.environ if environ is None else environ
@@ -183,20 +188,21 @@ def run_sensor_requests(instance: dg.DagsterInstance, defs: dg.Definitions, sens
     for request in data.run_requests or ():
         if not wanted(request):
             continue
-        tags = {**dict(request.tags), PROCESS_TAG: this_process()}
+        tags = {**dict(request.tags), PROCESS_TAG: this_process(),
+                INVOCATION_TAG: uuid.uuid4().hex}
         if once_per_run_key and request.run_key:
             existing = _run_of_key(instance, sensor_name, request.run_key)
             if existing is not None:
                 if on_run:
                     on_run(f"waiting for run {existing.run_id} of {request.run_key}, "
                            "started elsewhere (a daemon)")
-                runs.append(_finished(instance, existing.run_id))
+                runs.append(_finished(instance, existing.run_id, on_wait=on_run))
                 continue
             tags.update({RUN_KEY_TAG: request.run_key, SENSOR_NAME_TAG: sensor_name})
         job = defs.resolve_job_def(request.job_name or sensor.job_name)
         if on_run:
             on_run(f"running {job.name} for {request.partition_key or request.run_key}")
-        with command_console():
+        with command_console(), _telling_wait(instance, tags[INVOCATION_TAG], on_run):
             result = job.execute_in_process(
                 instance=instance, partition_key=request.partition_key, tags=tags,
                 raise_on_error=False, run_config={**dict(request.run_config or {}),
@@ -215,13 +221,67 @@ def _run_of_key(instance: dg.DagsterInstance, sensor_name: str,
     return runs[0] if runs else None
 
 
-def _finished(instance: dg.DagsterInstance, run_id: str, poll_s: float = 1.0) -> dg.DagsterRun:
-    """The run once it ended; one whose process died (a killed `--wait`) is failed here."""
+def _finished(instance: dg.DagsterInstance, run_id: str, poll_s: float = WAIT_POLL_S,
+              on_wait: Callable[[str], None] | None = None) -> dg.DagsterRun:
+    """The run once it ended; one whose process died (a killed `--wait`) is failed here.
+    ``on_wait`` hears its wait for the worker whenever that changes."""
+    teller = WaitTeller(instance, on_wait)
     while not (run := instance.get_run_by_id(run_id)).is_finished:
         if fail_abandoned_runs(instance, [run]):
             continue
+        teller.tell(run_id)
         time.sleep(poll_s)
     return run
+
+
+class WaitTeller:
+    """Says "waiting for the worker: N runs ahead" (``defs.worker_queue``) each time N changes,
+    from the first time a run is ahead (a run nothing is ahead of is not kept waiting)."""
+
+    def __init__(self, instance: dg.DagsterInstance, say: Callable[[str], None] | None):
+        self.instance, self.say, self.said = instance, say, None
+
+    def tell(self, run_id: str) -> None:
+        from stash_pipeline.defs.worker_queue import worker_wait
+
+        if self.say is None:
+            return
+        wait = worker_wait(self.instance, run_id)
+        if wait is None or wait.runs_ahead == self.said or (not wait.runs_ahead
+                                                            and self.said is None):
+            return
+        self.say(wait.text())
+        self.said = wait.runs_ahead
+
+
+@contextmanager
+def _telling_wait(instance: dg.DagsterInstance, invocation: str,
+                  say: Callable[[str], None] | None) -> Iterator[None]:
+    """While a run executes here, a thread tells its wait for the worker whenever it changes (the
+    run's step waits for the reward_worker slot inside Dagster's executor)."""
+    if say is None:
+        yield
+        return
+    done = threading.Event()
+    teller = WaitTeller(instance, say)
+
+    def watch() -> None:
+        while not done.wait(WAIT_POLL_S):
+            try:
+                runs = instance.get_runs(
+                    filters=dg.RunsFilter(tags={INVOCATION_TAG: invocation}), limit=1)
+                if runs:
+                    teller.tell(runs[0].run_id)
+            except Exception:  # noqa: BLE001 - telling the wait must never break the run
+                continue
+
+    watcher = threading.Thread(target=watch, name="wait-teller", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
 
 
 def fail_abandoned_runs(instance: dg.DagsterInstance,
@@ -246,3 +306,60 @@ def _record_failed_run(instance: dg.DagsterInstance, defs: dg.Definitions, resul
     failure = next((e for e in result.all_events if e.is_step_failure or e.is_run_failure), None)
     message = failure.message if failure is not None else "the run failed"
     dead_run_recorder(defs)(result.dagster_run, message)
+
+
+def request_state(tags: Mapping[str, str],
+                  instance: dg.DagsterInstance | None = None) -> dict[str, Any]:
+    """Where the request whose run carries ``tags`` (a Score again request's) stands, from its
+    run: ``status`` queued (no run yet, or its run waits for the worker), running (its run holds
+    the worker), succeeded or failed (``error``: why, in the engine's or the step's words);
+    ``wait`` what it waits for (``defs.worker_queue.Wait``), ``run_id``."""
+    from stash_pipeline.defs.runs import run_failure_reason
+    from stash_pipeline.defs.worker_queue import NOT_STARTED, run_with_tags, worker_wait
+
+    instance = instance or get_instance()
+    run = run_with_tags(instance, tags)
+    if run is None:
+        return {"status": "queued", "error": None, "wait": NOT_STARTED.to_dict(), "run_id": None}
+    if run.is_finished:
+        error = None if run.is_success else (
+            "the run was cancelled" if run.status == dg.DagsterRunStatus.CANCELED
+            else run_failure_reason(instance, run.run_id))
+        return {"status": "succeeded" if run.is_success else "failed", "error": error,
+                "wait": None, "run_id": run.run_id}
+    wait = worker_wait(instance, run.run_id)
+    return {"status": "queued" if wait else "running", "error": None,
+            "wait": wait.to_dict() if wait else None, "run_id": run.run_id}
+
+
+def model_wait(model: Any, instance: dg.DagsterInstance | None = None) -> dict[str, Any] | None:
+    """What a queued personal model waits for (its run to be made, or the worker, with the runs
+    ahead of it); None for a model that is not queued."""
+    from stash_pipeline.defs.personal.partitions import ATTEMPT_TAG, MODEL_TAG
+    from stash_pipeline.defs.worker_queue import request_wait, worker_wait
+
+    if model.status != "queued":
+        return None
+    instance = instance or get_instance()
+    wait = (worker_wait(instance, model.run_id) if model.run_id else
+            request_wait(instance, {MODEL_TAG: model.id, ATTEMPT_TAG: str(model.attempt)}))
+    return wait.to_dict() if wait else None
+
+
+def model_queue_fields(model: Any) -> dict[str, Any]:
+    """A model's JSON fields from the run queue: ``wait`` (``model_wait``) and ``score_again``
+    (its latest Score again request's ``request_state``, with its number; None before one). The
+    model's own status comes from the store: an unreadable instance leaves these None."""
+    from stash_pipeline.defs.personal.partitions import MODEL_TAG, SCORE_AGAIN_TAG
+
+    fields: dict[str, Any] = {"wait": None, "score_again": None}
+    try:
+        fields["wait"] = model_wait(model)
+        if model.score_generation:
+            fields["score_again"] = {"request": model.score_generation, **request_state(
+                {MODEL_TAG: model.id, SCORE_AGAIN_TAG: str(model.score_generation)})}
+    except Exception as error:  # noqa: BLE001 - the queue's view is a courtesy
+        import logging
+
+        logging.getLogger(__name__).warning("the run queue is unreadable: %s", error)
+    return fields

@@ -157,10 +157,11 @@ def _request_run(args: argparse.Namespace, operation: str, sensor: str, said: An
 
 def _report(store: Any, args: argparse.Namespace, model_id: str) -> int:
     """The model as JSON (last line) or text; exit status 1 for a failed model."""
+    from stash_pipeline.instance import model_queue_fields
     from stash_pipeline.services import reward_models
 
     model = reward_models.get(store, args.owner, model_id)
-    view = reward_models.view(model)
+    view = {**reward_models.view(model), **model_queue_fields(model)}
     if model.status == "running" and model.run_id:
         from stash_pipeline.instance import run_progress
 
@@ -171,6 +172,13 @@ def _report(store: Any, args: argparse.Namespace, model_id: str) -> int:
         print(f"{view['id']}  {view['name']}  {view['status']}  attempt {view['attempt']}")
         if view.get("progress"):
             print(f"progress: {view['progress']}")
+        if view["wait"]:
+            print(view["wait"]["text"])
+        again = view["score_again"]
+        if again and again["status"] != "succeeded":
+            print(f"score again (request {again['request']}): {again['status']}"
+                  + (f", {again['wait']['text']}" if again["wait"] else "")
+                  + (f": {reason_line(again['error'])}" if again["error"] else ""))
         if view["error"]:
             print(f"reason: {reason_line(view['error'])}")
         for name, value in (view["metrics"] or {}).items():

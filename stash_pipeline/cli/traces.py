@@ -251,10 +251,16 @@ def run_score(args: argparse.Namespace) -> int:
         ok = run_now("score_again_for_traces",
                      run_keys=[request_run_key(request.id)])
         if not ok:
-            print(f"the scoring run of request {request.id} failed (see the Dagster run log)",
-                  file=sys.stderr)
+            from stash_pipeline.instance import request_state
+
+            error = request_state(scoring_requests.run_tags(request.id))["error"]
+            print(f"the scoring run of request {request.id} failed: "
+                  f"{error or 'see the Dagster run log'}", file=sys.stderr)
     if args.json:
-        print_json(scoring_requests.request_view(request))
+        from stash_pipeline.instance import request_state
+
+        print_json({**scoring_requests.request_view(request),
+                    **request_state(scoring_requests.run_tags(request.id))})
     return 0 if ok else 1
 
 

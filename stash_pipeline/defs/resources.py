@@ -25,8 +25,9 @@ from stash_pipeline.store import Store
 from stash_pipeline.store.engine import database_url_from_env
 
 COMPUTE_KINDS = ("local", "modal")
-# Traces a scoring run covers: large enough to amortise starting the worker and loading the release.
-DEFAULT_SCORING_BATCH = 200
+# Traces a background scoring run covers: enough to amortise starting the worker and loading the
+# checkpoint, few enough that a person's request waits for one such run at most (docs/pipeline.md).
+DEFAULT_SCORING_BATCH = 50
 
 
 class StoreResource(dg.ConfigurableResource):

@@ -30,7 +30,8 @@ def record_dead_run(run: dg.DagsterRun, message: str, database: StoreResource,
     model = store.get_reward_model(model_id)
     # Only the run of the model's current attempt speaks for it (a stale or duplicate run does not).
     current = (model.run_id == run.run_id if model.status == "running"
-               else model.status == "queued" and run.tags.get(ATTEMPT_TAG) == str(model.attempt))
+               else model.status == "queued" and (model.run_id == run.run_id or run.tags.get(
+                   ATTEMPT_TAG) == str(model.attempt)))
     if not current:
         return None
     job_dir = job_directory(compute.scratch, model_id, steps.attempt_name(model.attempt))
@@ -46,6 +47,35 @@ def dead_run_recorder(resources: Mapping[str, Any]) -> Callable[[dg.DagsterRun, 
     """``record_dead_run`` with the definitions' own resources."""
     return lambda run, message: record_dead_run(run, message, resources["database"],
                                                 resources["compute"])
+
+
+def launch_failure(instance: dg.DagsterInstance, run_id: str) -> str | None:
+    """Why a run failed before any step started, in the engine's words (the daemon could not
+    reach the code server, after its retries), or None when a step started (the step's own
+    failure says why) or the engine gave no error."""
+    records = instance.get_records_for_run(
+        run_id, of_type={dg.DagsterEventType.STEP_START, dg.DagsterEventType.ENGINE_EVENT},
+        ascending=False, limit=200).records
+    for record in records:
+        event = record.event_log_entry.dagster_event
+        if event.event_type == dg.DagsterEventType.STEP_START:
+            return None
+        error = getattr(event.event_specific_data, "error", None)
+        if error is not None:
+            return f"{event.message}: {error.message.strip()}"
+    return None
+
+
+def run_failure_reason(instance: dg.DagsterInstance, run_id: str) -> str:
+    """Why a run failed: its launch failure, else its failed steps, else the run's own
+    failure message."""
+    reason = launch_failure(instance, run_id) or "\n".join(step_failures(instance, run_id))
+    if reason:
+        return reason
+    failures = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.RUN_FAILURE,
+                                            ascending=False, limit=1).records
+    return (failures[0].event_log_entry.dagster_event.message if failures
+            else "the run failed") or "the run failed"
 
 
 def step_failures(instance: dg.DagsterInstance, run_id: str) -> list[str]:

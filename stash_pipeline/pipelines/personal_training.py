@@ -30,11 +30,21 @@ def attempt_name(attempt: int) -> str:
 
 
 def start(store: Store, model_id: str, run_id: str, *, retry: bool = False) -> RewardModelRecord:
-    """Mark the model running in this run. ``retry`` (a re-executed run) requeues a failed model."""
+    """The model's attempt taken up by this run, which it records; the model stays queued until
+    its training step holds the worker (``hold_worker``). ``retry`` (a re-executed run) requeues a
+    failed model."""
     model = store.get_reward_model(model_id)
     if retry and model.status == "failed":
         store.requeue(model_id)
-    store.mark_running(model_id, run_id)
+    store.assign_run(model_id, run_id)
+    return store.get_reward_model(model_id)
+
+
+def hold_worker(store: Store, model_id: str, run_id: str) -> RewardModelRecord:
+    """The training step holds the worker: a queued model is running from now on (the seed's
+    queued -> running)."""
+    if store.get_reward_model(model_id).status == "queued":
+        store.mark_running(model_id, run_id)
     return store.get_reward_model(model_id)
 
 

@@ -72,6 +72,10 @@ def owner_traces(store: Store, model_id: str) -> dict[str, int]:
     return {t.id: t.version for t in traces_in_chunks(store, store.trace_ids(owner=model.owner))}
 
 
+# The run tag that names a Score again request's run (its state is read from that run).
+REQUEST_TAG = "stash/scoring_request"
+
+
 def request_run_key(request_id: int) -> str:
     """One scoring run per Score again request."""
     return f"scoring-request:{request_id}"

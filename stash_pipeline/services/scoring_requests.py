@@ -16,6 +16,7 @@ from stash_pipeline.core.errors import InputError, NotFoundError
 from stash_pipeline.core.validation import check_id, check_trace_id
 from stash_pipeline.pipelines.trace_scoring import (
     NEEDS_ACTION_TRAINING,
+    REQUEST_TAG,
     Scorer,
     model_scorer,
     release_scorer,
@@ -68,6 +69,19 @@ def request(store: Store, owner: str, trace_ids: Sequence[Any], *, model_id: str
         raise NotFoundError(f"no trace {', '.join(missing[:5])} of yours")
     return store.request_scoring(owner=owner, evaluator=chosen.evaluator,
                                  traces={t: mine[t] for t in wanted}, actions=actions)
+
+
+def get(store: Store, owner: str, request_id: int) -> ScoringRequest:
+    """The owner's request; NotFoundError for another account's (ids leak nothing)."""
+    scoring = store.get_scoring_request(request_id)
+    if scoring.owner != owner:
+        raise NotFoundError(f"no scoring request {request_id}")
+    return scoring
+
+
+def run_tags(request_id: int) -> dict[str, str]:
+    """The tag that names the request's run (the ``score_again_for_traces`` sensor sets it)."""
+    return {REQUEST_TAG: str(request_id)}
 
 
 def request_view(scoring: ScoringRequest) -> dict[str, Any]:

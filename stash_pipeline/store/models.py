@@ -148,6 +148,20 @@ def mark_running(connection: sa.Connection, model_id: str, run_id: str | None = 
                  error=None, finished_at=None).attempt
 
 
+def assign_run(connection: sa.Connection, model_id: str, run_id: str) -> None:
+    """A queued model's attempt taken up by ``run_id``: it stays queued, waiting for the worker,
+    until its training step holds the worker (``mark_running``)."""
+    current = get_reward_model(connection, model_id)
+    if current.status != "queued":
+        raise StatusError(f"reward model {model_id} is {current.status}; only a queued model can "
+                          "be taken up by a run")
+    result = connection.execute(rm.update().where(
+        rm.c.id == model_id, rm.c.status == "queued", rm.c.attempt == current.attempt)
+        .values(run_id=run_id))
+    if result.rowcount != 1:
+        raise StatusError(f"reward model {model_id} changed status concurrently")
+
+
 def resume(connection: sa.Connection, model_id: str, run_id: str) -> int:
     """A failed attempt runs on in ``run_id``, a re-execution of the run that failed it (Dagster's
     re-execute from failure beginning at the storing step): the same attempt, running again.
@@ -161,7 +175,7 @@ def requeue(connection: sa.Connection, model_id: str) -> None:
     """A failed model goes back to the queue as a new attempt, which the sensor starts (adding
     its partition again when it was retired)."""
     _move(connection, model_id, "queued", attempt=rm.c.attempt + 1, error=None, finished_at=None,
-          queued_at=schema.utcnow(), partition_retired_at=None)
+          queued_at=schema.utcnow(), partition_retired_at=None, run_id=None)
 
 
 def request_score_again(connection: sa.Connection, model_id: str) -> int:

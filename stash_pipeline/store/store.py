@@ -352,6 +352,11 @@ class Store:
         with self.transaction() as c:
             return models.mark_running(c, model_id, run_id)
 
+    def assign_run(self, model_id: str, run_id: str) -> None:
+        """A queued model's run, recorded while the model waits for the worker."""
+        with self.transaction() as c:
+            models.assign_run(c, model_id, run_id)
+
     def resume(self, model_id: str, run_id: str) -> int:
         """A failed attempt running again in a re-execution of its run; the attempt number."""
         with self.transaction() as c:

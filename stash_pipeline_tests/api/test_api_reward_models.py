@@ -149,9 +149,21 @@ def test_score_again_for_chosen_traces(api: Api, ana: httpx.Client, tmp_path) ->
         (model["id"], ["t2", "t1"], False)
     [stored] = api.store.scoring_requests()
     assert stored.traces == {"t2": 1, "t1": 1} and stored.owner != "" and not stored.actions
+    # No run yet (no daemon here): queued, waiting for the pipeline to make its run (issue 43).
+    waiting = {"waiting_for": "run", "runs_ahead": None, "run_id": None,
+               "text": "waiting for the pipeline to start its run"}
+    assert (body["status"], body["error"], body["wait"]) == ("queued", None, waiting)
+    polled = ana.get(f"{score}/{body['request_id']}")
+    assert polled.status_code == 200 and polled.json() == body
+    assert ana.get(f"{score}/{body['request_id'] + 1}").status_code == 404
+    shown = ana.get(f"{RM}/{model['id']}").json()
+    assert (shown["wait"], shown["score_again"]) == (None, None)  # succeeded, never rescored
+    queued_model = ana.post(RM, json={"name": "q", "trace_ids": ["t1"]}).json()
+    assert queued_model["wait"] == waiting and queued_model["score_again"] is None
     for bad in ({"trace_ids": []}, {"trace_ids": ["t1"], "compute": "modal"},
                 {"trace_ids": ["t1"], "actions": "yes"}, {"trace_ids": ["t1/m2"]},
                 {"trace_ids": ["t1"], "model_id": "m\u0000"}):
         assert ana.post(score, json=bad).status_code == 422, bad
     _, bo = api.account("bo")
     assert bo.post(score, json={"trace_ids": ["t1"], "model_id": model["id"]}).status_code == 404
+    assert bo.get(f"{score}/{body['request_id']}").status_code == 404  # ana's request

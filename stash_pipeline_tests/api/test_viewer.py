@@ -208,6 +208,7 @@ def test_a_running_models_progress_is_json_for_its_owner_only(api: Api, world: W
             "loss 0.6931 · 2.00 pairs/s")
     assert response.json() == {
         "id": model_id, "status": "running", "attempt": 1, "live": True, "text": text,
+        "wait": None,
         "progress": {"dagster_step": "personal_checkpoint", "phase": "training", "step": 3,
                      "total": 9, "loss": 0.6931, "pairs_per_second": 2.0,
                      "line": "step 3/9 loss 0.6931 pairs/s 2.00"}}

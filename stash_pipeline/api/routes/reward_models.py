@@ -19,6 +19,13 @@ router = APIRouter(prefix="/api/v1/rm/reward-models", tags=["reward models"],
 NOT_FOUND = {404: {"description": "Not yours, not there, or an account from before the rollout."}}
 
 
+def _view(model: Any) -> dict[str, Any]:
+    """The model, with what it waits for in the run queue and its latest Score again's state."""
+    from stash_pipeline.instance import model_queue_fields
+
+    return {**reward_models.view(model), **model_queue_fields(model)}
+
+
 @router.post("", status_code=201, responses={
     **NOT_FOUND, 422: {"description": "An unknown field, `compute`, a missing or empty "
                                       "`trace_ids`, a trace that is not yours, a bad value."}},
@@ -29,21 +36,23 @@ def create_reward_model(request: Request, body: Any = Body(...),
     """Queue a personal reward model; it returns the queued model."""
     model = reward_models.create(request.app.state.store, account.id, body,
                                  local_base_models=request.app.state.settings.base_model_dirs)
-    return reward_models.view(model)
+    return _view(model)
 
 
 @router.get("", responses=NOT_FOUND)
 def list_reward_models(request: Request,
                        account: Account = Depends(current_account)) -> dict[str, Any]:
     models = reward_models.list_models(request.app.state.store, account.id)
-    return {"reward_models": [reward_models.view(m) for m in models]}
+    return {"reward_models": [_view(m) for m in models]}
 
 
 @router.get("/{model_id}", responses=NOT_FOUND)
 def get_reward_model(model_id: str, request: Request,
                      account: Account = Depends(current_account)) -> dict[str, Any]:
-    """Status, error, metrics and timestamps."""
-    return reward_models.view(reward_models.get(request.app.state.store, account.id, model_id))
+    """Status, error, metrics and timestamps; `wait` while queued (what it waits for: its run,
+    or the worker with `runs_ahead`), `score_again` (the latest Score again's status, error and
+    wait)."""
+    return _view(reward_models.get(request.app.state.store, account.id, model_id))
 
 
 @router.get("/{model_id}/weights", responses={
@@ -65,7 +74,7 @@ def score_again(model_id: str, request: Request,
                 account: Account = Depends(current_account)) -> dict[str, Any]:
     """Score again: a fresh scoring run of the saved checkpoint, without labelling or training."""
     model = reward_models.score_again(request.app.state.store, account.id, model_id)
-    return reward_models.view(model)
+    return _view(model)
 
 
 @router.get("/{model_id}/trust", responses={

@@ -105,7 +105,26 @@ def score_again(body: ScoreAgainBody, request: Request,
     calls or retraining; the released shared evaluator by default, or one of your models."""
     queued = scoring_requests.request(request.app.state.store, account.id, body.trace_ids,
                                    model_id=body.model_id, actions=body.actions)
-    return scoring_requests.request_view(queued)
+    return _request_view(queued)
+
+
+@router.get("/score/{request_id}", responses={404: {"description": "No such request of yours."}})
+def get_score_again(request_id: int, request: Request,
+                    account: Account = Depends(current_account)) -> dict[str, Any]:
+    """A Score again request: `status` (queued, running, succeeded, failed), `error` (why it
+    failed), `wait` (while queued: what it waits for, and `runs_ahead` of it for the worker)."""
+    return _request_view(scoring_requests.get(request.app.state.store, account.id, request_id))
+
+
+def _request_view(scoring: Any) -> dict[str, Any]:
+    from stash_pipeline.instance import request_state
+
+    try:
+        state = request_state(scoring_requests.run_tags(scoring.id))
+    except Exception as error:  # noqa: BLE001 - the request is stored; its state is a courtesy
+        log.warning("the run queue is unreadable: %s", error)
+        state = {"status": None, "error": None, "wait": None, "run_id": None}
+    return {**scoring_requests.request_view(scoring), **state}
 
 
 @router.get("/{trace_id}", responses=NOT_FOUND)

@@ -476,9 +476,13 @@ def _run_progress(run_id: str) -> dict[str, Any] | None:
     return {"dagster_step": progress.dagster_step, **asdict(progress.worker)}
 
 
-def progress_text(status: str, progress: dict[str, Any] | None) -> str:
-    """The sentence a live model's page shows of its progress."""
+def progress_text(status: str, progress: dict[str, Any] | None,
+                  wait: dict[str, Any] | None = None) -> str:
+    """The sentence a live model's page shows of its progress (while queued: what it waits for,
+    the worker with the runs ahead of it, or its run)."""
     if status == "queued":
+        if wait and wait.get("waiting_for") == "worker":
+            return f"Waiting for the worker: {wait['runs_ahead']} runs ahead."
         return "Waiting for the pipeline to start its run."
     if status != "running":
         return f"The model is {status}."
@@ -503,11 +507,14 @@ def progress_text(status: str, progress: dict[str, Any] | None) -> str:
 def live_view(model: Any) -> dict[str, Any]:
     """What a model's page polls while the model is queued or running: its status and attempt,
     the run's progress as the worker reports it, and the sentence the page shows."""
+    from stash_pipeline.instance import model_queue_fields
+
     progress = (_run_progress(model.run_id) if model.status == "running" and model.run_id
                 else None)
+    wait = model_queue_fields(model)["wait"] if model.status == "queued" else None
     return {"id": model.id, "status": model.status, "attempt": model.attempt,
-            "live": model.status in LIVE_STATUSES, "progress": progress,
-            "text": progress_text(model.status, progress)}
+            "live": model.status in LIVE_STATUSES, "progress": progress, "wait": wait,
+            "text": progress_text(model.status, progress, wait)}
 
 
 @router.get("/reward-models/{model_id}/progress")

@@ -74,7 +74,8 @@ def personal_pairs(context: dg.AssetExecutionContext, database: StoreResource,
     store, model_id = database.store, model_id_of(context.partition_key)
     model = steps.start(store, model_id, context.run.run_id,
                         retry=context.run.parent_run_id is not None)
-    context.log.info(f"reward model {model.name!r} (attempt {model.attempt}) is running")
+    context.log.info(f"reward model {model.name!r} (attempt {model.attempt}) is queued: it runs "
+                     "once its training step holds the worker")
     with model_fails_with(store, model_id):
         started = time.perf_counter()
         report = steps.build_pairs(store, model, extraction.config())
@@ -113,8 +114,10 @@ def personal_checkpoint(context: dg.AssetExecutionContext, database: StoreResour
     ``personal_scores``. The job directory keeps its logs only."""
     store, model_id = database.store, model_id_of(context.partition_key)
     with model_fails_with(store, model_id, objects, compute.scratch):
-        model = steps.resume(store, model_id, context.run.run_id, context.run.parent_run_id,
-                             same_attempt=False)
+        steps.resume(store, model_id, context.run.run_id, context.run.parent_run_id,
+                     same_attempt=False)
+        # This step's body runs once it holds the reward_worker slot: the model is running now.
+        model = steps.hold_worker(store, model_id, context.run.run_id)
         if model.attempt > 1:  # a failed storing step kept the attempt before's files
             steps.discard_attempt(objects.objects, model_id, model.attempt - 1)
         job_dir = job_directory(compute.scratch, model_id, steps.attempt_name(model.attempt))

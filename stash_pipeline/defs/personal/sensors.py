@@ -15,7 +15,7 @@ from stash_pipeline.defs.personal.partitions import (
     personal_reward_model,
 )
 from stash_pipeline.defs.resources import ComputeResource, StoreResource
-from stash_pipeline.defs.runs import record_dead_run
+from stash_pipeline.defs.runs import launch_failure, record_dead_run
 from stash_pipeline.defs.scoring.jobs import trace_scoring_job
 from stash_pipeline.defs.sensor_cursors import (
     REQUESTS_PER_TICK,
@@ -23,6 +23,7 @@ from stash_pipeline.defs.sensor_cursors import (
     settled_cursor,
     time_cursor,
 )
+from stash_pipeline.defs.worker_queue import priority_tags
 from stash_pipeline.services import reward_models
 
 INTERVAL_S = 10
@@ -47,7 +48,8 @@ def queued_reward_models(context: dg.SensorEvaluationContext,
         run_requests=[dg.RunRequest(partition_key=model_partition_key(m),
                                     run_key=f"{m.id}:{m.attempt}",
                                     tags={MODEL_TAG: m.id, MODEL_NAME_TAG: m.name[:200],
-                                          ATTEMPT_TAG: str(m.attempt)})
+                                          ATTEMPT_TAG: str(m.attempt),
+                                          **priority_tags("request")})
                       for m in queued],
         dynamic_partitions_requests=_partitions_to_add(
             context, [model_partition_key(m) for m in queued]),
@@ -73,7 +75,8 @@ def score_again_requests(context: dg.SensorEvaluationContext,
                           "evaluator": m.id, "whole_owner": True,
                           "actions": bool((m.metrics or {}).get("action_scoring_version"))}}}},
                       tags={MODEL_TAG: m.id, MODEL_NAME_TAG: m.name[:200],
-                            SCORE_AGAIN_TAG: str(m.score_generation)})
+                            SCORE_AGAIN_TAG: str(m.score_generation),
+                            **priority_tags("request")})
         for m in models])
 
 
@@ -89,12 +92,16 @@ def _partitions_to_add(context: dg.SensorEvaluationContext,
 @dg.run_failure_sensor(monitored_jobs=[personal_training_job],
                        default_status=dg.DefaultSensorStatus.RUNNING,
                        description="Marks a personal reward model failed when its training run "
-                                   "dies outside a step (a crash, run monitoring), with the "
+                                   "dies outside a step (a crash, run monitoring, a launch "
+                                   "that failed after the run queue's retries), with the "
                                    "reason; a model a step already failed is left as it is. "
                                    "The run's job directories keep only their logs.")
 def failed_reward_model_runs(context: dg.RunFailureSensorContext, database: StoreResource,
                              compute: ComputeResource) -> None:
-    message = context.failure_event.message or "the run failed"
+    # A run that failed before it started (its code server unreachable after the coordinator's
+    # retries) says so in the engine's words.
+    message = (launch_failure(context.instance, context.dagster_run.run_id)
+               or context.failure_event.message or "the run failed")
     reason = record_dead_run(context.dagster_run, message, database, compute)
     prune_job_dirs(context.dagster_run)
     if reason:

@@ -14,9 +14,10 @@ from stash_pipeline.defs.resources import SharedEvaluatorResource, StoreResource
 from stash_pipeline.defs.scoring.jobs import trace_scoring_job
 from stash_pipeline.defs.sensor_cursors import REQUESTS_PER_TICK, settled_cursor
 from stash_pipeline.defs.shared.sensors import IN_FLIGHT, MAX_SCORING_RUNS
+from stash_pipeline.defs.worker_queue import ensure_worker_pool, priority_tags
 from stash_pipeline.pipelines import trace_scoring
+from stash_pipeline.pipelines.trace_scoring import REQUEST_TAG
 
-REQUEST_TAG = "stash/scoring_request"
 AUTO_TAG = "stash/auto_scoring"  # the personal model an auto-scoring run scores with
 INTERVAL_S = 5
 
@@ -41,7 +42,8 @@ def score_again_for_traces(context: dg.SensorEvaluationContext,
         run_requests=[dg.RunRequest(run_key=trace_scoring.request_run_key(r.id),
                                     run_config=scoring_config(r.evaluator, r.actions,
                                                               request_id=r.id),
-                                    tags={REQUEST_TAG: str(r.id)}) for r in requests],
+                                    tags={REQUEST_TAG: str(r.id), **priority_tags("request")})
+                      for r in requests],
         cursor=settled_cursor(requests, lambda r: r.created_at, lambda r: str(r.id),
                               context.cursor))
 
@@ -78,11 +80,12 @@ def pending_personal_scoring(context: dg.SensorEvaluationContext, database: Stor
     batches = trace_scoring.pending_batches(database.store, batch_size=size, room=room,
                                             skip=covered)[:MAX_SCORING_RUNS - running]
     tick = int(context.cursor or 0) + 1
+    ensure_worker_pool(context.instance)
     return dg.SensorResult(
         run_requests=[dg.RunRequest(
             run_key=f"auto:{model_id}:{tick}:{index}",
             run_config=scoring_config(model_id, actions, trace_ids=[t for t, _ in batch],
                                       versions=[v for _, v in batch]),
-            tags={AUTO_TAG: model_id})
+            tags={AUTO_TAG: model_id, **priority_tags("background")})
             for index, (model_id, actions, batch) in enumerate(batches)],
         cursor=str(tick))

@@ -15,6 +15,7 @@ import dagster as dg
 from stash_pipeline.defs.resources import SharedEvaluatorResource, StoreResource
 from stash_pipeline.defs.sensor_cursors import REQUESTS_PER_TICK, settled_cursor
 from stash_pipeline.defs.shared.jobs import shared_scoring_job, shared_training_job
+from stash_pipeline.defs.worker_queue import ensure_worker_pool, priority_tags
 
 REQUEST_TAG = "stash/shared_training_request"
 RELEASE_TAG = "stash/release"
@@ -51,7 +52,9 @@ def shared_training_requests(context: dg.SensorEvaluationContext,
     return dg.SensorResult(
         run_requests=[dg.RunRequest(run_key=request_run_key(r.id),
                                     run_config=training_run_config(r.base_model, r.epochs),
-                                    tags={REQUEST_TAG: str(r.id)}) for r in requests],
+                                    tags={REQUEST_TAG: str(r.id),
+                                          **priority_tags("shared_training")})
+                      for r in requests],
         cursor=settled_cursor(requests, lambda r: r.created_at, lambda r: str(r.id),
                               context.cursor))
 
@@ -102,9 +105,11 @@ def pending_action_scoring(context: dg.SensorEvaluationContext, database: StoreR
                if (w.trace_id, w.trace_version) not in covered][:room]
     tick = int(context.cursor or 0) + 1
     batches = [pending[i:i + size] for i in range(0, len(pending), size)]
+    ensure_worker_pool(context.instance)
     return dg.SensorResult(
         run_requests=[dg.RunRequest(run_key=f"{release.version}:{tick}:{index}",
                                     run_config=scoring_batch_config(release.version, batch),
-                                    tags={RELEASE_TAG: release.version})
+                                    tags={RELEASE_TAG: release.version,
+                                          **priority_tags("background")})
                       for index, batch in enumerate(batches)],
         cursor=str(tick))

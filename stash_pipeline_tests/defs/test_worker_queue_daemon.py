@@ -1,0 +1,267 @@
+"""The worker's queue as a deployment runs it (issue 43): a gRPC code server and `dagster-daemon`
+with the QueuedRunCoordinator of the packaged dagster_local.yaml, on the test's instance.
+
+- A person's Score again, asked while background scoring of many traces is queued and running,
+  runs before the queued background chunks; `traces score --wait` and the API say how many runs
+  are ahead of it meanwhile.
+- The code server goes away while a request is queued: the run queue retries its launch, and the
+  request is done once the code server is back.
+
+The background chunk that holds the worker is held there by a gate: the worker's Python
+(RM_WORKER_PYTHON) waits for a file the test creates, so "running" lasts until the test says.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+import yaml
+
+from stash_pipeline.api import create_app
+from stash_pipeline.cli.dev import PROJECT_ROOT
+from stash_pipeline.defs.worker_queue import PRIORITY_TAG, worker_holders
+from stash_pipeline.defs.worker_runs import REWARD_POOL
+from stash_pipeline.instance import get_instance
+from stash_pipeline.objects import object_store_from_env
+from stash_pipeline.pipelines.trace_scoring import REQUEST_TAG
+from stash_pipeline.services import accounts
+
+from pipeline_helpers import agentprocessbench_records
+from waiting import PROCESS_EXIT_S, SERVER_START_S, bound, wait_until
+
+# api_helpers (the API on a loopback port) lives beside the API suite.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
+
+
+pytestmark = pytest.mark.slow
+
+BIN = Path(sys.executable).parent
+SCORING_JOB = "shared_evaluator_scoring"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+class Deployment:
+    """A code server and a daemon on the test's instance and store, each in a process group of
+    its own (ended by the test, by its id)."""
+
+    def __init__(self, home: Path, environ: dict[str, str]):
+        self.home, self.environ, self.port = home, environ, free_port()
+        self.workspace = home / "workspace.yaml"
+        self.workspace.write_text(yaml.safe_dump({"load_from": [{"grpc_server": {
+            "host": "127.0.0.1", "port": self.port, "location_name": "stash_pipeline"}}]}))
+        self.processes: dict[str, subprocess.Popen] = {}
+
+    def start(self, name: str, command: list[str]) -> None:
+        log = (self.home / f"{name}.log").open("a")
+        self.processes[name] = subprocess.Popen(
+            command, cwd=PROJECT_ROOT, env=self.environ, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+
+    def start_code_server(self) -> None:
+        self.start("code-server", [str(BIN / "dagster"), "api", "grpc", "-m",
+                                   "stash_pipeline.definitions", "-h", "127.0.0.1",
+                                   "-p", str(self.port)])
+        wait_until(lambda: listening(self.port) or self.processes["code-server"].poll() is not None,
+                   timeout_s=SERVER_START_S, what="the code server to listen")
+        assert self.processes["code-server"].poll() is None, self.log("code-server")
+
+    def stop(self, name: str) -> None:
+        process = self.processes.pop(name)
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=bound(PROCESS_EXIT_S))
+
+    def log(self, name: str) -> str:
+        return (self.home / f"{name}.log").read_text()
+
+
+@pytest.fixture
+def deployment(home: Path, store, monkeypatch, shared_checkpoint) -> Iterator[Deployment]:
+    """The release r1 (a tiny checkpoint) and 10 of ana's traces, all pending for it; background
+    chunks of 2 traces; the worker behind a gate; a code server and a daemon running."""
+    from stash_pipeline.objects.keys import shared_evaluator_checkpoint_key
+    from stash_pipeline.store import Release
+
+    dagster_home = home / "stash" / "dagster"
+    config = yaml.safe_load((dagster_home / "dagster.yaml").read_text())
+    assert config["run_coordinator"]["class"] == "QueuedRunCoordinator"  # the packaged one
+    assert config["run_coordinator"]["config"]["max_user_code_failure_retries"] > 0
+    gate, python = home / "gate", home / "gated-python"
+    python.write_text(f'#!/bin/sh\nwhile [ ! -e "{gate}" ]; do sleep 0.1; done\n'
+                      f'exec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    monkeypatch.setenv("DAGSTER_HOME", str(dagster_home))
+    monkeypatch.setenv("STASH_SCORING_BATCH", "2")
+    monkeypatch.setenv("RM_WORKER_PYTHON", str(python))
+    _, key = accounts.create(store, "Ana", account_id="ana")
+    store.import_traces(agentprocessbench_records(10))
+    uri = object_store_from_env().put_file(shared_evaluator_checkpoint_key("r1"),
+                                           shared_checkpoint)
+    store.save_release(Release("r1", uri, {"passed": True},
+                               {"training_traces": {}, "benchmark_traces": {}}))
+    running = Deployment(home, {**os.environ, "PYTHONUNBUFFERED": "1"})
+    running.gate, running.key = gate, key
+    try:
+        running.start_code_server()
+        running.start("daemon", [str(BIN / "dagster-daemon"), "run", "-w",
+                                 str(running.workspace)])
+        yield running
+    finally:
+        for name in list(running.processes):
+            running.stop(name)
+
+
+@contextmanager
+def served_api(store) -> Iterator[Any]:
+    """The API on a loopback port over the test's store."""
+    from stash_pipeline.objects import LocalObjectStore, UrlSigner
+
+    from api_helpers import SETTINGS, Api, loopback_socket, serve
+
+    sock = loopback_socket()
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    objects = LocalObjectStore(Path(os.environ["STASH_HOME"]) / "objects", api_url=url,
+                               signer=UrlSigner(b"k" * 32))
+    for _ in serve(create_app(store, objects, SETTINGS), sock):
+        yield Api(url, store, objects)
+
+
+def scoring_runs(instance: dg.DagsterInstance, *statuses: dg.DagsterRunStatus) -> list:
+    return instance.get_runs(filters=dg.RunsFilter(job_name=SCORING_JOB, statuses=list(statuses)))
+
+
+def worker_step_start(instance: dg.DagsterInstance, run_id: str) -> float | None:
+    """When the run's step in the worker's pool started (it then held the worker)."""
+    records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.STEP_START).records
+    return records[0].event_log_entry.timestamp if records else None
+
+
+def test_a_score_again_runs_before_the_queued_background_chunks(deployment, store, home):
+    instance = get_instance()
+    # Background scoring: a chunk holds the worker (its worker waits at the gate), one is queued.
+    wait_until(lambda: bool(worker_holders(instance))
+               and bool(scoring_runs(instance, dg.DagsterRunStatus.QUEUED)),
+               timeout_s=SERVER_START_S * 3,
+               what="a background chunk holding the worker and one queued behind it")
+    [holding] = worker_holders(instance)
+    queued_chunks = [run.run_id for run in scoring_runs(instance, dg.DagsterRunStatus.QUEUED)]
+    assert instance.get_run_by_id(holding).tags[PRIORITY_TAG] == "-10"
+    trace_id = agentprocessbench_records(1)[0].trace.id
+
+    cli = subprocess.Popen(
+        [str(BIN / "stash-pipeline"), "traces", "score", trace_id, "--owner", "ana", "--wait"],
+        cwd=home, env={**os.environ}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        with served_api(store) as api:
+            client = api.client(deployment.key)
+
+            def request_waits() -> bool:
+                wait = client.get("/api/v1/traces/score/1").json().get("wait")
+                return bool(wait) and wait["waiting_for"] == "worker"
+
+            wait_until(request_waits, timeout_s=SERVER_START_S,
+                       what="the Score again request's run to wait for the worker")
+            shown = client.get("/api/v1/traces/score/1").json()
+            # Runs ahead: the chunk holding the worker, and any run of this same request made
+            # before this one (a daemon's tick racing the command's own); never a queued chunk.
+            earlier = [r for r in instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: "1"}))
+                       if r.run_id != shown["run_id"]
+                       and instance.get_run_record_by_id(r.run_id).storage_id
+                       < instance.get_run_record_by_id(shown["run_id"]).storage_id]
+            assert shown["status"] == "queued" and shown["error"] is None, shown
+            assert shown["wait"]["runs_ahead"] == 1 + len(earlier), shown
+            assert shown["wait"]["text"].startswith("waiting for the worker: ")
+            assert shown["trace_ids"] == [trace_id] and shown["evaluator"] == "r1"
+            assert client.get("/api/v1/traces/score/2").status_code == 404
+
+            deployment.gate.touch()  # the background chunk's worker runs now
+            out, err = cli.communicate(timeout=bound(PROCESS_EXIT_S))
+            assert cli.returncode == 0, (out, err)
+            done = client.get("/api/v1/traces/score/1").json()
+            assert (done["status"], done["wait"], done["error"]) == ("succeeded", None, None)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.communicate()
+    said = [int(n) for n in re.findall(r"^waiting for the worker: (\d+) runs ahead$", err, re.M)]
+    assert said and said[0] >= 1, err
+    assert "Score again requested (request 1)" in out
+    assert [s.evaluator for s in store.scores_for(trace_id)] == ["r1"]
+
+    # The request's run had the worker before every chunk that was queued when it was asked.
+    [request_run, *_] = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: "1"}))
+    asked_started = worker_step_start(instance, request_run.run_id)
+    assert request_run.tags[PRIORITY_TAG] == "10" and asked_started is not None
+    for run_id in queued_chunks:
+        wait_until(lambda run_id=run_id: instance.get_run_by_id(run_id).is_finished,
+                   timeout_s=PROCESS_EXIT_S, what=f"background chunk {run_id} to finish")
+        assert instance.get_run_by_id(run_id).is_success, deployment.log("daemon")
+        assert worker_step_start(instance, run_id) > asked_started
+
+
+def test_a_request_queued_while_the_code_server_is_away_is_done_when_it_returns(
+        deployment, store):
+    """A request's run is queued behind the worker; the code server goes; the worker frees; the
+    run queue cannot launch the run and puts it back; the code server returns; the request is
+    done, never failed."""
+    from stash_pipeline.instance import request_state
+    from stash_pipeline.services import scoring_requests
+
+    instance = get_instance()
+    deployment.gate.touch()  # the worker runs at once here
+    storage = instance.event_log_storage
+    storage.initialize_concurrency_limit_to_default(REWARD_POOL)
+    # Something else holds the worker (as a long training would), so the request stays queued.
+    assert storage.claim_concurrency_slot(REWARD_POOL, "holder", "personal_checkpoint").is_claimed
+    trace_id = agentprocessbench_records(1)[0].trace.id
+    request = scoring_requests.request(store, "ana", [trace_id])
+
+    def request_run() -> dg.DagsterRun | None:
+        runs = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: str(request.id)}))
+        return runs[0] if runs else None
+
+    wait_until(lambda: request_run() is not None
+               and request_run().status == dg.DagsterRunStatus.QUEUED,
+               timeout_s=SERVER_START_S * 2, what="the request's run to be queued")
+    deployment.stop("code-server")
+    storage.free_concurrency_slots_for_run("holder")
+
+    def put_back() -> bool:
+        return any("re-submitting the run into the queue" in (r.event_log_entry.user_message or "")
+                   or "re-submitting the run into the queue" in (
+                       r.event_log_entry.dagster_event.message or "")
+                   for r in instance.get_records_for_run(
+                       request_run().run_id, of_type=dg.DagsterEventType.ENGINE_EVENT).records)
+
+    wait_until(put_back, timeout_s=SERVER_START_S,
+               what="the run queue to fail to launch the run and put it back")
+    # Back in the queue, not failed (the daemon keeps trying: QUEUED, or STARTING while it does).
+    assert not request_run().is_finished
+    assert request_state({REQUEST_TAG: str(request.id)})["status"] == "queued"
+    deployment.start_code_server()
+    wait_until(lambda: request_run().is_finished, timeout_s=PROCESS_EXIT_S,
+               what="the request's run to end once the code server is back")
+    state = request_state({REQUEST_TAG: str(request.id)})
+    assert state["status"] == "succeeded", (state, deployment.log("daemon"))
+    assert [s.evaluator for s in store.scores_for(trace_id)] == ["r1"]
