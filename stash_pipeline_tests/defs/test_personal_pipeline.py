@@ -20,8 +20,7 @@ from stash_pipeline.pipelines import personal_training
 from stash_pipeline.pipelines.personal_training import attempt_name
 from stash_pipeline.services import reward_models
 from stash_pipeline.store import Store
-
-from pipeline_helpers import agentprocessbench_records
+from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records
 
 METRIC_FIELDS = {"train_pairs", "eval_pairs", "eval_accuracy", "action_scoring_version",
                  "action_train_pairs", "action_eval_pairs", "action_eval_accuracy",

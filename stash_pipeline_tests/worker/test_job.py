@@ -23,8 +23,7 @@ from stash_pipeline.compute.job import (
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.pairs import PairSide
 from stash_pipeline.worker.runner import main
-
-from waiting import PROCESS_EXIT_S, bound
+from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, bound
 
 REPO = Path(__file__).resolve().parents[2]
 METRIC_FIELDS = {

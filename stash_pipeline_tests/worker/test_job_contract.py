@@ -162,8 +162,7 @@ def test_a_full_scratch_disk_is_one_clear_error_and_leaves_no_inputs(tmp_path, s
     """A job directory on a really full disk (full_disk.py): StorageFullError in one sentence that
     says where to free space, and none of the job's inputs half-written or left behind."""
     from stash_pipeline.core.errors import StorageFullError
-
-    from full_disk import contents, fill, small_disk
+    from stash_pipeline_tests.support.full_disk import contents, fill, small_disk
 
     with small_disk(tmp_path / "scratch", 1024) as disk:
         fill(disk, leave_kib=64)

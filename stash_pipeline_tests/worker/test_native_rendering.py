@@ -27,8 +27,7 @@ from stash_pipeline.worker.render import (
     template_kind,
 )
 from stash_pipeline.worker.runner import main
-
-from tiny_models import corpus_text
+from stash_pipeline_tests.support.tiny_models import corpus_text
 
 # A ChatML template that renders every turn the same way, tool calls in the Hugging Face shape:
 # prefix-stable, so a tokenizer that ships it is rendered with it.

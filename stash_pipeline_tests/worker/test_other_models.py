@@ -20,8 +20,7 @@ from stash_pipeline.worker.modeling import load_tokenizer, tokenize
 from stash_pipeline.worker.render import render_trace
 from stash_pipeline.worker.runner import main
 from stash_pipeline.worker.scoring import RewardModel
-
-from tiny_models import corpus_text
+from stash_pipeline_tests.support.tiny_models import corpus_text
 
 pytestmark = pytest.mark.slow
 WINDOW = 128  # BERT's positions end here: the window is cut to it

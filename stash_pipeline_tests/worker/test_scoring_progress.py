@@ -126,8 +126,7 @@ def test_a_scoring_job_of_sixty_actions_logs_its_progress(tmp_path, tiny_base_mo
     from stash_pipeline.core.pair_builders import build_feedback_pairs
     from stash_pipeline.importers import read_path
     from stash_pipeline.worker.runner import main
-
-    from tiny_models import AGENTPROCESSBENCH
+    from stash_pipeline_tests.support.tiny_models import AGENTPROCESSBENCH
 
     records = []
     for record in read_path(AGENTPROCESSBENCH):  # 60 actions: dozens of progress lines
