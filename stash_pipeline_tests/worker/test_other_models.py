@@ -9,13 +9,8 @@ import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
-from stash_pipeline.compute.job import (
-    JobSettings,
-    failure_reason,
-    read_jsonl,
-    read_settings,
-    write_job,
-)
+from stash_pipeline.compute.job import JobSettings, read_jsonl, read_settings, write_job
+from stash_pipeline.compute.job_log import failure_reason
 from stash_pipeline.worker.modeling import load_tokenizer, tokenize
 from stash_pipeline.worker.render import render_trace
 from stash_pipeline.worker.runner import main

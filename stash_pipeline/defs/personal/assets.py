@@ -17,14 +17,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from stash_pipeline.compute.job import (
-    LOG,
-    LOSSES,
-    append_log,
-    job_directory,
-    keep_only_logs,
-    phase_done_line,
-)
+from stash_pipeline.compute.job import LOSSES, job_directory, keep_only_logs
+from stash_pipeline.compute.job_log import LOG, append_log, phase_done_line
 from stash_pipeline.compute.run import run_job, run_worker_job, uploaded_checkpoint
 from stash_pipeline.compute.upload import discard_results, hand_over_results
 from stash_pipeline.core.trust import held_out_report
