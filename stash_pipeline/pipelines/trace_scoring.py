@@ -36,7 +36,7 @@ MODELS_KEPT_CURRENT_ENV = "STASH_PERSONAL_SCORING_MODELS"
 NEEDS_ACTION_TRAINING = ("this reward model was not trained on action comparisons, so it cannot "
                          "score actions: older personal models need new training with action "
                          "comparisons")
-RunWorker = Callable[[Path, str], Any]  # compute.run_worker_job bound to a step
+RunWorker = Callable[[Path, str], Any]  # a step's ComputeResource.worker
 
 
 @dataclass(frozen=True)
