@@ -70,6 +70,19 @@ def test_the_worker_imports_only_core_and_the_job_contract_and_log():
     assert offenders == []
 
 
+
+def test_the_cli_reaches_the_pipeline_through_one_module():
+    """The commands reach the Dagster instance and the definitions through ``cli/pipeline.py``
+    only (which imports them when called: ``--help`` pays for no Dagster)."""
+    pipeline = ("stash_pipeline.defs", "stash_pipeline.instance", "stash_pipeline.definitions",
+                "dagster")
+    offenders = [
+        f"{path.relative_to(PACKAGE)}: {name}"
+        for path in (PACKAGE / "cli").rglob("*.py") if path.name != "pipeline.py"
+        for name in imports_of(path) if name.startswith(pipeline)
+    ]
+    assert offenders == []
+
 def test_the_pipelines_steps_are_dagster_free():
     """``pipelines/`` holds the steps the defs/ assets call (and the pair assembler): defs/ may
     import it, it imports no Dagster, no defs/ and none of what the CLI and the API do
