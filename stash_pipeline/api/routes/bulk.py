@@ -12,6 +12,14 @@ from stash_pipeline.api.auth import AccountDep
 from stash_pipeline.api.bodies import AUTHOR
 from stash_pipeline.api.deps import StoreDep
 from stash_pipeline.api.ids import readable_ids
+from stash_pipeline.api.responses import (
+    CommentsAdded,
+    ContributionChanged,
+    SavedFilter,
+    SavedFilters,
+    ScoringQueued,
+    ScoringRequestView,
+)
 from stash_pipeline.api.search import TraceSearch
 from stash_pipeline.services import scoring_requests, trace_bulk, traces
 from stash_pipeline.services.feedback import MAX_COMMENT_LENGTH
@@ -65,28 +73,30 @@ class BulkExport(Selection):
 
 
 @router.post("/traces/bulk/contribute", responses=NOT_FOUND)
-def contribute(body: BulkContribute, account: AccountDep, store: StoreDep) -> dict[str, Any]:
+def contribute(body: BulkContribute, account: AccountDep,
+               store: StoreDep) -> ContributionChanged:
     """Opt the selection in or out of shared-evaluator training, all or nothing."""
     changed = trace_bulk.contribute(store, account.id,
                                     body.ids(store, account), body.contribute)
-    return {"traces": changed, "contribute": body.contribute}
+    return ContributionChanged(traces=changed, contribute=body.contribute)
 
 
 @router.post("/traces/bulk/comment", status_code=201, responses=NOT_FOUND)
-def comment(body: BulkComment, account: AccountDep, store: StoreDep) -> dict[str, Any]:
+def comment(body: BulkComment, account: AccountDep, store: StoreDep) -> CommentsAdded:
     """The same comment on every trace of the selection, in one transaction."""
     count = trace_bulk.comment(store, account.id, body.ids(store, account),
                                body.text, author=body.author)
-    return {"comments": count}
+    return CommentsAdded(comments=count)
 
 
 @router.post("/traces/bulk/score", status_code=202, responses=NOT_FOUND)
-def score(body: BulkScore, account: AccountDep, store: StoreDep) -> dict[str, Any]:
+def score(body: BulkScore, account: AccountDep, store: StoreDep) -> ScoringQueued:
     """Score again for the selection: one request per 10,000 traces, run by the pipeline."""
     queued = trace_bulk.score(store, account.id, body.ids(store, account),
                               model_id=body.model_id, actions=body.actions)
-    return {"requests": [scoring_requests.request_view(r) for r in queued],
-            "traces": sum(len(r.traces) for r in queued)}
+    return ScoringQueued(
+        requests=[ScoringRequestView(**scoring_requests.request_view(r)) for r in queued],
+        traces=sum(len(r.traces) for r in queued))
 
 
 @router.post("/traces/bulk/export", responses={
@@ -107,20 +117,19 @@ class SavedFilterBody(BaseModel):
     match: TraceSearch
 
 
-def saved_view(saved: Any) -> dict[str, Any]:
-    return {"id": saved.id, "name": saved.name, "match": saved.params,
-            "created_at": saved.created_at.isoformat()}
+def saved_view(saved: Any) -> SavedFilter:
+    return SavedFilter(id=saved.id, name=saved.name, match=saved.params,
+                       created_at=saved.created_at.isoformat())
 
 
 @router.get("/saved-filters")
-def saved_filters(account: AccountDep, store: StoreDep) -> dict[str, Any]:
+def saved_filters(account: AccountDep, store: StoreDep) -> SavedFilters:
     """Your saved searches of the trace list, by name."""
-    return {"saved_filters": [saved_view(f) for f in
-                              store.saved_filters(account.id)]}
+    return SavedFilters(saved_filters=[saved_view(f) for f in store.saved_filters(account.id)])
 
 
 @router.post("/saved-filters", status_code=201)
-def save_filter(body: SavedFilterBody, account: AccountDep, store: StoreDep) -> dict[str, Any]:
+def save_filter(body: SavedFilterBody, account: AccountDep, store: StoreDep) -> SavedFilter:
     """Keep a search under a name; saving a name again replaces its search."""
     saved = traces.save_filter(store, account.id, body.name,
                                body.match.params())

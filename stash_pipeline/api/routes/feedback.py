@@ -16,6 +16,7 @@ from stash_pipeline.api.auth import AccountDep
 from stash_pipeline.api.bodies import AUTHOR
 from stash_pipeline.api.deps import StoreDep
 from stash_pipeline.api.ids import readable_ids
+from stash_pipeline.api.responses import ContributionChanged
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import (
     ReviewedComparison,
@@ -122,7 +123,8 @@ def batch(body: FeedbackBatch, account: AccountDep, store: StoreDep) -> dict[str
 
 
 @router.post("/traces/contribute", responses=NOT_FOUND)
-def contribute(body: ContributeMany, account: AccountDep, store: StoreDep) -> dict[str, Any]:
+def contribute(body: ContributeMany, account: AccountDep,
+               store: StoreDep) -> ContributionChanged:
     """Opt many of your traces in or out of shared-evaluator training, all or nothing."""
     for index, trace_id in enumerate(body.trace_ids):
         if not trace_id or len(trace_id) > MAX_TRACE_ID_LENGTH or "\x00" in trace_id:
@@ -130,4 +132,4 @@ def contribute(body: ContributeMany, account: AccountDep, store: StoreDep) -> di
                              field=f"trace_ids[{index}]")
     changed = store.set_contribute_many(body.trace_ids, body.contribute,
                                                           account.id)
-    return {"traces": changed, "contribute": body.contribute}
+    return ContributionChanged(traces=changed, contribute=body.contribute)

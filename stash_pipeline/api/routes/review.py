@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from stash_pipeline.api.auth import AccountDep
 from stash_pipeline.api.deps import StoreDep
 from stash_pipeline.api.ids import readable_ids
+from stash_pipeline.api.responses import ReviewAssigned, ReviewStatusChanged
 from stash_pipeline.api.search import search_filter
 from stash_pipeline.core.trace_search import TraceFilter
 from stash_pipeline.services import review
@@ -86,18 +87,18 @@ class Assignment(BaseModel):
 
 
 @router.post("/items", responses=NOT_FOUND)
-def set_status(body: StatusChange, account: AccountDep, store: StoreDep) -> dict[str, Any]:
+def set_status(body: StatusChange, account: AccountDep, store: StoreDep) -> ReviewStatusChanged:
     """Mark items reviewed or skipped, or put them back; all or nothing. Approving or rejecting
     a comparison is its review (`POST /api/v1/comparisons/{id}/review`)."""
     changed = review.set_status(store, account.id,
                                 [(i.kind, i.id) for i in body.items], body.status,
                                 reviewer=body.reviewer or reviewer_name(account))
-    return {"items": changed, "status": body.status}
+    return ReviewStatusChanged(items=changed, status=body.status)
 
 
 @router.post("/assign", responses=NOT_FOUND)
-def assign(body: Assignment, account: AccountDep, store: StoreDep) -> dict[str, Any]:
+def assign(body: Assignment, account: AccountDep, store: StoreDep) -> ReviewAssigned:
     """Assign items to a reviewer (or to nobody); all or nothing."""
     changed = review.assign(store, account.id,
                             [(i.kind, i.id) for i in body.items], body.assignee)
-    return {"items": changed, "assignee": body.assignee}
+    return ReviewAssigned(items=changed, assignee=body.assignee)
