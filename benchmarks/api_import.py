@@ -24,15 +24,13 @@ from pathlib import Path
 import httpx
 import sqlalchemy as sa
 
-# api_helpers, and the waiting bounds it uses.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "stash_pipeline_tests"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "stash_pipeline_tests" / "api"))
+# The repository root, for the API suite's helpers (stash_pipeline_tests.support.api_helpers).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from stash_pipeline.api import create_app
 from stash_pipeline.api.settings import ApiSettings
 from stash_pipeline.objects import LocalObjectStore, UrlSigner
 from stash_pipeline.store import Store
-
-from api_helpers import Api, loopback_socket, serve, trace_object
+from stash_pipeline_tests.support.api_helpers import Api, loopback_socket, serve, trace_object
 
 
 def body_of(mib: float) -> tuple[bytes, int]:

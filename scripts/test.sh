@@ -2,7 +2,7 @@
 # Set up .venv with the test extras and run the whole test suite on pytest-xdist workers, one more
 # than the cores (a quarter of the tests' time is waiting on timeouts, servers and processes: the
 # extra worker runs meanwhile). A module's tests stay on one worker, so its module fixtures are
-# built once; the modules are dealt longest first (stash_pipeline_tests/module_order.py).
+# built once; the modules are dealt longest first (stash_pipeline_tests/support/module_order.py).
 # Arguments go to pytest after these: `-n 0` runs in this one process.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -26,11 +26,14 @@ import stash_pipeline.defs.resources as project_resources
 from stash_pipeline.objects import S3Settings
 from stash_pipeline.store import Store, schema
 from stash_pipeline.store.migration_scripts import share_revision_maps
+from stash_pipeline_tests.support.dagster_storage import (
+    copy_of,
+    created_embedded_instance,
+    created_test_instance,
+)
+from stash_pipeline_tests.support.object_helpers import ACCESS_KEY, REGION, SECRET_KEY
 
-from dagster_storage import copy_of, created_embedded_instance, created_test_instance
-from object_helpers import ACCESS_KEY, REGION, SECRET_KEY
-
-pytest_plugins = ["module_order"]
+pytest_plugins = ["stash_pipeline_tests.support.module_order"]
 
 # Under pytest-xdist (scripts/test.sh runs one worker more than cores) each worker, and every worker
 # process it starts, gets its share of the cores for torch's threads: two workers with a thread
@@ -171,7 +174,7 @@ def _stash_home_outside_the_project(tmp_path_factory: pytest.TempPathFactory,
 def tiny_base_models(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], Path]:
     """Path to a saved tiny Qwen3 base model + tokenizer of a given context (its positions),
     loadable with from_pretrained: each built once a session, for every suite."""
-    from tiny_models import save_tiny_base_model
+    from stash_pipeline_tests.support.tiny_models import save_tiny_base_model
 
     @functools.cache
     def of_context(context: int) -> Path:
@@ -214,7 +217,10 @@ def _loaded_project_definitions() -> dg.Definitions:
 @pytest.fixture(autouse=True)
 def _definitions_loaded_once(request: pytest.FixtureRequest,
                              monkeypatch: pytest.MonkeyPatch) -> None:
-    from in_process_compute import InProcessComputeResource, with_resources
+    from stash_pipeline_tests.support.in_process_compute import (
+        InProcessComputeResource,
+        with_resources,
+    )
 
     suite = request.path.relative_to(Path(__file__).parent).parts[0]
     worker_in_process = (suite in IN_PROCESS_WORKER_SUITES

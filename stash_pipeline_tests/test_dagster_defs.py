@@ -7,7 +7,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from waiting import PROCESS_EXIT_S, bound
+from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, bound
 
 ROOT = Path(__file__).resolve().parents[1]
 

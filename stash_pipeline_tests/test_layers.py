@@ -56,19 +56,32 @@ def test_core_imports_nothing_of_the_project_but_core():
     assert offenders == []
 
 
-def test_the_worker_imports_only_core_and_the_job_contract():
+def test_the_worker_imports_only_core_and_the_job_contract_and_log():
     """The worker runs in its own process (locally or on Modal): no store, Dagster or extraction."""
     offenders = [
         f"{path.relative_to(PACKAGE)}: {name}"
         for path in (PACKAGE / "worker").rglob("*.py")
         for name in imports_of(path)
         if name.startswith("stash_pipeline")
-        and not name.startswith(("stash_pipeline.core", "stash_pipeline.worker",
-                                 "stash_pipeline.compute.job"))
+        and not name.startswith(("stash_pipeline.core", "stash_pipeline.worker"))
+        and name not in ("stash_pipeline.compute.job", "stash_pipeline.compute.job_log")
         and name != "stash_pipeline.compute"
     ]
     assert offenders == []
 
+
+
+def test_the_cli_reaches_the_pipeline_through_one_module():
+    """The commands reach the Dagster instance and the definitions through ``cli/pipeline.py``
+    only (which imports them when called: ``--help`` pays for no Dagster)."""
+    pipeline = ("stash_pipeline.defs", "stash_pipeline.instance", "stash_pipeline.definitions",
+                "dagster")
+    offenders = [
+        f"{path.relative_to(PACKAGE)}: {name}"
+        for path in (PACKAGE / "cli").rglob("*.py") if path.name != "pipeline.py"
+        for name in imports_of(path) if name.startswith(pipeline)
+    ]
+    assert offenders == []
 
 def test_the_pipelines_steps_are_dagster_free():
     """``pipelines/`` holds the steps the defs/ assets call (and the pair assembler): defs/ may

@@ -7,7 +7,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from module_order import RECORD, ModuleSeconds, longest_first, recorded_seconds
+from stash_pipeline_tests.support.module_order import (
+    RECORD,
+    ModuleSeconds,
+    longest_first,
+    recorded_seconds,
+)
 
 
 def items(*nodeids: str) -> list:

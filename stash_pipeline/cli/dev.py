@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from stash_pipeline.cli import pipeline
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -51,11 +53,10 @@ POLL_S = 0.5
 
 def run(args: argparse.Namespace) -> int:
     from stash_pipeline.core.home import stash_home
-    from stash_pipeline.instance import dagster_home
 
     # Absolute, so every process reads the same store whatever its working directory.
     os.environ["STASH_HOME"] = str(stash_home(os.environ))
-    home = dagster_home()
+    home = pipeline.dagster_home()
     os.environ["DAGSTER_HOME"] = str(home)
     if sys.prefix != sys.base_prefix:  # this interpreter's virtualenv is the active one
         os.environ.setdefault("VIRTUAL_ENV", sys.prefix)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from stash_pipeline.cli import pipeline
 from stash_pipeline.cli.output import print_json, print_table, rounded
 from stash_pipeline.cli.store import open_store
 from stash_pipeline.cli.waiting import WAIT_HELP, say
@@ -67,14 +68,10 @@ def run_train(args: argparse.Namespace) -> int:
             print(f"Queued shared-evaluator training request {request.id}: the pipeline's sensor "
                   "starts it (stash-pipeline dev, or a deployment's daemon).")
         return 0
-    from stash_pipeline.defs.shared.sensors import request_run_key
-    from stash_pipeline.instance import definitions, get_instance, run_sensor_requests
-
-    instance = get_instance()
-    [run] = run_sensor_requests(instance, definitions(), "shared_training_requests",
-                                run_keys=[request_run_key(request.id)],
+    [run] = pipeline.run_sensor("shared_training_requests",
+                                run_keys=[pipeline.shared_training_run_key(request.id)],
                                 once_per_run_key=True, on_run=say)
-    outcome = training_outcome(store, instance, run)
+    outcome = training_outcome(store, run)
     if args.json:
         print_json(outcome)
     else:
@@ -82,17 +79,14 @@ def run_train(args: argparse.Namespace) -> int:
     return 0 if outcome["released"] else 1
 
 
-def training_outcome(store: Any, instance: Any, run: Any) -> dict[str, Any]:
+def training_outcome(store: Any, run: Any) -> dict[str, Any]:
     """What a training run decided: released or not, why, and the benchmark report."""
-    from stash_pipeline.defs.runs import step_failures
-    from stash_pipeline.defs.shared.candidate import candidate_of_run
     from stash_pipeline.pipelines.shared_evaluator import is_released
 
-    candidate = candidate_of_run(instance, run.run_id)
+    candidate, failures = pipeline.training_run_result(run.run_id)
     comparisons = store.list_benchmark_comparisons(candidate) if candidate else []
     report = comparisons[-1].report if comparisons else None
     released = bool(candidate) and is_released(store, candidate)
-    failures = step_failures(instance, run.run_id)
     return {
         "released": released, "version": candidate if released else None,
         "candidate": candidate, "run_id": run.run_id, "status": run.status.value,
@@ -161,16 +155,7 @@ def run_score_pending(args: argparse.Namespace) -> int:
     store = open_store()
     failed = 0
     if args.wait and store.latest_release() is not None:
-        import dagster as dg
-
-        from stash_pipeline.instance import definitions, get_instance, run_sensor_requests
-
-        instance, defs = get_instance(), definitions()
-        while True:  # every tick hands out at most the sensor's limit of batches
-            runs = run_sensor_requests(instance, defs, "pending_action_scoring", on_run=say)
-            failed += sum(run.status != dg.DagsterRunStatus.SUCCESS for run in runs)
-            if not runs or failed:
-                break
+        failed = pipeline.run_sensor_until_done("pending_action_scoring", on_run=say)
     counts = queue_counts(store)
     counts["failed_runs"] = failed
     if args.json:

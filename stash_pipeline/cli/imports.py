@@ -7,6 +7,7 @@ import itertools
 import sys
 from pathlib import Path
 
+from stash_pipeline.cli import pipeline
 from stash_pipeline.cli.output import print_json, progress
 from stash_pipeline.cli.store import open_store
 from stash_pipeline.core.errors import InputError
@@ -52,7 +53,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from stash_pipeline.importers import DEFAULT_OUTCOME_FIELD, read_path
-    from stash_pipeline.instance import record_import
     from stash_pipeline.services.imports import import_records
 
     store = open_store()
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     asked = args.outcome_field  # None: the default, read without a word when it finds nothing
     outcome_field = DEFAULT_OUTCOME_FIELD if asked is None else asked
     report = import_records(store, read, outcome_field=asked or None)
-    record_import(report, lambda warning: print(f"warning: {warning}", file=sys.stderr))
+    pipeline.record_import(report, lambda warning: print(f"warning: {warning}", file=sys.stderr))
     for warning in report.warnings():
         print(f"warning: {warning}", file=sys.stderr)
     for error in skipped[:SHOWN_SKIPPED]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from stash_pipeline.cli import pipeline
 from stash_pipeline.cli.output import print_json, print_table
 from stash_pipeline.cli.store import open_store
 from stash_pipeline.cli.trust import held_out_line
@@ -163,9 +164,8 @@ def _report(store: Any, args: argparse.Namespace, model_id: str) -> int:
     model = reward_models.get(store, args.owner, model_id)
     view = {**reward_models.view(model), **model_queue_fields(model)}
     if model.status == "running" and model.run_id:
-        from stash_pipeline.instance import run_progress
-
-        view["progress"] = run_progress(model.run_id).worker.line  # the newest progress line
+        # The newest progress line.
+        view["progress"] = pipeline.run_progress(model.run_id).worker.line
     if args.json:
         print_json(view)
     else:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
+from stash_pipeline.cli import pipeline
+
 if TYPE_CHECKING:
-    from stash_pipeline.defs.personal.partitions import NamedModel
+    from stash_pipeline.cli.pipeline import NamedModel
 
 WAIT_HELP = ("run it now, in this process, on the local Dagster instance, and return when it "
              "ends (if a daemon started it already, wait for that run)")
@@ -17,13 +19,9 @@ def run_now(sensor: str, model: NamedModel | None = None, *,
     """The run of one reward model's partition (``model``: a record with its id and name), or of
     these run keys; a run a daemon started for it is waited for. True when every run
     succeeded."""
-    # Imported here: `--help` should not pay for Dagster.
-    from stash_pipeline.defs.personal.partitions import model_partition_key
-    from stash_pipeline.instance import definitions, get_instance, run_sensor_requests
-
-    keys = None if model is None else [model_partition_key(model)]
-    runs = run_sensor_requests(get_instance(), definitions(), sensor, partition_keys=keys,
-                               run_keys=run_keys, once_per_run_key=True, on_run=say)
+    keys = None if model is None else [pipeline.model_partition_key(model)]
+    runs = pipeline.run_sensor(sensor, partition_keys=keys, run_keys=run_keys,
+                               once_per_run_key=True, on_run=say)
     return all(run.is_success for run in runs)
 
 
@@ -35,7 +33,5 @@ def say(line: str) -> None:
 def fail_abandoned_runs() -> None:
     """Fail the runs whose `--wait` command was killed, so their models read failed (with the
     reason) and can be retried, and their pool slots are free."""
-    from stash_pipeline.instance import fail_abandoned_runs as fail, get_instance
-
-    for run in fail(get_instance()):
+    for run in pipeline.fail_abandoned_runs():
         say(f"run {run.run_id} failed: the command that ran it was killed")

@@ -17,12 +17,12 @@ import dagster as dg
 from stash_pipeline.compute.job import (
     ACTION_SCORES,
     INPUT_FILES,
-    LOG,
     LOSSES,
     METRICS,
     PAIR_REWARDS,
     SCORES,
 )
+from stash_pipeline.compute.job_log import LOG
 from stash_pipeline.compute.outcome import WorkerFailed
 from stash_pipeline.compute.pipes import s3_message_reader
 from stash_pipeline.compute.upload import record_upload

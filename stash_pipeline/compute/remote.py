@@ -26,10 +26,10 @@ from stash_pipeline.compute.job import (
     METRICS,
     PAIR_REWARDS,
     SCORES,
-    failure_reason,
     read_jsonl,
     read_metrics,
 )
+from stash_pipeline.compute.job_log import failure_reason
 from stash_pipeline.compute.outcome import StderrTail, WorkerExit
 from stash_pipeline.compute.upload import read_upload, upload_checkpoint
 from stash_pipeline.core.home import absolute

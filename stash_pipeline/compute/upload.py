@@ -21,8 +21,8 @@ from stash_pipeline.compute.job import (
     SETTINGS,
     UPLOAD,
     atomic_path,
-    logged_phase,
 )
+from stash_pipeline.compute.job_log import logged_phase
 from stash_pipeline.objects.errors import ObjectNotFoundError
 from stash_pipeline.objects.keys import result_key
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import dagster as dg
 
 from stash_pipeline.compute.local import LocalCompute
 from stash_pipeline.compute.remote import MODAL_APP, MODAL_FUNCTION
-from stash_pipeline.compute.run import ComputeTarget
+from stash_pipeline.compute.run import ComputeTarget, run_worker_job
 from stash_pipeline.core.home import absolute, stash_home
 from stash_pipeline.core.requests import local_model_path
 from stash_pipeline.core.training_settings import DEFAULT_BASE_MODEL
@@ -86,6 +87,18 @@ class ComputeResource(dg.ConfigurableResource):
 
             return ModalCompute(modal.Function.from_name(MODAL_APP, MODAL_FUNCTION))
         return LocalCompute(self.python, self.timeout_s)
+
+    def worker(self, context: dg.AssetExecutionContext, objects: ObjectStoreResource, *,
+               upload_key: str | None = None) -> Callable[..., str | None]:
+        """How a step runs a worker job on this compute: ``run(job_dir)`` for a training job
+        (its archive uploaded to ``upload_key``, the URI returned), ``run(job_dir, checkpoint_uri)``
+        for a scoring-only job. Each job directory is recorded in the step's run first
+        (``compute.run.run_worker_job``), for the pruning of an abandoned run."""
+        def run(job_dir: Path, checkpoint_uri: str | None = None) -> str | None:
+            return run_worker_job(context, self.target(), job_dir, objects.objects,
+                                  upload_key=upload_key, checkpoint_uri=checkpoint_uri)
+
+        return run
 
     @property
     def scratch(self) -> Path:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import dagster as dg
+
 from stash_pipeline.compute.outcome import WorkerFailed
 from stash_pipeline.core.errors import StashError
 from stash_pipeline.core.failures import reason_line
@@ -28,3 +33,18 @@ def failure_description(error: BaseException) -> str:
     text = failure_text(error)
     first = reason_line(text)
     return text if not first or first == text.strip() else f"{first}\n\n{text}"
+
+
+@contextmanager
+def failing_step(on_failure: Callable[[Exception], None] | None = None) -> Iterator[None]:
+    """The one way a step's error becomes its failure: any error of the block first goes to
+    ``on_failure`` (a personal model's steps mark the model failed with ``failure_text``), then
+    fails the step with ``failure_description`` (a ``dg.Failure`` passes as it is)."""
+    try:
+        yield
+    except Exception as error:
+        if on_failure is not None:
+            on_failure(error)
+        if isinstance(error, dg.Failure):
+            raise
+        raise dg.Failure(description=failure_description(error)) from error

@@ -52,7 +52,7 @@ from stash_pipeline.store import BenchmarkComparison, Release, Store
 
 SHARED_DIR = "shared-evaluator"  # under RM_ARTIFACT_DIR: <candidate>/train, benchmark-<evaluator>
 AUDIENCE = "shared"
-# Runs the worker on (job directory, checkpoint URI): ``compute.run_worker_job``, bound to a step.
+# Runs the worker on (job directory, checkpoint URI): a step's ``ComputeResource.worker``.
 RunWorker = Callable[[Path, str], Any]
 
 

@@ -32,7 +32,7 @@ SCORING_DIR = "scoring"  # under RM_ARTIFACT_DIR
 NEEDS_ACTION_TRAINING = ("this reward model was not trained on action comparisons, so it cannot "
                          "score actions: older personal models need new training with action "
                          "comparisons")
-RunWorker = Callable[[Path, str], Any]  # compute.run_worker_job bound to a step
+RunWorker = Callable[[Path, str], Any]  # a step's ComputeResource.worker
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from stash_pipeline.compute import job as contract
 from stash_pipeline.core.calibration import RewardStats, display_scale_sample, reward_stats
 from stash_pipeline.core.curves import downsample
 from stash_pipeline.core.errors import InputError
+from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.split import NotEnoughPairsError
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.core.training_settings import MIN_PAIRS
@@ -51,7 +53,7 @@ from stash_pipeline.worker.modeling import (
 from stash_pipeline.worker.progress import PhaseProgress, Progress
 from stash_pipeline.worker.render import Audience, template_kind, template_of
 from stash_pipeline.worker.scoring import score_traces_and_actions
-from stash_pipeline.worker.train import train
+from stash_pipeline.worker.train import EncodedPair, train
 
 # What runner.Phases is: phase(name) times and logs the phase it wraps.
 Phase = Callable[[str], AbstractContextManager[None]]
@@ -111,98 +113,158 @@ def write_scores(job_dir: Path, settings: contract.JobSettings, model: Any, toke
     return counts
 
 
+@dataclass(frozen=True)
+class TrainingInputs:
+    """What the ``inputs`` phase of a training job read: the base model's config and tokenizer, the
+    pairs (rendered and tokenised), the traces to score, and the window used."""
+
+    config: Any
+    tokenizer: Any
+    train_pairs: list[Pair]
+    train_encoded: list[EncodedPair]
+    eval_pairs: list[Pair]
+    eval_encoded: list[EncodedPair]
+    traces: list[Trace]
+    window: int
+    truncated_pairs: int  # pairs with a side longer than the window, both splits
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The ``evaluation`` phase's results under the final weights: the held-out pairs' rewards
+    and the display scales (``reward_stats``) of whole traces and, when trained on them, actions."""
+
+    eval_rewards: list[tuple[float, float]]
+    stats: RewardStats
+    action_stats: RewardStats | None
+
+
 def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress, phase: Phase
               ) -> dict[str, Any]:
+    """Train a reward model on the job's pairs, then evaluate, save and score with its final
+    weights; the metrics ``runner`` writes to metrics.json.
+
+    Phases, each a step below: ``inputs`` (read and checked before the base model loads),
+    ``load``, ``training``, ``save`` (the checkpoint's weights, when the settings ask for a
+    checkpoint), ``evaluation`` (held-out accuracy and the display scales), ``archive`` and
+    ``scoring`` (the traces, with every sequence evaluation forwarded reused). From ``save`` on the
+    model holds the weights the checkpoint stores, so a scoring-only job with that checkpoint
+    reports the same numbers.
+    """
     device = pick_device()
     audience: Audience = settings.audience or "personal"
     base = settings.base_model
     assert base is not None
     with phase("inputs"):
-        config = load_config(base)
-        tokenizer = load_tokenizer(base, max_length=settings.max_length, config=config)
-        cut_train: list[int] = []  # pairs with a side longer than the window
-        cut_eval: list[int] = []
-        train_pairs, train_encoded = encoded_pairs(job_dir, contract.TRAIN_PAIRS, tokenizer,
-                                                   audience, cut_train)
-        eval_pairs, eval_encoded = encoded_pairs(job_dir, contract.EVAL_PAIRS, tokenizer, audience,
-                                                 cut_eval)
-        traces = (traces_to_score(job_dir) if {"scores", "action_scores"} & set(settings.outputs)
-                  else [])
-        window = record_window(job_dir, settings, tokenizer)
-        progress.info(f"{len(train_pairs)} training pairs, {len(eval_pairs)} held out, "
-                      f"{len(traces)} traces to score, device {device}, window {window}, "
-                      f"chat template {template_kind(template_of(tokenizer))}")
-        # Checked before the model is loaded, as the seed asks (a real base model is a large
-        # download).
-        if len(train_pairs) + len(eval_pairs) < MIN_PAIRS:
-            raise NotEnoughPairsError(len(train_pairs) + len(eval_pairs))
-        if not train_pairs:
-            raise InputError("a training job needs at least one training pair",
-                             file=contract.TRAIN_PAIRS)
+        inputs = read_training_inputs(job_dir, settings, base, audience, device, progress)
     with phase("load"):
         torch.manual_seed(settings.seed)  # the new score head's initialisation
-        model = load_reward_model(base, device=device, tokenizer=tokenizer)
-    pad_id = tokenizer.pad_token_id
+        model = load_reward_model(base, device=device, tokenizer=inputs.tokenizer)
     with phase("training"):
-        result = train(model, train_encoded, epochs=settings.epochs, device=device, pad_id=pad_id,
-                       seed=settings.seed, progress=progress)
-    # From here on the model is what the checkpoint stores (the base model's dtype unless asked
-    # otherwise), held in fp32 (exact) and scored in the settings' precision: every number the job
-    # reports comes from those weights, so a scoring-only job with this checkpoint gives the same.
-    stored = (stored_dtype(config) if settings.checkpoint_dtype == "auto"
-              else getattr(torch, settings.checkpoint_dtype))
-    cast_parameters(model, stored)
-    precision = scoring_precision(settings.score_dtype, device)
+        result = train(model, inputs.train_encoded, epochs=settings.epochs, device=device,
+                       pad_id=inputs.tokenizer.pad_token_id, seed=settings.seed,
+                       progress=progress)
+    # Every sequence forwarded under the final weights, by its tokens: forwarded once only.
+    known: dict[tuple[int, ...], float] = {}
     progress.info(scoring_precision_note(settings.score_dtype, device))
     with ExitStack() as checkpoint:
-        if "checkpoint" in settings.outputs:
-            # The folder is renamed into place whole once the stats and the card are in it too.
-            writer = checkpoint.enter_context(writing_checkpoint(job_dir / contract.CHECKPOINT_DIR))
-            with phase("save"):
-                writer.save_model(model, tokenizer)
-                progress.info(f"checkpoint weights stored in {str(stored).removeprefix('torch.')}")
-        cast_parameters(model, torch.float32)
-        # Every sequence forwarded under the final weights, by its tokens: forwarded once only.
-        known: dict[tuple[int, ...], float] = {}
-        with phase("evaluation"), precision:
-            # Display scale from training pairs only (the seed): both sides of each sampled pair.
-            scale_pairs, action_scale_pairs = display_scale_sample([p.kind for p in train_pairs])
-            scale_encoded = [train_encoded[i] for i in sorted({*scale_pairs, *action_scale_pairs})]
-            evaluated = PhaseProgress(progress.info, "evaluation",
-                                      {"pairs": len(eval_encoded) + len(scale_encoded)},
-                                      work=forward_tokens(model, (*eval_encoded, *scale_encoded)))
-            eval_rewards = pair_rewards_from(model, eval_encoded, pad_id, known, evaluated)
-            pair_rewards_from(model, scale_encoded, pad_id, known, evaluated)
-            evaluated.emit()
-
-            def side_rewards(indices: list[int]) -> list[float]:
-                return [known[tuple(ids)] for i in indices
-                        for ids in (train_encoded[i].chosen_ids, train_encoded[i].rejected_ids)]
-
-            stats = reward_stats(side_rewards(scale_pairs))
-            action_stats = (reward_stats(side_rewards(action_scale_pairs)) if action_scale_pairs
-                            else None)
+        writer = store_weights(checkpoint, job_dir, settings, model, inputs, phase, progress)
+        cast_parameters(model, torch.float32)  # held exactly, scored in the settings' precision
+        with phase("evaluation"), scoring_precision(settings.score_dtype, device):
+            evaluation = evaluate(model, inputs, known, progress)
         metrics = training_metrics(
-            train_pairs=train_pairs, eval_pairs=eval_pairs, eval_rewards=eval_rewards,
+            train_pairs=inputs.train_pairs, eval_pairs=inputs.eval_pairs,
+            eval_rewards=evaluation.eval_rewards,
             excluded_cross_trace_pairs=settings.excluded_cross_trace_pairs,
             final_loss=result.final_loss, epochs=result.epochs, device=device, seconds=0.0,
-            max_length=window, chat_template=template_kind(template_of(tokenizer)),
-            truncated_pairs=len(cut_train) + len(cut_eval))
-        if "checkpoint" in settings.outputs:
+            max_length=inputs.window, chat_template=template_kind(template_of(inputs.tokenizer)),
+            truncated_pairs=inputs.truncated_pairs)
+        if writer is not None:
             writer.finish(evaluator=settings.evaluator, audience=audience, base_model=base,
-                          metrics=metrics, reward_stats=stats, action_reward_stats=action_stats)
-    if "checkpoint" in settings.outputs:
+                          metrics=metrics, reward_stats=evaluation.stats,
+                          action_reward_stats=evaluation.action_stats)
+    if writer is not None:
         with phase("archive"):
             archive(job_dir / contract.CHECKPOINT_DIR, job_dir / contract.ARCHIVE_NAME)
     write_losses(job_dir, result.step_losses)
     with phase("scoring"), scoring_precision(settings.score_dtype, device):
         # A model trained without action comparisons has no action credit: it scores whole traces
         # only.
-        counts = write_scores(job_dir, settings, model, tokenizer, audience, traces, stats,
-                              action_stats, progress, actions_need_stats=False, known=known)
+        counts = write_scores(job_dir, settings, model, inputs.tokenizer, audience, inputs.traces,
+                              evaluation.stats, evaluation.action_stats, progress,
+                              actions_need_stats=False, known=known)
     truncated = {k: v for k, v in counts.items() if k.startswith("truncated_")}
     # The loss curve the viewer draws: losses.json stays in scratch, the metrics are stored.
     return {**metrics, **truncated, "loss_curve": downsample(result.step_losses)}
+
+
+def read_training_inputs(job_dir: Path, settings: contract.JobSettings, base: str,
+                         audience: Audience, device: str, progress: Progress) -> TrainingInputs:
+    """The ``inputs`` phase: the tokenizer, the pairs and the traces, checked against the seed's
+    minimum before the model is loaded (a real base model is a large download)."""
+    config = load_config(base)
+    tokenizer = load_tokenizer(base, max_length=settings.max_length, config=config)
+    cut_train: list[int] = []  # pairs with a side longer than the window
+    cut_eval: list[int] = []
+    train_pairs, train_encoded = encoded_pairs(job_dir, contract.TRAIN_PAIRS, tokenizer, audience,
+                                               cut_train)
+    eval_pairs, eval_encoded = encoded_pairs(job_dir, contract.EVAL_PAIRS, tokenizer, audience,
+                                             cut_eval)
+    traces = (traces_to_score(job_dir) if {"scores", "action_scores"} & set(settings.outputs)
+              else [])
+    window = record_window(job_dir, settings, tokenizer)
+    progress.info(f"{len(train_pairs)} training pairs, {len(eval_pairs)} held out, "
+                  f"{len(traces)} traces to score, device {device}, window {window}, "
+                  f"chat template {template_kind(template_of(tokenizer))}")
+    if len(train_pairs) + len(eval_pairs) < MIN_PAIRS:
+        raise NotEnoughPairsError(len(train_pairs) + len(eval_pairs))
+    if not train_pairs:
+        raise InputError("a training job needs at least one training pair",
+                         file=contract.TRAIN_PAIRS)
+    return TrainingInputs(config, tokenizer, train_pairs, train_encoded, eval_pairs, eval_encoded,
+                          traces, window, len(cut_train) + len(cut_eval))
+
+
+def store_weights(checkpoint: ExitStack, job_dir: Path, settings: contract.JobSettings,
+                  model: Any, inputs: TrainingInputs, phase: Phase, progress: Progress) -> Any:
+    """Cast the trained model to the dtype the checkpoint stores (the base model's unless the
+    settings say otherwise) and, when the settings ask for a checkpoint, save its weights and
+    tokenizer (the ``save`` phase) into a checkpoint writer entered on ``checkpoint``: the folder
+    is renamed into place whole once its stats and card are in it too. The writer, or None."""
+    stored = (stored_dtype(inputs.config) if settings.checkpoint_dtype == "auto"
+              else getattr(torch, settings.checkpoint_dtype))
+    cast_parameters(model, stored)
+    if "checkpoint" not in settings.outputs:
+        return None
+    writer = checkpoint.enter_context(writing_checkpoint(job_dir / contract.CHECKPOINT_DIR))
+    with phase("save"):
+        writer.save_model(model, inputs.tokenizer)
+        progress.info(f"checkpoint weights stored in {str(stored).removeprefix('torch.')}")
+    return writer
+
+
+def evaluate(model: Any, inputs: TrainingInputs, known: dict[tuple[int, ...], float],
+             progress: Progress) -> Evaluation:
+    """The ``evaluation`` phase: the held-out pairs' rewards, and the display scales from both
+    sides of a sample of the training pairs only (the seed). Every sequence forwarded is added to
+    ``known``, for scoring to reuse."""
+    pad_id = inputs.tokenizer.pad_token_id
+    scale_pairs, action_scale_pairs = display_scale_sample([p.kind for p in inputs.train_pairs])
+    scale_encoded = [inputs.train_encoded[i] for i in sorted({*scale_pairs, *action_scale_pairs})]
+    evaluated = PhaseProgress(progress.info, "evaluation",
+                              {"pairs": len(inputs.eval_encoded) + len(scale_encoded)},
+                              work=forward_tokens(model, (*inputs.eval_encoded, *scale_encoded)))
+    eval_rewards = pair_rewards_from(model, inputs.eval_encoded, pad_id, known, evaluated)
+    pair_rewards_from(model, scale_encoded, pad_id, known, evaluated)
+    evaluated.emit()
+
+    def side_rewards(indices: list[int]) -> list[float]:
+        return [known[tuple(ids)] for i in indices for ids in (
+            inputs.train_encoded[i].chosen_ids, inputs.train_encoded[i].rejected_ids)]
+
+    return Evaluation(eval_rewards, reward_stats(side_rewards(scale_pairs)),
+                      reward_stats(side_rewards(action_scale_pairs)) if action_scale_pairs
+                      else None)
 
 
 def score_job(job_dir: Path, settings: contract.JobSettings, progress: Progress, phase: Phase

@@ -21,7 +21,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from stash_pipeline.compute import job as contract
+from stash_pipeline.compute import job as contract, job_log
 from stash_pipeline.worker.job_outputs import write_metrics
 from stash_pipeline.worker.progress import Progress, default_progress, logger, under_dagster_pipes
 from stash_pipeline.worker.stack import UnsupportedStackError, check_stack
@@ -39,18 +39,20 @@ class Phases:
     @contextmanager
     def __call__(self, name: str) -> Iterator[None]:
         self.current = name
-        self.progress.info(contract.phase_started_line(name))
+        self.progress.info(job_log.phase_started_line(name))
         started = time.perf_counter()
         yield
         seconds = time.perf_counter() - started
         self.seconds[name] = self.seconds.get(name, 0.0) + seconds
-        self.progress.info(contract.phase_done_line(name, seconds))
+        self.progress.info(job_log.phase_done_line(name, seconds))
         self.current = None
 
 
-def run_job(job_dir: Path, progress: Progress | None = None, phase: Phases | None = None,
-            attempt: str | None = None) -> dict[str, Any]:
-    """Run the job in ``job_dir`` and write its outputs; metrics.json last, as the success mark."""
+def train_or_score(job_dir: Path, progress: Progress | None = None, phase: Phases | None = None,
+                   attempt: str | None = None) -> dict[str, Any]:
+    """Train or score as the settings of the job in ``job_dir`` say and write its outputs;
+    metrics.json last, as the success mark. (``compute.run.run_job`` is the caller's side of a
+    job: write, run, read and prune.)"""
     started = time.perf_counter()
     progress = progress or default_progress()
     phase = phase or Phases(progress)
@@ -88,9 +90,9 @@ def main(job_dir: str) -> int:
     if not path.is_dir():
         print(f"job directory {job_dir} does not exist", file=sys.stderr)
         return 2
-    contract.retire_log(path)
+    job_log.retire_log(path)
     attempt = contract.attempt_of(path)
-    handler = logging.FileHandler(path / contract.LOG)
+    handler = logging.FileHandler(path / job_log.LOG)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.addHandler(handler)
@@ -109,7 +111,7 @@ def main(job_dir: str) -> int:
                     message_writer=contract.pipes_message_writer()))
             progress = default_progress(pipes)
             phase = Phases(progress)
-            metrics = run_job(path, progress, phase, attempt)
+            metrics = train_or_score(path, progress, phase, attempt)
             if pipes is not None:
                 pipes.report_custom_message({"metrics": metrics})
             return 0

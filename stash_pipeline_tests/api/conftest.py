@@ -15,8 +15,13 @@ import pytest
 from stash_pipeline.api import create_app
 from stash_pipeline.objects import LocalObjectStore, UrlSigner
 from stash_pipeline.store import Store, schema
-
-from api_helpers import SETTINGS, Api, loopback_socket, module_store, serve
+from stash_pipeline_tests.support.api_helpers import (
+    SETTINGS,
+    Api,
+    loopback_socket,
+    module_store,
+    serve,
+)
 
 
 @pytest.fixture(scope="module",

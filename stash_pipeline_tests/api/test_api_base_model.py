@@ -17,8 +17,14 @@ from stash_pipeline.core.failures import hide_server_paths
 from stash_pipeline.objects import LocalObjectStore, UrlSigner
 from stash_pipeline.pipelines.personal_training import attempt_name
 from stash_pipeline.store import Store
-
-from api_helpers import SETTINGS, Api, import_traces, loopback_socket, serve, succeed
+from stash_pipeline_tests.support.api_helpers import (
+    SETTINGS,
+    Api,
+    import_traces,
+    loopback_socket,
+    serve,
+    succeed,
+)
 
 RM = "/api/v1/rm/reward-models"
 

@@ -24,8 +24,14 @@ import pytest
 from stash_pipeline.api import create_app
 from stash_pipeline.objects import LocalObjectStore, UrlSigner
 from stash_pipeline.store import Store
+from stash_pipeline_tests.support.api_helpers import (
+    SETTINGS,
+    Api,
+    import_traces,
+    loopback_socket,
+    serve,
+)
 
-from api_helpers import SETTINGS, Api, import_traces, loopback_socket, serve
 from test_api_faults import assert_retryable
 
 pytestmark = pytest.mark.postgres

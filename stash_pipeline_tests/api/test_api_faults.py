@@ -20,8 +20,14 @@ from stash_pipeline.api import create_app
 from stash_pipeline.objects import LocalObjectStore, S3ObjectStore, UrlSigner
 from stash_pipeline.store import Store
 from stash_pipeline.store.engine import SQLITE_BUSY_TIMEOUT_ENV
-
-from api_helpers import SETTINGS, Api, import_traces, loopback_socket, serve, succeed
+from stash_pipeline_tests.support.api_helpers import (
+    SETTINGS,
+    Api,
+    import_traces,
+    loopback_socket,
+    serve,
+    succeed,
+)
 
 RM = "/api/v1/rm/reward-models"
 PARALLEL = 20

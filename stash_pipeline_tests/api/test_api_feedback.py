@@ -8,7 +8,7 @@ import json
 import httpx
 import pytest
 
-from api_helpers import Api, import_traces
+from stash_pipeline_tests.support.api_helpers import Api, import_traces
 
 API = "/api/v1"
 

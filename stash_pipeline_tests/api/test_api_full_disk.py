@@ -28,9 +28,14 @@ from stash_pipeline.objects import (
 )
 from stash_pipeline.services import accounts
 from stash_pipeline.store import Store
-
-from api_helpers import SETTINGS, Api, loopback_socket, serve, trace_object
-from full_disk import FILLER, contents, fill, small_disk
+from stash_pipeline_tests.support.api_helpers import (
+    SETTINGS,
+    Api,
+    loopback_socket,
+    serve,
+    trace_object,
+)
+from stash_pipeline_tests.support.full_disk import FILLER, contents, fill, small_disk
 
 TRACES = "/api/v1/traces"
 

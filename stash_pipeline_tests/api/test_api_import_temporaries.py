@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from api_helpers import SETTINGS, Api, import_traces
+from stash_pipeline_tests.support.api_helpers import SETTINGS, Api, import_traces
 
 TRACES = "/api/v1/traces"
 

@@ -9,8 +9,7 @@ import sqlalchemy as sa
 
 from stash_pipeline.store import Release, TraceScore
 from stash_pipeline.store.readonly_sql import SqlRefused, postgres
-
-from api_helpers import Api, import_traces, succeed
+from stash_pipeline_tests.support.api_helpers import Api, import_traces, succeed
 
 RM = "/api/v1/rm/reward-models"
 

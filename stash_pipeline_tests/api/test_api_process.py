@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from api_helpers import loopback_socket
-from waiting import PROCESS_EXIT_S, SERVER_START_S, bound, wait_until
+from stash_pipeline_tests.support.api_helpers import loopback_socket
+from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, SERVER_START_S, bound, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 PREFIX = "stash-api-import-"

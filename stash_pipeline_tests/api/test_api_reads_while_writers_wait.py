@@ -21,9 +21,14 @@ import sqlalchemy as sa
 from stash_pipeline.api import create_app
 from stash_pipeline.objects import LocalObjectStore, UrlSigner
 from stash_pipeline.store import Store
-
-from api_helpers import SETTINGS, Api, import_traces, loopback_socket, serve
-from waiting import PROCESS_EXIT_S, wait_until
+from stash_pipeline_tests.support.api_helpers import (
+    SETTINGS,
+    Api,
+    import_traces,
+    loopback_socket,
+    serve,
+)
+from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, wait_until
 
 WRITERS = 45
 WRITE_SLOTS = 8

@@ -11,9 +11,8 @@ import pytest
 
 from stash_pipeline.core.feedback import ReviewedComparison, feedback_id
 from stash_pipeline.importers import read_path
-
-from api_helpers import Api, trace_object
-from viewer_helpers import RELEASE, TRACES, World, scored_world
+from stash_pipeline_tests.support.api_helpers import Api, trace_object
+from stash_pipeline_tests.support.viewer_helpers import RELEASE, TRACES, World, scored_world
 
 
 @pytest.fixture

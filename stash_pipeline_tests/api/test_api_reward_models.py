@@ -9,8 +9,7 @@ import httpx
 import pytest
 
 from stash_pipeline.objects import UrlSigner
-
-from api_helpers import Api, import_traces, succeed
+from stash_pipeline_tests.support.api_helpers import Api, import_traces, succeed
 
 RM = "/api/v1/rm/reward-models"
 

@@ -13,8 +13,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 
 from stash_pipeline.api import create_app
-
-from api_helpers import Api, import_traces
+from stash_pipeline_tests.support.api_helpers import Api, import_traces
 
 schema = schemathesis.openapi.from_dict(create_app().openapi())
 

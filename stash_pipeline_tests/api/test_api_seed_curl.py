@@ -19,9 +19,8 @@ import pytest
 from stash_pipeline.cli import main
 from stash_pipeline.objects import object_store_from_env, reward_model_checkpoint_key
 from stash_pipeline.store import Store, schema
-
-from api_helpers import checkpoint_archive, loopback_socket
-from waiting import PROCESS_EXIT_S, SERVER_START_S, bound, wait_until
+from stash_pipeline_tests.support.api_helpers import checkpoint_archive, loopback_socket
+from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, SERVER_START_S, bound, wait_until
 
 SAMPLES = Path(__file__).resolve().parents[2] / "stash_pipeline" / "samples"
 CLI = [sys.executable, "-m", "stash_pipeline"]

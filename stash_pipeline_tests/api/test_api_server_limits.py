@@ -21,9 +21,8 @@ from stash_pipeline.api.settings import ServerSettings
 from stash_pipeline.objects import LocalObjectStore, UrlSigner
 from stash_pipeline.services import accounts
 from stash_pipeline.store import Store
-
-from api_helpers import SETTINGS, loopback_socket, serve
-from waiting import REQUEST_S, wait_until
+from stash_pipeline_tests.support.api_helpers import SETTINGS, loopback_socket, serve
+from stash_pipeline_tests.support.waiting import REQUEST_S, wait_until
 
 LIMITS = ServerSettings(header_timeout_s=1.0, body_timeout_s=1.5, idle_timeout_s=1.0,
                         max_connections=3)

@@ -7,8 +7,7 @@ import pytest
 
 from stash_pipeline.store import ActionScore, Release, Store, TraceScore
 from stash_pipeline.store.readonly_sql import ReadonlySql, SqlUnavailable
-
-from api_helpers import SETTINGS, Api, import_traces
+from stash_pipeline_tests.support.api_helpers import SETTINGS, Api, import_traces
 
 SQL = "/api/v1/sql"
 

@@ -17,8 +17,8 @@ from stash_pipeline.api import create_app
 from stash_pipeline.objects import LocalObjectStore, UrlSigner
 from stash_pipeline.store import ActionScore, Store, schema
 from stash_pipeline.store.readonly_sql import ReadonlySql, SqlBusy, SqlRefused
+from stash_pipeline_tests.support.api_helpers import SETTINGS, Api, loopback_socket, serve
 
-from api_helpers import SETTINGS, Api, loopback_socket, serve
 from test_api_isolation import mallory, victim  # noqa: F401 - fixtures
 
 SQL = "/api/v1/sql"

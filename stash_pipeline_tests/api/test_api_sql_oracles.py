@@ -14,7 +14,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from api_helpers import Api
+from stash_pipeline_tests.support.api_helpers import Api
+
 from test_api_isolation import mallory, victim  # noqa: F401 - fixtures
 from test_api_sql_hostile import answer, secrets  # noqa: F401 - fixture
 

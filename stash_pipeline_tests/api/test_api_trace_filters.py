@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from stash_pipeline.core.feedback import VerifiedOutcome
-
-from api_helpers import Api
-from viewer_helpers import TRACES, scored_world
+from stash_pipeline_tests.support.api_helpers import Api
+from stash_pipeline_tests.support.viewer_helpers import TRACES, scored_world
 
 
 def ids(response) -> list[str]:

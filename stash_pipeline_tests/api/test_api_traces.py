@@ -9,8 +9,7 @@ import httpx
 import pytest
 
 from stash_pipeline.store import ActionScore, Release, TraceScore
-
-from api_helpers import SETTINGS, Api, import_traces, trace_object
+from stash_pipeline_tests.support.api_helpers import SETTINGS, Api, import_traces, trace_object
 
 TRACES = "/api/v1/traces"
 

@@ -9,9 +9,16 @@ import pytest
 
 from stash_pipeline.core.estimates import auc
 from stash_pipeline.core.trust import HANDFUL_NOTE, figures_of
-
-from api_helpers import Api, import_traces
-from trust_helpers import COUNT, RELEASE, TRAINED, raw_score, succeeded, trace_id, trust_world
+from stash_pipeline_tests.support.api_helpers import Api, import_traces
+from stash_pipeline_tests.support.trust_helpers import (
+    COUNT,
+    RELEASE,
+    TRAINED,
+    raw_score,
+    succeeded,
+    trace_id,
+    trust_world,
+)
 
 RM = "/api/v1/rm/reward-models"
 

@@ -10,10 +10,16 @@ import pytest
 
 from stash_pipeline.core.trust import HANDFUL_NOTE
 from stash_pipeline.services import accounts
-
-from api_helpers import Api
-from trust_helpers import RELEASE as TRUST_RELEASE, trust_world
-from viewer_helpers import RELEASE, TRACES, World, report_progress, running_model, scored_world
+from stash_pipeline_tests.support.api_helpers import Api
+from stash_pipeline_tests.support.trust_helpers import RELEASE as TRUST_RELEASE, trust_world
+from stash_pipeline_tests.support.viewer_helpers import (
+    RELEASE,
+    TRACES,
+    World,
+    report_progress,
+    running_model,
+    scored_world,
+)
 
 
 @pytest.fixture

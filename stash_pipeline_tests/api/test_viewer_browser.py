@@ -16,11 +16,16 @@ import pytest
 
 from stash_pipeline.api.ui import pages
 from stash_pipeline.core.trust import HANDFUL_NOTE
-
-from api_helpers import Api
-from trust_helpers import RELEASE as TRUST_RELEASE, trust_world
-from viewer_helpers import RELEASE, World, report_progress, running_model, scored_world
-from waiting import REQUEST_S, bound
+from stash_pipeline_tests.support.api_helpers import Api
+from stash_pipeline_tests.support.trust_helpers import RELEASE as TRUST_RELEASE, trust_world
+from stash_pipeline_tests.support.viewer_helpers import (
+    RELEASE,
+    World,
+    report_progress,
+    running_model,
+    scored_world,
+)
+from stash_pipeline_tests.support.waiting import REQUEST_S, bound
 
 SCREENSHOTS_DIR = os.environ.get("STASH_SCREENSHOTS")
 CHROMEDRIVER = shutil.which("chromedriver")

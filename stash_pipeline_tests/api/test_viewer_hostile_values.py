@@ -9,10 +9,11 @@ import base64
 import httpx
 import pytest
 
-from api_helpers import TLS, Api
+from stash_pipeline_tests.support.api_helpers import TLS, Api
+from stash_pipeline_tests.support.viewer_helpers import World, scored_world
+from stash_pipeline_tests.support.waiting import REQUEST_S
+
 from test_viewer import csrf, login
-from viewer_helpers import World, scored_world
-from waiting import REQUEST_S
 
 COOKIE = "stash_session"
 

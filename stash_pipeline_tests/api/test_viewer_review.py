@@ -14,10 +14,10 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from stash_pipeline.core.feedback import ReviewedComparison, feedback_id
+from stash_pipeline_tests.support.api_helpers import Api, import_traces, trace_object
+from stash_pipeline_tests.support.viewer_helpers import TRACES, World, scored_world
 
-from api_helpers import Api, import_traces, trace_object
 from test_viewer import csrf, error_of, login
-from viewer_helpers import TRACES, World, scored_world
 
 
 @pytest.fixture

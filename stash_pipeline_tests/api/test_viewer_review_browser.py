@@ -11,10 +11,10 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from stash_pipeline.core.feedback import Comment, ReviewedComparison
+from stash_pipeline_tests.support.api_helpers import Api
+from stash_pipeline_tests.support.viewer_helpers import AirlineWorld, airline_world
 
-from api_helpers import Api
 from test_viewer_browser import browser, chromium, log_in, pytestmark, shoot  # noqa: F401
-from viewer_helpers import AirlineWorld, airline_world
 
 
 @pytest.fixture

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from stash_pipeline.cli.dev import PROJECT_ROOT, dev_command
-
-from waiting import PROCESS_EXIT_S, SERVER_START_S, bound, wait_until
+from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, SERVER_START_S, bound, wait_until
 
 
 def test_a_checkout_runs_dg_dev_on_its_workspace():

@@ -9,8 +9,7 @@ import pytest
 
 from stash_pipeline.cli import main
 from stash_pipeline.store import Store
-
-from shared_samples import contributions
+from stash_pipeline_tests.support.shared_samples import contributions
 
 
 @pytest.fixture

@@ -14,16 +14,13 @@ from stash_pipeline.cli import main
 from stash_pipeline.core.failures import reason_line
 from stash_pipeline.objects import LocalObjectStore, UrlSigner
 from stash_pipeline.services import accounts
-from stash_pipeline_tests.cli.cli_helpers import cli_store, run_json  # noqa: F401 - a fixture
+from stash_pipeline_tests.support.cli_helpers import cli_store, run_json  # noqa: F401 - a fixture
 
 from test_cli_rm import HOTPOTQA
 
-# api_helpers (a served API on a given store) lives beside the API suite.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
-
 
 def test_a_failed_jobs_error_shows_no_server_path(cli_store, tmp_path, monkeypatch, capsys):
-    from api_helpers import SETTINGS, Api, loopback_socket, serve
+    from stash_pipeline_tests.support.api_helpers import SETTINGS, Api, loopback_socket, serve
 
     scratch, models = tmp_path / "scratch", tmp_path / "models"
     monkeypatch.setenv("RM_ARTIFACT_DIR", str(scratch))

@@ -3,17 +3,11 @@ a traceback (issue 22)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
 from stash_pipeline.cli import main
 
 from test_cli_rm import home  # noqa: F401 - fixture
-
-# api_helpers (a succeeded model with its checkpoint) lives beside the API suite.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
 
 
 def test_create_wait_without_an_api_key_says_so_in_one_line(home, capsys,
@@ -64,8 +58,7 @@ def test_weights_while_the_object_store_is_down_says_so_in_one_line(home, capsys
     from stash_pipeline.objects import S3ObjectStore
     from stash_pipeline.services import reward_models
     from stash_pipeline.store import Store
-
-    from api_helpers import succeed
+    from stash_pipeline_tests.support.api_helpers import succeed
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()

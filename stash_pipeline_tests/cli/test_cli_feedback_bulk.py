@@ -8,7 +8,7 @@ import json
 
 from stash_pipeline.cli import main
 from stash_pipeline.core.feedback import ReviewedComparison
-from stash_pipeline_tests.cli.cli_helpers import cli_store, run_json  # noqa: F401 - a fixture
+from stash_pipeline_tests.support.cli_helpers import cli_store, run_json  # noqa: F401 - a fixture
 
 
 def trace(trace_id: str, reply: str, feedback: list | None = None) -> dict:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from waiting import PROCESS_EXIT_S, bound
+from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, bound
 
 pytestmark = [pytest.mark.slow, pytest.mark.worker_process]
 SAMPLES = Path(__file__).resolve().parents[2] / "stash_pipeline" / "samples"

@@ -6,8 +6,7 @@ from pathlib import Path
 import pytest
 
 from stash_pipeline.cli import main
-
-from waiting import PROCESS_EXIT_S, bound
+from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, bound
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 SAMPLES = Path(__file__).resolve().parents[2] / "stash_pipeline" / "samples" / "support-agent.jsonl"

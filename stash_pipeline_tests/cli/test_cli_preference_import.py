@@ -11,7 +11,7 @@ from pathlib import Path
 from stash_pipeline.cli import main
 from stash_pipeline.importers import read_path
 from stash_pipeline.store import schema
-from stash_pipeline_tests.cli.cli_helpers import cli_store, run_json  # noqa: F401 - a fixture
+from stash_pipeline_tests.support.cli_helpers import cli_store, run_json  # noqa: F401 - a fixture
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 HH_DEV = DATA / "hh-rlhf" / "harmless-base-dev.jsonl.gz"

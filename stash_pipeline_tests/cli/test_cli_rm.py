@@ -12,8 +12,7 @@ import dagster as dg
 import pytest
 
 from stash_pipeline.cli import main
-
-from tiny_models import SHARED_DATA
+from stash_pipeline_tests.support.tiny_models import SHARED_DATA
 
 HOTPOTQA = SHARED_DATA / "agentprocessbench" / "hotpotqa.jsonl"
 

@@ -3,17 +3,11 @@ sentence instead of a bare accuracy, every figure with its interval and n, and J
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 from stash_pipeline.cli import main
 from stash_pipeline.core.trust import HANDFUL_NOTE
 from stash_pipeline.store import Release, TraceScore
-
-from cli_helpers import cli_store, run_json  # noqa: F401 - the fixture
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
-from store_samples import trust_sample
+from stash_pipeline_tests.support.cli_helpers import cli_store, run_json  # noqa: F401 - the fixture
+from stash_pipeline_tests.support.store_samples import trust_sample
 
 
 def test_rm_show_says_a_handful_instead_of_a_bare_one(cli_store, capsys):

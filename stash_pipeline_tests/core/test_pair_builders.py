@@ -13,8 +13,7 @@ from stash_pipeline.core.feedback import (
 from stash_pipeline.core.pair_builders import AUDIENCE_SOURCES, build_feedback_pairs
 from stash_pipeline.core.pairs import Pair, pair_context
 from stash_pipeline.core.traces import Message
-
-from pair_fixtures import text_trace, tool_trace
+from stash_pipeline_tests.support.pair_fixtures import text_trace, tool_trace
 
 
 def test_step_ratings_pair_every_higher_with_every_lower_action_of_a_trace():

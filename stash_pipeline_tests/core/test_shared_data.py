@@ -19,8 +19,7 @@ from stash_pipeline.core.shared_data import (
     not_trainable_advice,
 )
 from stash_pipeline.pipelines.training_pairs import training_pairs
-
-from pair_fixtures import tool_trace
+from stash_pipeline_tests.support.pair_fixtures import tool_trace
 
 
 def task_in_share(inside: bool, domain: str = "airline") -> str:

@@ -9,8 +9,7 @@ import dagster as dg
 import pytest
 
 from stash_pipeline.store import Store
-
-from dagster_storage import copy_of
+from stash_pipeline_tests.support.dagster_storage import copy_of
 
 
 @pytest.fixture
@@ -44,11 +43,11 @@ def instance(tmp_path: Path, test_instance_template: Path):
 @pytest.fixture(scope="session")
 def shared_checkpoint(tmp_path_factory: pytest.TempPathFactory, pipeline_base_model: Path) -> Path:
     """A tiny shared-evaluator checkpoint archive (trained on action comparisons), built once."""
-    from stash_pipeline.compute.job import ARCHIVE_NAME, JobSettings, failure_reason, write_job
+    from stash_pipeline.compute.job import ARCHIVE_NAME, JobSettings, write_job
+    from stash_pipeline.compute.job_log import failure_reason
     from stash_pipeline.core.pair_builders import build_feedback_pairs
     from stash_pipeline.worker.runner import main
-
-    from shared_samples import contributions
+    from stash_pipeline_tests.support.shared_samples import contributions
 
     records = contributions("airline", 3) + contributions("retail", 3)
     pairs = build_feedback_pairs([r.trace for r in records],

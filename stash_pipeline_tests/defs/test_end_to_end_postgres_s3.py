@@ -20,9 +20,8 @@ from stash_pipeline.instance import definitions, run_sensor_requests
 from stash_pipeline.objects import object_store_from_env
 from stash_pipeline.services import reward_models
 from stash_pipeline.store import Store, schema
-
-from object_helpers import s3_environ
-from tiny_models import AGENTPROCESSBENCH
+from stash_pipeline_tests.support.object_helpers import s3_environ
+from stash_pipeline_tests.support.tiny_models import AGENTPROCESSBENCH
 
 # The worker as its own process, as deployed: the Pipes protocol between two processes.
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.worker_process]

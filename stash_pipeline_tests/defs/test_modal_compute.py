@@ -22,10 +22,9 @@ from stash_pipeline.compute.outcome import WorkerExit
 from stash_pipeline.compute.remote import worker_environment
 from stash_pipeline.instance import definitions, run_sensor_requests
 from stash_pipeline.services import reward_models
-
-from in_process_compute import run_worker_in_process
-from object_helpers import s3_environ
-from pipeline_helpers import agentprocessbench_records
+from stash_pipeline_tests.support.in_process_compute import run_worker_in_process
+from stash_pipeline_tests.support.object_helpers import s3_environ
+from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records
 
 MODAL_APP = Path(__file__).resolve().parents[2] / "deploy" / "modal_app.py"
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from stash_pipeline.compute.job import LOG, PHASES, job_directory
+from stash_pipeline.compute.job import job_directory
+from stash_pipeline.compute.job_log import LOG, PHASES
 from stash_pipeline.core.failures import hide_server_paths
 from stash_pipeline.defs.personal.sensors import queued_reward_models
 from stash_pipeline.instance import definitions, run_sensor_requests
@@ -20,8 +21,7 @@ from stash_pipeline.pipelines import personal_training
 from stash_pipeline.pipelines.personal_training import attempt_name
 from stash_pipeline.services import reward_models
 from stash_pipeline.store import Store
-
-from pipeline_helpers import agentprocessbench_records
+from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records
 
 METRIC_FIELDS = {"train_pairs", "eval_pairs", "eval_accuracy", "action_scoring_version",
                  "action_train_pairs", "action_eval_pairs", "action_eval_accuracy",
@@ -302,7 +302,7 @@ def test_a_reimport_that_orphans_feedback_still_trains(store, instance, pipeline
 
 @pytest.mark.slow
 def test_worker_log_has_every_phase_with_its_duration(store, instance, pipeline_base_model, home):
-    from stash_pipeline.compute.job import phase_seconds
+    from stash_pipeline.compute.job_log import phase_seconds
 
     records = agentprocessbench_records(4)
     store.import_traces(records)
@@ -321,7 +321,8 @@ def test_score_again_uses_the_audience_the_checkpoint_was_trained_for(store, ins
                                                                      tiny_base_model, home):
     """A shared-audience checkpoint rescored: the same scores as when it was trained (today's
     bug was a scoring-only job defaulting to the personal rendering)."""
-    from stash_pipeline.compute.job import ARCHIVE_NAME, JobSettings, failure_reason, write_job
+    from stash_pipeline.compute.job import ARCHIVE_NAME, JobSettings, write_job
+    from stash_pipeline.compute.job_log import failure_reason
     from stash_pipeline.importers import read_path
     from stash_pipeline.objects import object_store_from_env
     from stash_pipeline.pipelines.worker_jobs import read_results

@@ -10,8 +10,8 @@ import pytest
 
 from stash_pipeline.instance import definitions
 from stash_pipeline.pipelines import personal_training
+from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records
 
-from pipeline_helpers import agentprocessbench_records
 from test_personal_pipeline import request
 
 pytestmark = pytest.mark.slow

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dagster as dg
+import pytest
+
 from stash_pipeline.compute.outcome import WorkerFailed
 from stash_pipeline.core.failures import reason_line
 from stash_pipeline.definitions import defs
-from stash_pipeline.defs.worker_runs import failure_description, failure_text
+from stash_pipeline.defs.worker_runs import failing_step, failure_description, failure_text
 
 LOG_TAIL = ("attempt a1 started\nphase inputs started\nTraceback (most recent call last):\n"
             '  File "x.py", line 1\nInputError: bad\n'
@@ -33,3 +36,19 @@ def test_a_step_failure_leads_with_the_one_line_reason():
     assert reason_line(LOG_TAIL) == first
     assert failure_description(ValueError("one line")) == "ValueError: one line"
     assert reason_line(None) is None and reason_line("\n\n") is None
+
+
+def test_a_failing_step_tells_its_model_then_fails_with_the_reason_first():
+    told = []
+    with pytest.raises(dg.Failure) as failed, failing_step(told.append):
+        raise WorkerFailed(LOG_TAIL)
+    assert [failure_text(error) for error in told] == [LOG_TAIL]
+    assert failed.value.description == failure_description(told[0])
+    assert isinstance(failed.value.__cause__, WorkerFailed)
+    # A step's own Failure keeps its words; the model still hears of it.
+    with pytest.raises(dg.Failure, match="no candidate") as failed, failing_step(told.append):
+        raise dg.Failure(description="no candidate")
+    assert failed.value.description == "no candidate" and len(told) == 2
+    with failing_step(told.append):
+        pass
+    assert len(told) == 2

@@ -14,8 +14,7 @@ from stash_pipeline.core.feedback import (
 )
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.instance import definitions
-
-from shared_samples import contributions, trace
+from stash_pipeline_tests.support.shared_samples import contributions, trace
 
 
 def build_pairs(instance: dg.DagsterInstance) -> tuple[str, dict]:

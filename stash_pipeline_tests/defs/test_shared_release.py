@@ -17,9 +17,8 @@ import pytest
 from stash_pipeline.defs.shared.sensors import request_run_key
 from stash_pipeline.instance import definitions, run_sensor_requests
 from stash_pipeline.store import Store
-
-from in_process_compute import with_in_process_compute
-from shared_samples import contributions
+from stash_pipeline_tests.support.in_process_compute import with_in_process_compute
+from stash_pipeline_tests.support.shared_samples import contributions
 
 pytestmark = pytest.mark.slow
 EPOCHS = 3

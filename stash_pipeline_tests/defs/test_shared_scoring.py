@@ -16,8 +16,7 @@ from stash_pipeline.defs.shared.sensors import (
 )
 from stash_pipeline.instance import definitions, run_sensor_requests
 from stash_pipeline.store import Release
-
-from shared_samples import trace
+from stash_pipeline_tests.support.shared_samples import trace
 
 pytestmark = pytest.mark.slow
 

@@ -9,8 +9,7 @@ import pytest
 
 from stash_pipeline.instance import definitions
 from stash_pipeline.objects.keys import result_key, shared_evaluator_checkpoint_key
-
-from shared_samples import contributions
+from stash_pipeline_tests.support.shared_samples import contributions
 
 TRAINING_STEPS = [dg.AssetKey(name) for name in
                   ("shared_training_pairs", "shared_split", "shared_candidate")]

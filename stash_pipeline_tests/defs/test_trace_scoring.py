@@ -20,8 +20,7 @@ from stash_pipeline.objects.keys import shared_evaluator_checkpoint_key
 from stash_pipeline.pipelines import trace_scoring
 from stash_pipeline.services import reward_models, scoring_requests
 from stash_pipeline.store import Release, Store, schema
-
-from pipeline_helpers import agentprocessbench_records
+from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,7 @@ from dagster._daemon.sensor import fetch_existing_runs
 from stash_pipeline.instance import RUN_KEY_TAG, SENSOR_NAME_TAG, definitions, run_sensor_requests
 from stash_pipeline.services import reward_models
 from stash_pipeline.store import Store
-
-from pipeline_helpers import agentprocessbench_records
+from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records
 
 SENSOR = "queued_reward_models"
 

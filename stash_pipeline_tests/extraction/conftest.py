@@ -3,9 +3,8 @@ from __future__ import annotations
 import pytest
 
 from stash_pipeline.extraction.config import ExtractionConfig
-
-from fake_anthropic import FakeAnthropic
-from waiting import REQUEST_S, bound
+from stash_pipeline_tests.support.fake_anthropic import FakeAnthropic
+from stash_pipeline_tests.support.waiting import REQUEST_S, bound
 
 
 @pytest.fixture

@@ -11,8 +11,7 @@ from stash_pipeline.extraction import (
     MissingApiKeyError,
     extract_feedback_pairs,
 )
-
-from fake_anthropic import error_body, text_message
+from stash_pipeline_tests.support.fake_anthropic import error_body, text_message
 
 TRACE = Trace(
     id="t1", agent="travel-bot", domain="airline",

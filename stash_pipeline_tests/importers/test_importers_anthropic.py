@@ -6,8 +6,12 @@ import pytest
 
 from stash_pipeline.core.feedback import Rating
 from stash_pipeline.importers import detect_format
-
-from importer_helpers import import_error, read_all, write_json, write_jsonl
+from stash_pipeline_tests.support.importer_helpers import (
+    import_error,
+    read_all,
+    write_json,
+    write_jsonl,
+)
 
 
 def refund_trace(**extra):

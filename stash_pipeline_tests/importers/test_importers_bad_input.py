@@ -8,8 +8,12 @@ import pytest
 
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.importers import read_path
-
-from importer_helpers import import_error, read_all, write_json, write_jsonl
+from stash_pipeline_tests.support.importer_helpers import (
+    import_error,
+    read_all,
+    write_json,
+    write_jsonl,
+)
 
 GOOD = {"id": "good", "messages": [{"role": "user", "content": "hi"},
                                    {"role": "assistant", "content": "hello"}]}

@@ -5,8 +5,7 @@ from __future__ import annotations
 from stash_pipeline.core.feedback import Rating, VerifiedOutcome
 from stash_pipeline.core.traces import content_trace_id
 from stash_pipeline.importers import detect_format
-
-from importer_helpers import read_all, write_json, write_jsonl
+from stash_pipeline_tests.support.importer_helpers import read_all, write_json, write_jsonl
 
 
 def tau2_run(simulations, **environment):

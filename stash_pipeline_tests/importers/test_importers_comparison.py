@@ -6,8 +6,7 @@ import pytest
 
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import ReviewedComparison, feedback_id
-
-from importer_helpers import read_all, write_json
+from stash_pipeline_tests.support.importer_helpers import read_all, write_json
 
 MESSAGES = [{"role": "user", "content": "Move my flight."},
             {"role": "assistant", "content": "Done, moved.", "tool_calls": [

@@ -16,8 +16,12 @@ from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.validation import MAX_JSON_DEPTH, MAX_TEXT_CHARS
 from stash_pipeline.importers import ImportLimits
 from stash_pipeline.importers.limits import JsonRefused, JsonScanner, NestingTooDeep
-
-from importer_helpers import import_error, read_all, write_json, write_jsonl
+from stash_pipeline_tests.support.importer_helpers import (
+    import_error,
+    read_all,
+    write_json,
+    write_jsonl,
+)
 
 MESSAGES = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
 

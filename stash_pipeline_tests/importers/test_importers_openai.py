@@ -9,8 +9,12 @@ import pytest
 from stash_pipeline.core.feedback import Comment, Rating, VerifiedOutcome
 from stash_pipeline.core.traces import content_trace_id
 from stash_pipeline.importers import detect_format
-
-from importer_helpers import import_error, read_all, write_json, write_jsonl
+from stash_pipeline_tests.support.importer_helpers import (
+    import_error,
+    read_all,
+    write_json,
+    write_jsonl,
+)
 
 WEATHER_TOOL = {"type": "function", "function": {
     "name": "get_weather", "description": "Weather for a city",

@@ -6,8 +6,12 @@ import json
 import uuid
 
 from stash_pipeline.importers import detect_format
-
-from importer_helpers import import_error, read_all, write_json, write_jsonl
+from stash_pipeline_tests.support.importer_helpers import (
+    import_error,
+    read_all,
+    write_json,
+    write_jsonl,
+)
 
 TRACE = "5b8efff798038103d269b633813fc60c"
 SYSTEM = [{"type": "text", "content": "You are a weather agent."}]

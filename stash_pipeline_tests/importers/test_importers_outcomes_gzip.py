@@ -9,7 +9,7 @@ import pytest
 
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import VerifiedOutcome
-from stash_pipeline_tests.importers.importer_helpers import (
+from stash_pipeline_tests.support.importer_helpers import (
     read_all,
     shared_data,
     write_json,

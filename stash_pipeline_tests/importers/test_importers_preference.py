@@ -12,7 +12,7 @@ from stash_pipeline.core.feedback import ReviewedComparison
 from stash_pipeline.core.pair_builders import build_feedback_pairs
 from stash_pipeline.core.pairs import pair_context
 from stash_pipeline.importers import detect_format
-from stash_pipeline_tests.importers.importer_helpers import read_all, write_json, write_jsonl
+from stash_pipeline_tests.support.importer_helpers import read_all, write_json, write_jsonl
 
 HH = {"chosen": "\n\nHuman: Hi there\n\nAssistant: Hello!\n\nHuman: Capital of France?"
                 "\n\nAssistant: Paris.",

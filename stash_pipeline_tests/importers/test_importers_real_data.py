@@ -11,8 +11,7 @@ from stash_pipeline.core.feedback import Rating, VerifiedOutcome
 from stash_pipeline.core.traces import summarize
 from stash_pipeline.importers import detect_format
 from stash_pipeline.importers.fields import UNPARSED_ARGUMENTS_KEY
-
-from importer_helpers import read_all, shared_data
+from stash_pipeline_tests.support.importer_helpers import read_all, shared_data
 
 TAU2_RUNS = sorted(shared_data("tau2-bench", "runs").glob("*.json"))
 HOTPOTQA = shared_data("agentprocessbench", "hotpotqa.jsonl")

@@ -8,8 +8,7 @@ import pytest
 
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.importers import read_path
-
-from importer_helpers import read_all, write_json
+from stash_pipeline_tests.support.importer_helpers import read_all, write_json
 
 RECORDS = 2_000
 

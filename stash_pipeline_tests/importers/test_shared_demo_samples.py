@@ -15,8 +15,7 @@ from pathlib import Path
 from stash_pipeline.core.feedback import Rating, ReviewedComparison
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.importers import read_path
-
-from shared_samples import contributions
+from stash_pipeline_tests.support.shared_samples import contributions
 
 SAMPLE = Path(__file__).resolve().parents[2] / "stash_pipeline" / "samples" / "shared" / \
     "contributions.jsonl"

@@ -17,8 +17,13 @@ from stash_pipeline.objects import (
     S3Settings,
     object_store_from_env,
 )
-
-from object_helpers import SECRET_KEY, assert_no_credentials, random_file, s3_environ, sha256
+from stash_pipeline_tests.support.object_helpers import (
+    SECRET_KEY,
+    assert_no_credentials,
+    random_file,
+    s3_environ,
+    sha256,
+)
 
 SIGNING_KEY = "k" * 40
 

@@ -24,8 +24,7 @@ from stash_pipeline.objects import (
     reward_model_checkpoint_key,
 )
 from stash_pipeline.objects.signing import load_or_create_key_file
-
-from object_helpers import random_file, sha256
+from stash_pipeline_tests.support.object_helpers import random_file, sha256
 
 KEY = reward_model_checkpoint_key("model-1", 1)
 SECRET = b"s" * 32

@@ -23,8 +23,13 @@ from stash_pipeline.objects import (
     reward_model_checkpoint_key,
     shared_evaluator_checkpoint_key,
 )
-
-from object_helpers import ACCESS_KEY, SECRET_KEY, assert_no_credentials, random_file, sha256
+from stash_pipeline_tests.support.object_helpers import (
+    ACCESS_KEY,
+    SECRET_KEY,
+    assert_no_credentials,
+    random_file,
+    sha256,
+)
 
 MIB = 1024 * 1024
 KEY = reward_model_checkpoint_key("model-1", 1)

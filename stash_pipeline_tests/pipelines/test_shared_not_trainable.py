@@ -9,8 +9,7 @@ from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.core.split import NotEnoughPairsError
 from stash_pipeline.extraction.config import ExtractionConfig
 from stash_pipeline.pipelines import shared_evaluator
-
-from shared_samples import trace
+from stash_pipeline_tests.support.shared_samples import trace
 
 
 def test_outcome_only_data_names_the_benchmark_only_rule_and_what_would_train(store):

@@ -7,8 +7,7 @@ import pytest
 from stash_pipeline.core.errors import InputError, NotFoundError
 from stash_pipeline.services import reward_models
 from stash_pipeline.store import Store
-
-from store_samples import make_record, make_trace
+from stash_pipeline_tests.support.store_samples import make_record, make_trace
 
 
 class Urls:

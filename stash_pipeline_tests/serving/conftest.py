@@ -12,9 +12,15 @@ import pytest
 
 from stash_pipeline.store import schema
 from stash_pipeline.worker.checkpoint import archive
-
-from serving_helpers import Api, Deployment, api_server, local_objects, module_store, scoring_server
-from tiny_models import random_head_checkpoint
+from stash_pipeline_tests.support.serving_helpers import (
+    Api,
+    Deployment,
+    api_server,
+    local_objects,
+    module_store,
+    scoring_server,
+)
+from stash_pipeline_tests.support.tiny_models import random_head_checkpoint
 
 
 @pytest.fixture(scope="session")

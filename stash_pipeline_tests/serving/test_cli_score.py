@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from stash_pipeline.cli import main
-
-from serving_helpers import (
+from stash_pipeline_tests.support.serving_helpers import (
     SECRET,
     Deployment,
     conversation,

@@ -11,8 +11,7 @@ import pytest
 
 from stash_pipeline.core.reward_requests import MAX_CANDIDATES, MAX_MESSAGES
 from stash_pipeline.worker.serving import Engine
-
-from serving_helpers import (
+from stash_pipeline_tests.support.serving_helpers import (
     Api,
     Deployment,
     api_server,

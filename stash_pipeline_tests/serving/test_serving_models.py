@@ -16,9 +16,8 @@ from stash_pipeline.objects import reward_model_checkpoint_key
 from stash_pipeline.serving import models as serving_models
 from stash_pipeline.serving.models import ModelFailed, ModelLoading, ModelRegistry
 from stash_pipeline.store import Release, Store
-
-from serving_helpers import local_objects
-from store_samples import make_record, make_trace
+from stash_pipeline_tests.support.serving_helpers import local_objects
+from stash_pipeline_tests.support.store_samples import make_record, make_trace
 
 
 class RecordingEngine:

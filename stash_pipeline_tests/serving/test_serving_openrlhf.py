@@ -10,8 +10,7 @@ from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.traces import Message, ToolCall
 from stash_pipeline.serving import openrlhf
 from stash_pipeline.worker.scoring import RewardModel
-
-from serving_helpers import (
+from stash_pipeline_tests.support.serving_helpers import (
     Deployment,
     conversation,
     import_conversations,

@@ -17,8 +17,7 @@ from stash_pipeline.core.errors import InputError, NotFoundError
 from stash_pipeline.core.feedback import Rating
 from stash_pipeline.store import Store, schema
 from stash_pipeline.store.imports import action_row, trace_row
-
-from store_samples import make_record, make_trace
+from stash_pipeline_tests.support.store_samples import make_record, make_trace
 
 
 def test_a_trace_id_with_a_slash_is_refused_at_import(store: Store, tmp_path,

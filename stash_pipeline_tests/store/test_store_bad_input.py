@@ -26,8 +26,7 @@ from stash_pipeline.core.feedback import (
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.store import Store
-
-from store_samples import make_record, make_trace
+from stash_pipeline_tests.support.store_samples import make_record, make_trace
 
 LONG = "n" * 257
 DEEP: object = 1

@@ -22,10 +22,14 @@ from stash_pipeline.core.feedback import Rating, feedback_id
 from stash_pipeline.store import Store
 from stash_pipeline.store.engine import current_revision, head_revision
 from stash_pipeline.store.locks import ConcurrentWriteError, lock_traces
-
-from forked_cli import Command, run_at_once
-from store_samples import feedback_on, make_record, make_trace, preview_report
-from waiting import PROCESS_EXIT_S, bound
+from stash_pipeline_tests.support.forked_cli import Command, run_at_once
+from stash_pipeline_tests.support.store_samples import (
+    feedback_on,
+    make_record,
+    make_trace,
+    preview_report,
+)
+from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, bound
 
 SAMPLES = Path(__file__).resolve().parents[2] / "stash_pipeline" / "samples"
 

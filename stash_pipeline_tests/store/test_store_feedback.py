@@ -7,8 +7,12 @@ import pytest
 from stash_pipeline.core.errors import InputError, NotFoundError
 from stash_pipeline.core.feedback import Comment, Rating, feedback_id
 from stash_pipeline.store import Store
-
-from store_samples import comparison, feedback_on, make_record, make_trace
+from stash_pipeline_tests.support.store_samples import (
+    comparison,
+    feedback_on,
+    make_record,
+    make_trace,
+)
 
 
 @pytest.fixture

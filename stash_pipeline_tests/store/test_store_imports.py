@@ -9,8 +9,12 @@ from stash_pipeline.core.errors import InputError, NotFoundError, OwnershipError
 from stash_pipeline.core.serialize import trace_to_dict
 from stash_pipeline.core.traces import Message, Trace, summarize
 from stash_pipeline.store import ActionScore, Release, Store, TraceScore
-
-from store_samples import comparison, feedback_on, make_record, make_trace
+from stash_pipeline_tests.support.store_samples import (
+    comparison,
+    feedback_on,
+    make_record,
+    make_trace,
+)
 
 
 def stored_form(trace: Trace, version: int = 1) -> dict:

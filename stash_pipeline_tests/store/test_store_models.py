@@ -8,8 +8,7 @@ from stash_pipeline.core.requests import RewardModelRequest, parse_reward_model_
 from stash_pipeline.core.traces import action_messages
 from stash_pipeline.core.training_settings import ERROR_TAIL_CHARS
 from stash_pipeline.store import ActionScore, StatusError, Store, TraceScore
-
-from store_samples import make_record, make_trace
+from stash_pipeline_tests.support.store_samples import make_record, make_trace
 
 
 def request(name: str, trace_ids: list[str], **fields) -> RewardModelRequest:

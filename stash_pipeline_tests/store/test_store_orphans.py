@@ -14,8 +14,7 @@ from stash_pipeline.cli import main
 from stash_pipeline.core.errors import NotFoundError
 from stash_pipeline.core.feedback import Comment, Rating, ReviewedComparison, feedback_id
 from stash_pipeline.store import Store
-
-from store_samples import make_record, make_trace, preview_report
+from stash_pipeline_tests.support.store_samples import make_record, make_trace, preview_report
 
 GONE = "t/m5.call0"  # an action of the two-turn trace that the one-turn trace does not have
 KEPT = "t/m2.call0"

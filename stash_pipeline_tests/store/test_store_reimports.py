@@ -14,8 +14,7 @@ from stash_pipeline.core.traces import Message, ToolCall, Trace, action_messages
 from stash_pipeline.extraction.config import ExtractionConfig
 from stash_pipeline.pipelines.training_pairs import training_pairs
 from stash_pipeline.store import ActionScore, Store, TraceScore
-
-from store_samples import feedback_on, make_record, make_trace
+from stash_pipeline_tests.support.store_samples import feedback_on, make_record, make_trace
 
 
 def test_an_identical_reimport_keeps_version_scores_and_marks(store: Store) -> None:

@@ -15,8 +15,7 @@ from stash_pipeline.core.review_order import Verdicts, personal_verdict, reason,
 from stash_pipeline.core.trace_search import TraceFilter, parse_filter
 from stash_pipeline.store import ActionScore, Release, Store, TraceScore, schema
 from stash_pipeline.store.review_queue import QueueScope
-
-from store_samples import make_record, make_trace
+from stash_pipeline_tests.support.store_samples import make_record, make_trace
 
 RELEASE = "20260101-000000-release"
 MODEL = "model-1"

@@ -4,8 +4,7 @@ import pytest
 
 from stash_pipeline.core.errors import NotFoundError
 from stash_pipeline.store import ActionScore, Release, Store, TraceScore
-
-from store_samples import make_record, make_trace
+from stash_pipeline_tests.support.store_samples import make_record, make_trace
 
 
 def scores_of(trace_id: str, evaluator: str, version: int = 1, raw: float = 0.5):

@@ -9,8 +9,7 @@ from stash_pipeline.core.estimates import auc
 from stash_pipeline.core.feedback import VerifiedOutcome
 from stash_pipeline.core.trust import HANDFUL_NOTE, figures_of
 from stash_pipeline.store import ActionScore, Release, Store, schema
-
-from store_samples import RAW, TRACES, trust_sample
+from stash_pipeline_tests.support.store_samples import RAW, TRACES, trust_sample
 
 
 def test_a_models_report_counts_only_the_owners_traces_it_did_not_train_on(store: Store):

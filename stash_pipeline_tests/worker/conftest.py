@@ -7,8 +7,7 @@ import pytest
 
 from stash_pipeline.core.pairs import Pair, PairSide
 from stash_pipeline.core.traces import Message, ToolCall, Trace, action_messages
-
-from tiny_models import tau2_traces
+from stash_pipeline_tests.support.tiny_models import tau2_traces
 
 
 @pytest.fixture(scope="session")

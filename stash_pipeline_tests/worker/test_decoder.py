@@ -14,9 +14,9 @@ from stash_pipeline.worker import decoder
 from stash_pipeline.worker.decoder import DecoderWeights, decoder_rewards, runs_fast, training_copy
 from stash_pipeline.worker.readout import read_rewards, right_padded, tree_attention
 from stash_pipeline.worker.train import CPU_BACKWARD_TOKENS, EncodedPair, make_optimizer, train_step
+from stash_pipeline_tests.support.tiny_models import SMALL_DECODER_TYPES, small_decoder_classifier
 
 from test_shared_prompts import mixed_pairs
-from tiny_models import SMALL_DECODER_TYPES, small_decoder_classifier
 
 SEQUENCES = [[5 + (7 * i) % 90 for i in range(120)], [3 + (11 * i) % 90 for i in range(75)], [9, 4]]
 READS = [(0, 119), (0, 40), (0, 0), (1, 74), (1, 30), (2, 1), (0, 40)]

@@ -13,18 +13,16 @@ import pytest
 
 from stash_pipeline.compute.job import (
     JobSettings,
-    failure_reason,
-    phase_seconds,
     read_jsonl,
     read_metrics,
     read_settings,
     write_job,
 )
+from stash_pipeline.compute.job_log import failure_reason, phase_seconds
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.pairs import PairSide
 from stash_pipeline.worker.runner import main
-
-from waiting import PROCESS_EXIT_S, bound
+from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, bound
 
 REPO = Path(__file__).resolve().parents[2]
 METRIC_FIELDS = {

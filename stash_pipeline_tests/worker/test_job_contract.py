@@ -1,4 +1,5 @@
-"""The torch-free job contract: clean attempts, atomic writes, phases, and failure reasons."""
+"""The torch-free job contract (clean attempts, atomic writes) and job log (phases, progress and
+failure reasons)."""
 
 from __future__ import annotations
 
@@ -6,21 +7,18 @@ import json
 
 import pytest
 
-from stash_pipeline.compute import job
-from stash_pipeline.compute.job import (
+from stash_pipeline.compute.job import JobSettings, atomic_path, read_metrics, write_job
+from stash_pipeline.compute.job_log import (
+    PHASES,
     JobProgress,
-    JobSettings,
     append_log,
-    atomic_path,
     failure_reason,
     job_progress,
     logged_phase,
     phase_seconds,
-    read_metrics,
     retire_log,
     step_line,
     unfinished_phase,
-    write_job,
 )
 from stash_pipeline.core.errors import InputError
 
@@ -66,7 +64,7 @@ def test_phases_are_read_from_the_log(tmp_path):
         pass
     text = (tmp_path / "worker.log").read_text()
     assert set(phase_seconds(text)) == {"inputs", "upload"} and unfinished_phase(text) is None
-    assert all(name in job.PHASES for name in ("extraction", "training", "archive", "upload"))
+    assert all(name in PHASES for name in ("extraction", "training", "archive", "upload"))
 
 
 def test_write_job_starts_a_clean_attempt_where_one_succeeded_before(tmp_path):
@@ -162,8 +160,7 @@ def test_a_full_scratch_disk_is_one_clear_error_and_leaves_no_inputs(tmp_path, s
     """A job directory on a really full disk (full_disk.py): StorageFullError in one sentence that
     says where to free space, and none of the job's inputs half-written or left behind."""
     from stash_pipeline.core.errors import StorageFullError
-
-    from full_disk import contents, fill, small_disk
+    from stash_pipeline_tests.support.full_disk import contents, fill, small_disk
 
     with small_disk(tmp_path / "scratch", 1024) as disk:
         fill(disk, leave_kib=64)

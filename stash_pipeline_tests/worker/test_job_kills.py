@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from stash_pipeline.compute.job import JobSettings, failure_reason, read_metrics, write_job
+from stash_pipeline.compute.job import JobSettings, read_metrics, write_job
+from stash_pipeline.compute.job_log import failure_reason
 from stash_pipeline.worker.runner import main
-
-import pausing_worker
-from waiting import PROCESS_EXIT_S, bound
+from stash_pipeline_tests.support import pausing_worker
+from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, bound
 
 pytestmark = pytest.mark.slow
 KILLS = [("inputs", signal.SIGTERM), ("load", signal.SIGKILL),

@@ -12,7 +12,8 @@ import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedTokenizerFast
 
-from stash_pipeline.compute.job import JobSettings, failure_reason, read_jsonl, write_job
+from stash_pipeline.compute.job import JobSettings, read_jsonl, write_job
+from stash_pipeline.compute.job_log import failure_reason
 from stash_pipeline.importers import read_path
 from stash_pipeline.worker import tiny_model
 from stash_pipeline.worker.modeling import load_tokenizer
@@ -27,8 +28,7 @@ from stash_pipeline.worker.render import (
     template_kind,
 )
 from stash_pipeline.worker.runner import main
-
-from tiny_models import corpus_text
+from stash_pipeline_tests.support.tiny_models import corpus_text
 
 # A ChatML template that renders every turn the same way, tool calls in the Hugging Face shape:
 # prefix-stable, so a tokenizer that ships it is rendered with it.

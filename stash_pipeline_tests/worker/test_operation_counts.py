@@ -3,14 +3,13 @@ stay under the ceilings issue 42 measured (benchmarks/operation_counts.py counts
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from stash_pipeline_tests.support.benchmarks import benchmark
 
-from operation_counts import CEILING, per_action, per_pair, scoring_ops, training_ops
+counts = benchmark("operation_counts", "models")
+CEILING, per_action, per_pair = counts.CEILING, counts.per_action, counts.per_pair
+scoring_ops, training_ops = counts.scoring_ops, counts.training_ops
 
 # A short window keeps the test quick; the budgets scale with it, so pairs group as at 1024 tokens
 # and the count is the same.

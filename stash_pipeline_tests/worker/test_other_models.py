@@ -9,19 +9,13 @@ import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
-from stash_pipeline.compute.job import (
-    JobSettings,
-    failure_reason,
-    read_jsonl,
-    read_settings,
-    write_job,
-)
+from stash_pipeline.compute.job import JobSettings, read_jsonl, read_settings, write_job
+from stash_pipeline.compute.job_log import failure_reason
 from stash_pipeline.worker.modeling import load_tokenizer, tokenize
 from stash_pipeline.worker.render import render_trace
 from stash_pipeline.worker.runner import main
 from stash_pipeline.worker.scoring import RewardModel
-
-from tiny_models import corpus_text
+from stash_pipeline_tests.support.tiny_models import corpus_text
 
 pytestmark = pytest.mark.slow
 WINDOW = 128  # BERT's positions end here: the window is cut to it

@@ -7,8 +7,7 @@ import torch
 from transformers import AutoModelForSequenceClassification, BertConfig
 
 from stash_pipeline.worker.readout import read_rewards, right_padded
-
-from tiny_models import SMALL_DECODER_TYPES, small_decoder_classifier
+from stash_pipeline_tests.support.tiny_models import SMALL_DECODER_TYPES, small_decoder_classifier
 
 # Rows of different lengths, several reads in one row, one read at a row's first token.
 SEQUENCES = [[5 + (7 * i) % 90 for i in range(120)], [3 + (11 * i) % 90 for i in range(75)], [9, 4]]

@@ -15,8 +15,7 @@ from stash_pipeline.core.traces import Message, ToolCall
 from stash_pipeline.worker.rewards import plan, read_plans, score_requests
 from stash_pipeline.worker.scoring import RewardModel, score_traces_and_actions
 from stash_pipeline.worker.serving import DeadlinePassed, Engine, EngineBusy, ModelNotLoaded
-
-from tiny_models import random_head_checkpoint
+from stash_pipeline_tests.support.tiny_models import random_head_checkpoint
 
 pytestmark = pytest.mark.slow
 

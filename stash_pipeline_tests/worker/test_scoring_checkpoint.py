@@ -16,8 +16,7 @@ from stash_pipeline.worker.checkpoint import MODEL_FILES, archive, writing_check
 from stash_pipeline.worker.modeling import load_reward_model, load_tokenizer
 from stash_pipeline.worker.render import render_trace
 from stash_pipeline.worker.scoring import RewardModel, score_texts, score_trace_actions
-
-from tiny_models import write_checkpoint
+from stash_pipeline_tests.support.tiny_models import write_checkpoint
 
 pytestmark = pytest.mark.slow
 REWARD_STATS = RewardStats(mean=0.25, std=2.0, count=8)

@@ -18,8 +18,12 @@ from stash_pipeline.worker.modeling import (
     supports_bf16,
 )
 from stash_pipeline.worker.scoring import RewardModel
-
-from tiny_models import AGENTPROCESSBENCH, build_tokenizer, tau2_traces, write_checkpoint
+from stash_pipeline_tests.support.tiny_models import (
+    AGENTPROCESSBENCH,
+    build_tokenizer,
+    tau2_traces,
+    write_checkpoint,
+)
 
 pytestmark = pytest.mark.slow
 STATS = RewardStats(mean=0.0, std=1.0, count=2)

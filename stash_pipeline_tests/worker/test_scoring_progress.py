@@ -7,14 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from stash_pipeline.compute.job import (
-    ACTION_SCORES,
-    LOG,
-    SCORES,
-    JobSettings,
-    read_jsonl,
-    write_job,
-)
+from stash_pipeline.compute.job import ACTION_SCORES, SCORES, JobSettings, read_jsonl, write_job
+from stash_pipeline.compute.job_log import LOG
 from stash_pipeline.worker import batching, progress
 from stash_pipeline.worker.modeling import tokenize
 from stash_pipeline.worker.progress import PhaseProgress
@@ -126,8 +120,7 @@ def test_a_scoring_job_of_sixty_actions_logs_its_progress(tmp_path, tiny_base_mo
     from stash_pipeline.core.pair_builders import build_feedback_pairs
     from stash_pipeline.importers import read_path
     from stash_pipeline.worker.runner import main
-
-    from tiny_models import AGENTPROCESSBENCH
+    from stash_pipeline_tests.support.tiny_models import AGENTPROCESSBENCH
 
     records = []
     for record in read_path(AGENTPROCESSBENCH):  # 60 actions: dozens of progress lines

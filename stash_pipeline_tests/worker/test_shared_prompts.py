@@ -27,8 +27,7 @@ from stash_pipeline.worker.train import (
     pair_rewards,
     train_step,
 )
-
-from tiny_models import SMALL_DECODER_TYPES, small_decoder_classifier
+from stash_pipeline_tests.support.tiny_models import SMALL_DECODER_TYPES, small_decoder_classifier
 
 
 def tokens(rng: random.Random, count: int) -> list[int]:

@@ -15,9 +15,8 @@ from packaging.version import Version
 from stash_pipeline.cli import main
 from stash_pipeline.services import accounts
 from stash_pipeline.worker import stack
-from stash_pipeline_tests.cli.cli_helpers import cli_store, run_json  # noqa: F401 - a fixture
-
-from tiny_models import SHARED_DATA
+from stash_pipeline_tests.support.cli_helpers import cli_store, run_json  # noqa: F401 - a fixture
+from stash_pipeline_tests.support.tiny_models import SHARED_DATA
 
 REPO = Path(__file__).resolve().parents[2]
 

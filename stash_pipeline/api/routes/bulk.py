@@ -4,17 +4,26 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Depends, Path
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from stash_pipeline.api.auth import current_account
+from stash_pipeline.api.auth import AccountDep
 from stash_pipeline.api.bodies import AUTHOR
+from stash_pipeline.api.deps import StoreDep
 from stash_pipeline.api.ids import readable_ids
+from stash_pipeline.api.responses import (
+    CommentsAdded,
+    ContributionChanged,
+    SavedFilter,
+    SavedFilters,
+    ScoringQueued,
+    ScoringRequestView,
+)
 from stash_pipeline.api.search import TraceSearch
 from stash_pipeline.services import scoring_requests, trace_bulk, traces
 from stash_pipeline.services.feedback import MAX_COMMENT_LENGTH
-from stash_pipeline.store import Account
+from stash_pipeline.store import Account, Store
 from stash_pipeline.store.saved_filters import MAX_FILTER_ID
 
 router = APIRouter(prefix="/api/v1", tags=["bulk"], dependencies=[Depends(readable_ids)])
@@ -37,9 +46,9 @@ class Selection(BaseModel):
             raise ValueError("give exactly one of trace_ids and match")
         return self
 
-    def ids(self, request: Request, account: Account) -> list[str]:
+    def ids(self, store: Store, account: Account) -> list[str]:
         return trace_bulk.select(
-            request.app.state.store, account.id, trace_ids=self.trace_ids,
+            store, account.id, trace_ids=self.trace_ids,
             where=None if self.match is None else self.match.trace_filter())
 
 
@@ -64,42 +73,40 @@ class BulkExport(Selection):
 
 
 @router.post("/traces/bulk/contribute", responses=NOT_FOUND)
-def contribute(body: BulkContribute, request: Request,
-               account: Account = Depends(current_account)) -> dict[str, Any]:
+def contribute(body: BulkContribute, account: AccountDep,
+               store: StoreDep) -> ContributionChanged:
     """Opt the selection in or out of shared-evaluator training, all or nothing."""
-    changed = trace_bulk.contribute(request.app.state.store, account.id,
-                                    body.ids(request, account), body.contribute)
-    return {"traces": changed, "contribute": body.contribute}
+    changed = trace_bulk.contribute(store, account.id,
+                                    body.ids(store, account), body.contribute)
+    return ContributionChanged(traces=changed, contribute=body.contribute)
 
 
 @router.post("/traces/bulk/comment", status_code=201, responses=NOT_FOUND)
-def comment(body: BulkComment, request: Request,
-            account: Account = Depends(current_account)) -> dict[str, Any]:
+def comment(body: BulkComment, account: AccountDep, store: StoreDep) -> CommentsAdded:
     """The same comment on every trace of the selection, in one transaction."""
-    count = trace_bulk.comment(request.app.state.store, account.id, body.ids(request, account),
+    count = trace_bulk.comment(store, account.id, body.ids(store, account),
                                body.text, author=body.author)
-    return {"comments": count}
+    return CommentsAdded(comments=count)
 
 
 @router.post("/traces/bulk/score", status_code=202, responses=NOT_FOUND)
-def score(body: BulkScore, request: Request,
-          account: Account = Depends(current_account)) -> dict[str, Any]:
+def score(body: BulkScore, account: AccountDep, store: StoreDep) -> ScoringQueued:
     """Score again for the selection: one request per 10,000 traces, run by the pipeline."""
-    queued = trace_bulk.score(request.app.state.store, account.id, body.ids(request, account),
+    queued = trace_bulk.score(store, account.id, body.ids(store, account),
                               model_id=body.model_id, actions=body.actions)
-    return {"requests": [scoring_requests.request_view(r) for r in queued],
-            "traces": sum(len(r.traces) for r in queued)}
+    return ScoringQueued(
+        requests=[ScoringRequestView(**scoring_requests.request_view(r)) for r in queued],
+        traces=sum(len(r.traces) for r in queued))
 
 
 @router.post("/traces/bulk/export", responses={
     **NOT_FOUND, 200: {"description": "JSON Lines (a trace object a line, with its `summary`) "
                                       "or CSV (the trace list's columns).",
                        "content": {"application/x-ndjson": {}, "text/csv": {}}}})
-def export(body: BulkExport, request: Request,
-           account: Account = Depends(current_account)) -> StreamingResponse:
+def export(body: BulkExport, account: AccountDep, store: StoreDep) -> StreamingResponse:
     """The selection as a file, streamed a chunk of traces at a time."""
-    ids = body.ids(request, account)
-    lines = trace_bulk.export_lines(request.app.state.store, account.id, ids, body.format)
+    ids = body.ids(store, account)
+    lines = trace_bulk.export_lines(store, account.id, ids, body.format)
     return StreamingResponse(lines, media_type=trace_bulk.EXPORT_MEDIA_TYPES[body.format], headers={
         "Content-Disposition": f'attachment; filename="traces.{body.format}"'})
 
@@ -110,30 +117,27 @@ class SavedFilterBody(BaseModel):
     match: TraceSearch
 
 
-def saved_view(saved: Any) -> dict[str, Any]:
-    return {"id": saved.id, "name": saved.name, "match": saved.params,
-            "created_at": saved.created_at.isoformat()}
+def saved_view(saved: Any) -> SavedFilter:
+    return SavedFilter(id=saved.id, name=saved.name, match=saved.params,
+                       created_at=saved.created_at.isoformat())
 
 
 @router.get("/saved-filters")
-def saved_filters(request: Request,
-                  account: Account = Depends(current_account)) -> dict[str, Any]:
+def saved_filters(account: AccountDep, store: StoreDep) -> SavedFilters:
     """Your saved searches of the trace list, by name."""
-    return {"saved_filters": [saved_view(f) for f in
-                              request.app.state.store.saved_filters(account.id)]}
+    return SavedFilters(saved_filters=[saved_view(f) for f in store.saved_filters(account.id)])
 
 
 @router.post("/saved-filters", status_code=201)
-def save_filter(body: SavedFilterBody, request: Request,
-                account: Account = Depends(current_account)) -> dict[str, Any]:
+def save_filter(body: SavedFilterBody, account: AccountDep, store: StoreDep) -> SavedFilter:
     """Keep a search under a name; saving a name again replaces its search."""
-    saved = traces.save_filter(request.app.state.store, account.id, body.name,
+    saved = traces.save_filter(store, account.id, body.name,
                                body.match.params())
     return saved_view(saved)
 
 
 @router.delete("/saved-filters/{filter_id}", status_code=204,
                responses={404: {"description": "No saved filter of yours with this id."}})
-def remove_filter(request: Request, filter_id: int = Path(ge=1, le=MAX_FILTER_ID),
-                  account: Account = Depends(current_account)) -> None:
-    request.app.state.store.remove_filter(account.id, filter_id)
+def remove_filter(account: AccountDep, store: StoreDep,
+                  filter_id: int = Path(ge=1, le=MAX_FILTER_ID)) -> None:
+    store.remove_filter(account.id, filter_id)

@@ -9,12 +9,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
-from stash_pipeline.api.auth import current_account
+from stash_pipeline.api.auth import AccountDep
 from stash_pipeline.api.bodies import AUTHOR
+from stash_pipeline.api.deps import StoreDep
 from stash_pipeline.api.ids import readable_ids
+from stash_pipeline.api.responses import ContributionChanged
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import (
     ReviewedComparison,
@@ -27,7 +29,6 @@ from stash_pipeline.core.validation import validate_review
 from stash_pipeline.services import feedback_batch
 from stash_pipeline.services.feedback import MAX_COMMENT_LENGTH
 from stash_pipeline.services.traces import owned_trace
-from stash_pipeline.store import Account
 
 router = APIRouter(prefix="/api/v1", tags=["feedback"], dependencies=[Depends(readable_ids)])
 NOT_FOUND = {404: {"description": "A trace, action or comparison that is not yours."}}
@@ -81,56 +82,54 @@ def comparison_view(item: ReviewedComparison) -> dict[str, Any]:
 
 
 @router.post("/comparisons", status_code=201, responses=NOT_FOUND)
-def compare(body: ComparisonBody, request: Request,
-            account: Account = Depends(current_account)) -> dict[str, Any]:
+def compare(body: ComparisonBody, account: AccountDep, store: StoreDep) -> dict[str, Any]:
     """A comparison: `chosen` beats `rejected` (two actions or two traces of yours). The shared
     evaluator learns only from ones approved by a reviewer other than the author."""
     item = comparison_item(body.chosen, body.rejected, author=body.author,
                            reviewer=body.reviewer, status=body.status, rationale=body.rationale)
-    feedback_batch.apply(request.app.state.store, account.id, [("body", item)])
+    feedback_batch.apply(store, account.id, [("body", item)])
     return comparison_view(item)
 
 
 @router.post("/comparisons/{comparison_id}/review", responses=NOT_FOUND)
-def review(comparison_id: str, body: ReviewBody, request: Request,
-           account: Account = Depends(current_account)) -> dict[str, Any]:
+def review(comparison_id: str, body: ReviewBody, account: AccountDep,
+           store: StoreDep) -> dict[str, Any]:
     """Approve or reject a comparison on your traces."""
     item = review_item(comparison_id, body.reviewer, body.status)
     validate_review(item)
-    comparison = request.app.state.store.review_comparison(
+    comparison = store.review_comparison(
         item.comparison_id, reviewer=item.reviewer, status=item.status, owner=account.id)
     return comparison_view(comparison)
 
 
 @router.post("/traces/{trace_id}/outcomes", status_code=201, responses=NOT_FOUND)
-def outcome(trace_id: str, body: OutcomeBody, request: Request,
-            account: Account = Depends(current_account)) -> dict[str, Any]:
+def outcome(trace_id: str, body: OutcomeBody, account: AccountDep,
+            store: StoreDep) -> dict[str, Any]:
     """A verified outcome of your trace; one per source (recording it again replaces it)."""
-    trace = owned_trace(request.app.state.store, account.id, trace_id)
+    trace = owned_trace(store, account.id, trace_id)
     item = outcome_item(trace.id, body.reward, body.source)
-    feedback_batch.apply(request.app.state.store, account.id, [("body", item)])
+    feedback_batch.apply(store, account.id, [("body", item)])
     return dataclasses.asdict(item)
 
 
 @router.post("/feedback", status_code=201, responses=NOT_FOUND)
-def batch(body: FeedbackBatch, request: Request,
-          account: Account = Depends(current_account)) -> dict[str, Any]:
+def batch(body: FeedbackBatch, account: AccountDep, store: StoreDep) -> dict[str, Any]:
     """Many feedback items in one request, all or nothing: 422 names `items[i]` and the field,
     404 names the item whose trace, action or comparison is not yours."""
     entries = feedback_batch.parse_items(body.items)
-    counts = feedback_batch.apply(request.app.state.store, account.id, entries)
+    counts = feedback_batch.apply(store, account.id, entries)
     ids = [getattr(item, "id", None) or getattr(item, "comparison_id") for _, item in entries]
     return {"items": len(entries), "ids": ids, **counts}
 
 
 @router.post("/traces/contribute", responses=NOT_FOUND)
-def contribute(body: ContributeMany, request: Request,
-               account: Account = Depends(current_account)) -> dict[str, Any]:
+def contribute(body: ContributeMany, account: AccountDep,
+               store: StoreDep) -> ContributionChanged:
     """Opt many of your traces in or out of shared-evaluator training, all or nothing."""
     for index, trace_id in enumerate(body.trace_ids):
         if not trace_id or len(trace_id) > MAX_TRACE_ID_LENGTH or "\x00" in trace_id:
             raise InputError(f"a trace id is 1 to {MAX_TRACE_ID_LENGTH} characters, no NUL",
                              field=f"trace_ids[{index}]")
-    changed = request.app.state.store.set_contribute_many(body.trace_ids, body.contribute,
+    changed = store.set_contribute_many(body.trace_ids, body.contribute,
                                                           account.id)
-    return {"traces": changed, "contribute": body.contribute}
+    return ContributionChanged(traces=changed, contribute=body.contribute)

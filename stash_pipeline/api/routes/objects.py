@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import FileResponse
 
+from stash_pipeline.api.deps import ObjectsDep
 from stash_pipeline.core.errors import NotFoundError
 from stash_pipeline.objects import (
     DownloadSignatureError,
@@ -21,11 +22,10 @@ router = APIRouter(tags=["downloads"])
     200: {"content": {"application/gzip": {}}, "description": "The object's bytes."},
     403: {"description": "The URL expired or was altered."},
     404: {"description": "No such object (or no local object store)."}})
-def download(key: str, request: Request, expires: str | None = None,
+def download(key: str, objects: ObjectsDep, expires: str | None = None,
              signature: str | None = None) -> FileResponse:
     """What `GET /api/v1/rm/reward-models/{id}/weights` links to when checkpoints are kept in the
     local directory; S3 deployments hand out presigned S3 URLs instead."""
-    objects = request.app.state.objects
     if not isinstance(objects, LocalObjectStore):
         raise NotFoundError("this deployment keeps objects in S3; there is nothing to serve here")
     if not expires or not signature:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 
-from stash_pipeline.api.auth import current_account
+from stash_pipeline.api.auth import AccountDep
+from stash_pipeline.api.deps import StoreDep
 from stash_pipeline.api.ids import readable_ids
 from stash_pipeline.services import trust
-from stash_pipeline.store import Account
 
 router = APIRouter(prefix="/api/v1/releases", tags=["shared evaluator"],
                    dependencies=[Depends(readable_ids)])
@@ -17,10 +17,9 @@ router = APIRouter(prefix="/api/v1/releases", tags=["shared evaluator"],
 
 @router.get("/{version}/trust", responses={
     404: {"description": "No such release (`current`: no release yet)."}})
-def get_trust(version: str, request: Request,
-              account: Account = Depends(current_account)) -> dict[str, Any]:
+def get_trust(version: str, account: AccountDep, store: StoreDep) -> dict[str, Any]:
     """How far to trust a release (`current`: the latest) on your traces it did not train on:
     its separate benchmark's accuracy, AUC of mean action credit (and of whole-trace scores
     where you scored again with it) against verified outcomes, Spearman with ratings, each with
     its 95% interval and n, overall and per tool, domain and agent (docs/trust.md)."""
-    return trust.release_report(request.app.state.store, account.id, version)
+    return trust.release_report(store, account.id, version)

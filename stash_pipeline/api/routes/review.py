@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from stash_pipeline.api.auth import current_account
+from stash_pipeline.api.auth import AccountDep
+from stash_pipeline.api.deps import StoreDep
 from stash_pipeline.api.ids import readable_ids
+from stash_pipeline.api.responses import ReviewAssigned, ReviewStatusChanged
 from stash_pipeline.api.search import search_filter
 from stash_pipeline.core.trace_search import TraceFilter
 from stash_pipeline.services import review
@@ -27,7 +29,7 @@ def reviewer_name(account: Account) -> str:
     return account.name or account.id
 
 
-def queue_scope(request: Request,
+def queue_scope(store: StoreDep, account: AccountDep,
                 kind: Literal["trace", "comparison"] | None = Query(
                     None, description="Only traces, or only comparisons (default: both)."),
                 model_id: str | None = Query(
@@ -40,27 +42,26 @@ def queue_scope(request: Request,
                 assignee: str | None = Query(None, max_length=256,
                                              description="Only items assigned to this name."),
                 unassigned: bool = Query(False, description="Only items assigned to nobody."),
-                where: TraceFilter = Depends(search_filter),
-                account: Account = Depends(current_account)) -> QueueScope:
-    return review.scope(request.app.state.store, account.id,
+                where: TraceFilter = Depends(search_filter)) -> QueueScope:
+    return review.scope(store, account.id,
                         reviewer=reviewer or reviewer_name(account), where=where,
                         model_id=model_id, assignee=assignee, unassigned=unassigned, kind=kind)
 
 
 @router.get("/queue", responses=NOT_FOUND)
-def queue(request: Request, limit: int = Query(50, ge=1, le=review.MAX_PAGE),
+def queue(store: StoreDep, limit: int = Query(50, ge=1, le=review.MAX_PAGE),
           offset: int = Query(0, ge=0, le=2**31 - 1),
           scope: QueueScope = Depends(queue_scope)) -> dict[str, Any]:
     """Your items not reviewed yet, in the queue's order (each with its `reason`), and the
     progress: `reviewed` of `total` in scope; `order` lists the reasons in order."""
-    return review.queue(request.app.state.store, scope, limit=limit, offset=offset)
+    return review.queue(store, scope, limit=limit, offset=offset)
 
 
 @router.get("/next", responses=NOT_FOUND)
-def next_item(request: Request, scope: QueueScope = Depends(queue_scope)) -> dict[str, Any]:
+def next_item(store: StoreDep, scope: QueueScope = Depends(queue_scope)) -> dict[str, Any]:
     """The first item not reviewed yet (`item` null when none is left), with the action to look
     at first (`focus_action`) and the progress."""
-    return review.next_item(request.app.state.store, scope)
+    return review.next_item(store, scope)
 
 
 class Item(BaseModel):
@@ -86,20 +87,18 @@ class Assignment(BaseModel):
 
 
 @router.post("/items", responses=NOT_FOUND)
-def set_status(body: StatusChange, request: Request,
-               account: Account = Depends(current_account)) -> dict[str, Any]:
+def set_status(body: StatusChange, account: AccountDep, store: StoreDep) -> ReviewStatusChanged:
     """Mark items reviewed or skipped, or put them back; all or nothing. Approving or rejecting
     a comparison is its review (`POST /api/v1/comparisons/{id}/review`)."""
-    changed = review.set_status(request.app.state.store, account.id,
+    changed = review.set_status(store, account.id,
                                 [(i.kind, i.id) for i in body.items], body.status,
                                 reviewer=body.reviewer or reviewer_name(account))
-    return {"items": changed, "status": body.status}
+    return ReviewStatusChanged(items=changed, status=body.status)
 
 
 @router.post("/assign", responses=NOT_FOUND)
-def assign(body: Assignment, request: Request,
-           account: Account = Depends(current_account)) -> dict[str, Any]:
+def assign(body: Assignment, account: AccountDep, store: StoreDep) -> ReviewAssigned:
     """Assign items to a reviewer (or to nobody); all or nothing."""
-    changed = review.assign(request.app.state.store, account.id,
+    changed = review.assign(store, account.id,
                             [(i.kind, i.id) for i in body.items], body.assignee)
-    return {"items": changed, "assignee": body.assignee}
+    return ReviewAssigned(items=changed, assignee=body.assignee)

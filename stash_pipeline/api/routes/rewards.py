@@ -10,17 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, Depends, Request
+from fastapi import APIRouter, Body, Depends
 from starlette.concurrency import run_in_threadpool
 
-from stash_pipeline.api.auth import current_account
+from stash_pipeline.api.auth import AccountDep
 from stash_pipeline.api.bodies import REWARDS_REQUEST
+from stash_pipeline.api.deps import ScoringDep, StoreDep
 from stash_pipeline.api.ids import readable_ids
-from stash_pipeline.core.reward_requests import RewardRequest
 from stash_pipeline.services import rewards
-from stash_pipeline.serving.client import ScoringClient
-from stash_pipeline.serving.protocol import scoring_token_from_env
-from stash_pipeline.store import Account
 
 MODEL_PATH = "/api/v1/rm/reward-models/{model_id}/rewards"
 EVALUATOR_PATH = "/api/v1/evaluator/rewards"
@@ -40,36 +37,19 @@ ANSWERS = {
     **ANSWERS, 404: {"description": "Not your model, not there, or an account from before the "
                                     "rollout."},
     409: {"description": "The model has not succeeded: no checkpoint to score with."}})
-async def model_rewards(model_id: str, request: Request, body: Any = Body(...),
-                        account: Account = Depends(current_account)) -> dict[str, Any]:
+async def model_rewards(model_id: str, account: AccountDep, store: StoreDep, client: ScoringDep,
+                        body: Any = Body(...)) -> dict[str, Any]:
     """Rewards from one of your succeeded personal models: of a conversation (its raw reward,
     calibrated score and every action's reward and credit), or of candidate next messages after
     one context, ranked."""
-    store = request.app.state.store
     evaluator = await run_in_threadpool(rewards.personal_evaluator, store, account.id, model_id)
-    return await _forward(request, evaluator, await run_in_threadpool(rewards.parse_body, body))
+    return await client.rewards(evaluator, await run_in_threadpool(rewards.parse_body, body))
 
 
 @router.post(EVALUATOR_PATH, openapi_extra=BODY, responses={
     **ANSWERS, 404: {"description": "No shared evaluator release yet."}})
-async def evaluator_rewards(request: Request, body: Any = Body(...),
-                            account: Account = Depends(current_account)) -> dict[str, Any]:
+async def evaluator_rewards(account: AccountDep, store: StoreDep, client: ScoringDep,
+                            body: Any = Body(...)) -> dict[str, Any]:
     """The same from the current shared-evaluator release."""
-    evaluator = await run_in_threadpool(rewards.shared_evaluator, request.app.state.store)
-    return await _forward(request, evaluator, await run_in_threadpool(rewards.parse_body, body))
-
-
-async def _forward(request: Request, evaluator: str, parsed: RewardRequest) -> dict[str, Any]:
-    return await scoring_client(request.app).rewards(evaluator, parsed)
-
-
-def scoring_client(app: Any) -> ScoringClient:
-    """The app's client of the scoring server, made on first use (the token needs the signing
-    key, which the local object store may create)."""
-    client = getattr(app.state, "scoring", None)
-    if client is None:
-        settings = app.state.settings
-        token = settings.scoring_token or scoring_token_from_env()
-        client = app.state.scoring = ScoringClient(settings.scoring_url, token,
-                                                   settings.scoring_timeout_s)
-    return client
+    evaluator = await run_in_threadpool(rewards.shared_evaluator, store)
+    return await client.rewards(evaluator, await run_in_threadpool(rewards.parse_body, body))

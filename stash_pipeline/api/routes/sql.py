@@ -11,12 +11,12 @@ from functools import partial
 from typing import Any
 
 import anyio
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, HTTPException
 
-from stash_pipeline.api.auth import current_account
+from stash_pipeline.api.auth import AccountDep
 from stash_pipeline.api.bodies import SqlBody
+from stash_pipeline.api.deps import SettingsDep, SqlDep, SqlThreadsDep
 from stash_pipeline.services import sql
-from stash_pipeline.store import Account
 from stash_pipeline.store.readonly_sql import SqlBusy
 
 router = APIRouter(prefix="/api/v1", tags=["sql"])
@@ -27,19 +27,15 @@ router = APIRouter(prefix="/api/v1", tags=["sql"])
                          "a database error, or past the statement timeout (`code`)."},
     503: {"description": "The deployment has not set the SQL endpoint up (PostgreSQL role), or "
                          "every query slot stayed busy (`Retry-After`)."}})
-async def run_sql(body: SqlBody, request: Request,
-                  account: Account = Depends(current_account)) -> dict[str, Any]:
+async def run_sql(body: SqlBody, account: AccountDep, settings: SettingsDep, readonly: SqlDep,
+                  threads: SqlThreadsDep) -> dict[str, Any]:
     """Tables: `traces`, `scores`, `action_scores`, `reward_models`, each holding only your
     rows. At most `STASH_SQL_MAX_ROWS` rows (`truncated` says when there were more)."""
-    state = request.app.state
-    settings = state.settings
-    if getattr(state, "sql_threads", None) is None:
-        state.sql_threads = anyio.CapacityLimiter(2 * settings.sql_concurrency)
     try:
         return await anyio.to_thread.run_sync(
-            partial(sql.run, state.sql, account.id, body.sql, max_rows=settings.sql_max_rows,
+            partial(sql.run, readonly, account.id, body.sql, max_rows=settings.sql_max_rows,
                     timeout_s=settings.sql_timeout_s),
-            limiter=state.sql_threads)
+            limiter=threads)
     except SqlBusy as error:
         raise HTTPException(503, str(error), headers={
             "Retry-After": str(max(1, round(settings.sql_timeout_s)))}) from None

@@ -17,15 +17,9 @@ from pathlib import Path
 
 import dagster as dg
 
-from stash_pipeline.compute.job import (
-    LOG,
-    LOSSES,
-    append_log,
-    job_directory,
-    keep_only_logs,
-    phase_done_line,
-)
-from stash_pipeline.compute.run import run_job, run_worker_job, uploaded_checkpoint
+from stash_pipeline.compute.job import LOSSES, job_directory, keep_only_logs
+from stash_pipeline.compute.job_log import LOG, append_log, phase_done_line
+from stash_pipeline.compute.run import run_job, uploaded_checkpoint
 from stash_pipeline.compute.upload import discard_results, hand_over_results
 from stash_pipeline.core.trust import held_out_report
 from stash_pipeline.defs import metadata
@@ -37,7 +31,7 @@ from stash_pipeline.defs.resources import (
     StoreResource,
 )
 from stash_pipeline.defs.traces.assets import traces
-from stash_pipeline.defs.worker_runs import REWARD_POOL, failure_description, failure_text
+from stash_pipeline.defs.worker_runs import REWARD_POOL, failing_step, failure_text
 from stash_pipeline.objects.keys import reward_model_checkpoint_key
 from stash_pipeline.pipelines import personal_training as steps
 from stash_pipeline.pipelines.worker_jobs import handed_over_results, read_losses, read_results
@@ -52,18 +46,17 @@ def model_fails_with(store: Store, model_id: str, objects: ObjectStoreResource |
                      scratch: Path | None = None) -> Iterator[None]:
     """On any error: the model becomes failed with the reason, its uploaded checkpoint goes, and
     with ``scratch`` its attempt's job directory keeps only the logs."""
-    try:
-        yield
-    except Exception as error:
-        reason = failure_text(error)
-        steps.fail(store, model_id, reason)
+    def fail_model(error: Exception) -> None:
+        steps.fail(store, model_id, failure_text(error))
         if objects is not None:
             steps.discard_checkpoint(store, objects.objects, model_id)
         if scratch is not None:
             with suppress(Exception):  # best effort: never hide the failure itself
                 attempt = store.get_reward_model(model_id).attempt
                 keep_only_logs(job_directory(scratch, model_id, steps.attempt_name(attempt)))
-        raise dg.Failure(description=failure_description(error)) from error
+
+    with failing_step(fail_model):
+        yield
 
 
 @dg.asset(partitions_def=personal_reward_model, deps=[traces], group_name=GROUP, kinds={"sql"})
@@ -124,8 +117,7 @@ def personal_checkpoint(context: dg.AssetExecutionContext, database: StoreResour
         key = reward_model_checkpoint_key(model_id, steps.attempt_name(model.attempt))
         uri, results = run_job(
             job_dir, lambda job_dir: steps.write_training_job(store, model, job_dir),
-            lambda job_dir: run_worker_job(context, compute.target(), job_dir, objects.objects,
-                                           upload_key=key),
+            compute.worker(context, objects, upload_key=key),
             lambda job_dir: (uploaded_checkpoint(job_dir), read_results(job_dir, model_id)))
         hand_over_results(objects.objects, job_dir, key)
         losses = read_losses(job_dir / LOSSES)

@@ -4,11 +4,10 @@ auto-scoring that keeps each succeeded personal model's owner's traces scored.""
 
 import dagster as dg
 
-from stash_pipeline.compute.run import run_worker_job
 from stash_pipeline.defs import metadata
 from stash_pipeline.defs.resources import ComputeResource, ObjectStoreResource, StoreResource
 from stash_pipeline.defs.traces.assets import traces
-from stash_pipeline.defs.worker_runs import REWARD_POOL, failure_text
+from stash_pipeline.defs.worker_runs import REWARD_POOL, failing_step
 from stash_pipeline.pipelines import trace_scoring as steps
 
 GROUP = "scoring"
@@ -38,15 +37,11 @@ def trace_scores(context: dg.AssetExecutionContext, config: TraceScoringConfig,
                  compute: ComputeResource) -> dg.MaterializeResult:
     """Whole-trace scores (and action credit when asked) of one batch of traces by one saved
     checkpoint: a fresh run, without labelling calls or retraining."""
-    try:
+    with failing_step():
         results = steps.score(
             database.store, config.evaluator, batch_traces(database, config),
-            actions=config.actions,
-            run=lambda job_dir, uri: run_worker_job(context, compute.target(), job_dir,
-                                                    objects.objects, checkpoint_uri=uri),
+            actions=config.actions, run=compute.worker(context, objects),
             artifact_dir=compute.scratch, name=context.run.run_id)
-    except Exception as error:
-        raise dg.Failure(description=failure_text(error)) from error
     raw = [score.raw for score in results.scores]
     return dg.MaterializeResult(metadata={
         "evaluator": config.evaluator, "scored_traces": len(results.scores),

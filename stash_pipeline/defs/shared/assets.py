@@ -10,7 +10,7 @@ reads another's job directory. The release gate is the blocking check on ``bench
 import dagster as dg
 
 from stash_pipeline.compute.job import LOSSES, job_directory, keep_only_logs
-from stash_pipeline.compute.run import run_job, run_worker_job, uploaded_checkpoint
+from stash_pipeline.compute.run import run_job, uploaded_checkpoint
 from stash_pipeline.compute.upload import hand_over_results
 from stash_pipeline.core.training_settings import DEFAULT_MAX_PAIRS
 from stash_pipeline.core.trust import held_out_report
@@ -25,7 +25,7 @@ from stash_pipeline.defs.resources import (
 from stash_pipeline.defs.shared.candidate import CANDIDATE, current_candidate, new_candidate
 from stash_pipeline.defs.shared.report import gate_metadata
 from stash_pipeline.defs.traces.assets import traces
-from stash_pipeline.defs.worker_runs import REWARD_POOL, failure_description
+from stash_pipeline.defs.worker_runs import REWARD_POOL, failing_step
 from stash_pipeline.objects.keys import shared_evaluator_checkpoint_key
 from stash_pipeline.pipelines import shared_evaluator as steps
 from stash_pipeline.pipelines.worker_jobs import handed_over_results, read_losses, read_results
@@ -43,10 +43,6 @@ class SharedCandidateConfig(dg.Config):
     epochs: int = 1
 
 
-def step_failure(error: Exception) -> dg.Failure:
-    return dg.Failure(description=failure_description(error))
-
-
 @dg.asset(deps=[traces], group_name=GROUP, kinds={"sql"})
 def shared_training_pairs(context: dg.AssetExecutionContext, config: SharedPairsConfig,
                           database: StoreResource,
@@ -55,11 +51,9 @@ def shared_training_pairs(context: dg.AssetExecutionContext, config: SharedPairs
     reviewed comparisons to train on; human-reviewed and verified-outcome comparisons for the
     separate benchmark; no source trace in both (checked)."""
     candidate = new_candidate(context)
-    try:
+    with failing_step():
         report = steps.build_pairs(database.store, candidate, max_pairs=config.max_pairs,
                                    config=extraction.config())
-    except Exception as error:
-        raise step_failure(error) from error
     return dg.MaterializeResult(metadata={
         CANDIDATE: candidate, "incumbent": str(report["incumbent"]),
         "pairs": report["pairs"], "benchmark_pairs": report["benchmark_pairs"],
@@ -86,10 +80,8 @@ def shared_split(context: dg.AssetExecutionContext,
                  database: StoreResource) -> dg.MaterializeResult:
     """The trace-level split of the candidate's training pairs: 10% of source traces held out."""
     candidate = current_candidate(context)
-    try:
+    with failing_step():
         counts = steps.split(database.store, candidate).counts()
-    except Exception as error:
-        raise step_failure(error) from error
     return dg.MaterializeResult(metadata={CANDIDATE: candidate, **metadata.split(counts)})
 
 
@@ -105,19 +97,17 @@ def shared_candidate(context: dg.AssetExecutionContext, config: SharedCandidateC
     job_dir = job_directory(compute.scratch, steps.SHARED_DIR, candidate, TRAIN_JOB)
     key = shared_evaluator_checkpoint_key(candidate)
     try:
-        uri, metrics = run_job(
-            job_dir, lambda job_dir: steps.write_training_job(
-                database.store, candidate, job_dir,
-                base_model=config.base_model or shared_evaluator.default_base_model(),
-                epochs=config.epochs),
-            lambda job_dir: run_worker_job(context, compute.target(), job_dir, objects.objects,
-                                           upload_key=key),
-            lambda job_dir: (uploaded_checkpoint(job_dir),
-                             read_results(job_dir, candidate).metrics))
-        hand_over_results(objects.objects, job_dir, key)
-        losses = read_losses(job_dir / LOSSES)
-    except Exception as error:
-        raise step_failure(error) from error
+        with failing_step():
+            uri, metrics = run_job(
+                job_dir, lambda job_dir: steps.write_training_job(
+                    database.store, candidate, job_dir,
+                    base_model=config.base_model or shared_evaluator.default_base_model(),
+                    epochs=config.epochs),
+                compute.worker(context, objects, upload_key=key),
+                lambda job_dir: (uploaded_checkpoint(job_dir),
+                                 read_results(job_dir, candidate).metrics))
+            hand_over_results(objects.objects, job_dir, key)
+            losses = read_losses(job_dir / LOSSES)
     finally:
         keep_only_logs(job_dir)  # the weights and metrics are in the object store now, or it failed
     return dg.MaterializeResult(metadata={
@@ -138,20 +128,15 @@ def benchmark_results(context: dg.AssetExecutionContext, database: StoreResource
     incumbent = store.latest_release()
 
     def rewards(evaluator: str, uri: str) -> dict:
-        return steps.benchmark_rewards(
-            store, candidate, evaluator, uri,
-            lambda job_dir, checkpoint: run_worker_job(context, compute.target(), job_dir,
-                                                       objects.objects, checkpoint_uri=checkpoint),
-            compute.scratch)
+        return steps.benchmark_rewards(store, candidate, evaluator, uri,
+                                       compute.worker(context, objects), compute.scratch)
 
-    try:
+    with failing_step():  # the handed-over metrics stay: it can run again
         ours = rewards(candidate, objects.objects.uri_for(key))
         theirs = rewards(incumbent.version, incumbent.checkpoint_uri) if incumbent else {}
         metrics = handed_over_results(objects.objects, key, candidate).metrics
         comparison = steps.decide(store, candidate, incumbent=incumbent, candidate_rewards=ours,
                                   incumbent_rewards=theirs, metrics=metrics)
-    except Exception as error:
-        raise step_failure(error) from error  # the handed-over metrics stay: it can run again
     reasons = comparison.report.get("reasons") or []
     context.log.info(f"candidate {candidate}: {'passes' if comparison.passed else 'blocked'}"
                      + "".join(f"\n- {reason}" for reason in reasons))
@@ -165,11 +150,9 @@ def shared_evaluator_release(context: dg.AssetExecutionContext, database: StoreR
     """The candidate becomes the released evaluator: every trace is scored again by it (the
     auto-scoring sensor), and the next candidates are compared with it."""
     store, candidate = database.store, current_candidate(context)
-    try:
+    with failing_step():
         release = steps.release(store, candidate,
                                 objects.objects.uri_for(shared_evaluator_checkpoint_key(candidate)))
-    except Exception as error:
-        raise step_failure(error) from error
     overall = release.benchmark_report["overall"]
     return dg.MaterializeResult(metadata={
         "version": release.version, "checkpoint_uri": dg.MetadataValue.path(release.checkpoint_uri),

@@ -6,12 +6,11 @@ The database is the queue (a trace version the release has not scored is pending
 
 import dagster as dg
 
-from stash_pipeline.compute.run import run_worker_job
 from stash_pipeline.defs import metadata
 from stash_pipeline.defs.resources import ComputeResource, ObjectStoreResource, StoreResource
 from stash_pipeline.defs.shared.assets import GROUP, shared_evaluator_release
 from stash_pipeline.defs.traces.assets import traces
-from stash_pipeline.defs.worker_runs import REWARD_POOL, failure_description
+from stash_pipeline.defs.worker_runs import REWARD_POOL, failing_step
 from stash_pipeline.pipelines import shared_evaluator as steps
 
 
@@ -29,14 +28,9 @@ def shared_action_scores(context: dg.AssetExecutionContext, config: ScoringBatch
     """Action credit of one batch of traces by the current release: each assistant action and
     tool call scored from its preceding context only."""
     batch = steps.ScoringBatch(config.release, dict(zip(config.trace_ids, config.versions)))
-    try:
-        results = steps.score_batch(
-            database.store, batch,
-            lambda job_dir, uri: run_worker_job(context, compute.target(), job_dir,
-                                                objects.objects, checkpoint_uri=uri),
-            compute.scratch, context.run.run_id)
-    except Exception as error:
-        raise dg.Failure(description=failure_description(error)) from error
+    with failing_step():
+        results = steps.score_batch(database.store, batch, compute.worker(context, objects),
+                                    compute.scratch, context.run.run_id)
     credits = [score.credit for score in results.action_scores if score.credit is not None]
     return dg.MaterializeResult(metadata={
         "release": config.release, "scored_traces": len(results.scored),

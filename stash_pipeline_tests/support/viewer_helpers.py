@@ -11,8 +11,7 @@ from stash_pipeline.core.release_gate import BenchmarkOutcome, release_gate
 from stash_pipeline.objects import reward_model_checkpoint_key
 from stash_pipeline.services import accounts
 from stash_pipeline.store import ActionScore, Release, TraceScore
-
-from api_helpers import Api, checkpoint_archive, import_traces
+from stash_pipeline_tests.support.api_helpers import Api, checkpoint_archive, import_traces
 
 RELEASE = "20260101-000000-abcdef12"
 TRACES = ("trace-a", "trace-b", "trace-c")
@@ -120,8 +119,7 @@ class AirlineWorld:
 def airline_world(api: Api, tmp_path: Path) -> AirlineWorld:
     from stash_pipeline.core.feedback import ReviewedComparison, feedback_id
     from stash_pipeline.services import traces as trace_service
-
-    from tiny_models import TAU2_RUNS
+    from stash_pipeline_tests.support.tiny_models import TAU2_RUNS
 
     store = api.store
     alice, alice_key = accounts.create(store, "alice")

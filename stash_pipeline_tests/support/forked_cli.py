@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from waiting import PROCESS_EXIT_S, bound
+from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, bound
 
 ZYGOTE = r"""
 import gc, json, os, shutil, sys, threading

@@ -6,7 +6,6 @@ import io
 import json
 import socket
 import ssl
-import sys
 import tarfile
 import threading
 from collections.abc import Iterator
@@ -22,11 +21,7 @@ from stash_pipeline.api.settings import ApiSettings, ServerSettings
 from stash_pipeline.objects import LocalObjectStore, reward_model_checkpoint_key
 from stash_pipeline.services import accounts
 from stash_pipeline.store import Store
-
-from waiting import REQUEST_S, SERVER_START_S, bound, wait_until
-
-# store_samples (small traces with feedback) lives beside the store suite.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "store"))
+from stash_pipeline_tests.support.waiting import REQUEST_S, SERVER_START_S, bound, wait_until
 
 # One TLS context for every client of the suite. httpx builds one per client by default, reading
 # this machine's whole CA bundle each time (45 ms of CPU), for servers here that speak plain HTTP.

@@ -18,8 +18,7 @@ from stash_pipeline.core.release_gate import BenchmarkOutcome, release_gate
 from stash_pipeline.objects import reward_model_checkpoint_key
 from stash_pipeline.services import accounts
 from stash_pipeline.store import ActionScore, Release, TraceScore
-
-from api_helpers import Api, checkpoint_archive, trace_object
+from stash_pipeline_tests.support.api_helpers import Api, checkpoint_archive, trace_object
 
 RELEASE = "20260201-000000-trust000"
 COUNT = 40

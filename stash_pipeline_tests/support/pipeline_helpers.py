@@ -5,8 +5,7 @@ from __future__ import annotations
 import itertools
 
 from stash_pipeline.importers import read_path
-
-from tiny_models import AGENTPROCESSBENCH
+from stash_pipeline_tests.support.tiny_models import AGENTPROCESSBENCH
 
 
 def agentprocessbench_records(count: int, owner: str = "ana") -> list:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-RECORD = Path(__file__).with_name("module_seconds.json")
+RECORD = Path(__file__).resolve().parents[1] / "module_seconds.json"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

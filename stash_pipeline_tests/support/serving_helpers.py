@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import socket
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -25,11 +24,15 @@ from stash_pipeline.serving.server import ServeSettings, create_app as create_se
 from stash_pipeline.store import Release, Store
 from stash_pipeline.worker.runner import main as run_worker
 from stash_pipeline.worker.serving import Engine
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
-
-from api_helpers import SETTINGS, TLS, Api, loopback_socket, module_store, serve  # noqa: F401 - the suite's conftest takes module_store from here
-from waiting import REQUEST_S, bound
+from stash_pipeline_tests.support.api_helpers import (  # noqa: F401 - the suite's conftest takes module_store from here
+    SETTINGS,
+    TLS,
+    Api,
+    loopback_socket,
+    module_store,
+    serve,
+)
+from stash_pipeline_tests.support.waiting import REQUEST_S, bound
 
 SECRET = b"k" * 32
 TOKEN = scoring_token(SECRET)

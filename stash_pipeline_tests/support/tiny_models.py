@@ -1,7 +1,6 @@
 """Tiny models built from configs, and real traces to train and score them on (no hub needed).
 
-Importable from every suite (the top-level conftest's folder is on sys.path):
-`from tiny_models import ...`.
+Imported from every suite: `from stash_pipeline_tests.support.tiny_models import ...`.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from stash_pipeline.core.traces import Message, ToolCall, Trace, content_trace_i
 from stash_pipeline.worker import tiny_model
 
 # The data lives beside the project, never inside it: <root>/../shared/data.
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 TAU2_RUNS = SHARED_DATA / "tau2-bench" / "runs"
 TAU2_TOOLS = SHARED_DATA / "tau2-bench" / "domains" / "tools-data.json"
 AGENTPROCESSBENCH = SHARED_DATA / "agentprocessbench" / "hotpotqa.jsonl"
