@@ -27,8 +27,9 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "stash_pipeline_tests" / "store"))
-from bulk_store_helpers import fill
+# The repository root, for the store suite's bulk fill (stash_pipeline_tests.support).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from stash_pipeline_tests.support.bulk_store_helpers import fill
 
 SENSORS = ("queued_reward_models", "score_again_requests", "score_again_for_traces",
            "pending_personal_scoring", "pending_action_scoring", "shared_training_requests",

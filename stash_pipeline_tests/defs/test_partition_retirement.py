@@ -13,8 +13,7 @@ from stash_pipeline.defs.personal.retirement import retire_partitions
 from stash_pipeline.instance import definitions
 from stash_pipeline.services import reward_models
 from stash_pipeline.store import Store, schema
-
-from pipeline_helpers import agentprocessbench_records
+from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records
 
 
 def _finished_days_ago(store: Store, model_id: str, days: float) -> None:

@@ -14,8 +14,7 @@ import sqlalchemy as sa
 from stash_pipeline.core.requests import parse_reward_model_request
 from stash_pipeline.instance import definitions
 from stash_pipeline.store import Release, Store, TraceScore
-
-from pipeline_helpers import agentprocessbench_records
+from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records
 
 SENSORS = ("queued_reward_models", "score_again_requests", "score_again_for_traces",
            "pending_personal_scoring", "pending_action_scoring", "shared_training_requests",

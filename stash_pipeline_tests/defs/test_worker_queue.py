@@ -30,8 +30,7 @@ from stash_pipeline.instance import definitions, model_wait, request_state
 from stash_pipeline.pipelines.trace_scoring import REQUEST_TAG
 from stash_pipeline.services import reward_models
 from stash_pipeline.store import Release, Store
-
-from pipeline_helpers import agentprocessbench_records
+from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records
 
 POOLS = {"concurrency": {"pools": {"default_limit": 1, "granularity": "op"}}}
 

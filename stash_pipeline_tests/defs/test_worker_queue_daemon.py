@@ -36,13 +36,8 @@ from stash_pipeline.instance import get_instance
 from stash_pipeline.objects import object_store_from_env
 from stash_pipeline.pipelines.trace_scoring import REQUEST_TAG
 from stash_pipeline.services import accounts
-
-from pipeline_helpers import agentprocessbench_records
-from waiting import PROCESS_EXIT_S, SERVER_START_S, bound, wait_until
-
-# api_helpers (the API on a loopback port) lives beside the API suite.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "api"))
-
+from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records
+from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, SERVER_START_S, bound, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -136,8 +131,7 @@ def deployment(home: Path, store, monkeypatch, shared_checkpoint) -> Iterator[De
 def served_api(store) -> Iterator[Any]:
     """The API on a loopback port over the test's store."""
     from stash_pipeline.objects import LocalObjectStore, UrlSigner
-
-    from api_helpers import SETTINGS, Api, loopback_socket, serve
+    from stash_pipeline_tests.support.api_helpers import SETTINGS, Api, loopback_socket, serve
 
     sock = loopback_socket()
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"

@@ -15,8 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from stash_pipeline.store import Store, schema, scoring_work
-
-from bulk_store_helpers import fill
+from stash_pipeline_tests.support.bulk_store_helpers import fill
 
 pytestmark = pytest.mark.postgres
 

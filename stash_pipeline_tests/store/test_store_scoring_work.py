@@ -7,8 +7,7 @@ import pytest
 
 from stash_pipeline.core.requests import parse_reward_model_request
 from stash_pipeline.store import ActionScore, Release, Store, TraceScore
-
-from store_samples import make_record, make_trace
+from stash_pipeline_tests.support.store_samples import make_record, make_trace
 
 
 def _work(store: Store, **where) -> list[tuple[str, str, int]]:
