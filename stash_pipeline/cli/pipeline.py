@@ -96,3 +96,18 @@ def dagster_home() -> Path:
     from stash_pipeline.instance import dagster_home as home
 
     return home()
+
+
+def model_queue_fields(model: Any) -> dict[str, Any]:
+    """A model's wait and latest Score again from the run queue
+    (``instance.model_queue_fields``)."""
+    from stash_pipeline.instance import model_queue_fields as fields
+
+    return fields(model)
+
+
+def request_state(tags: Any) -> dict[str, Any]:
+    """Where the request whose run carries ``tags`` stands (``instance.request_state``)."""
+    from stash_pipeline.instance import request_state as state
+
+    return state(tags)

@@ -158,11 +158,10 @@ def _request_run(args: argparse.Namespace, operation: str, sensor: str, said: An
 
 def _report(store: Any, args: argparse.Namespace, model_id: str) -> int:
     """The model as JSON (last line) or text; exit status 1 for a failed model."""
-    from stash_pipeline.instance import model_queue_fields
     from stash_pipeline.services import reward_models
 
     model = reward_models.get(store, args.owner, model_id)
-    view = {**reward_models.view(model), **model_queue_fields(model)}
+    view = {**reward_models.view(model), **pipeline.model_queue_fields(model)}
     if model.status == "running" and model.run_id:
         # The newest progress line.
         view["progress"] = pipeline.run_progress(model.run_id).worker.line

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from stash_pipeline.cli import pipeline
 from stash_pipeline.cli.output import print_json, print_table, rounded
 from stash_pipeline.cli.search import add_search_options, trace_filter
 from stash_pipeline.cli.store import open_store
@@ -251,16 +252,12 @@ def run_score(args: argparse.Namespace) -> int:
         ok = run_now("score_again_for_traces",
                      run_keys=[request_run_key(request.id)])
         if not ok:
-            from stash_pipeline.instance import request_state
-
-            error = request_state(scoring_requests.run_tags(request.id))["error"]
+            error = pipeline.request_state(scoring_requests.run_tags(request.id))["error"]
             print(f"the scoring run of request {request.id} failed: "
                   f"{error or 'see the Dagster run log'}", file=sys.stderr)
     if args.json:
-        from stash_pipeline.instance import request_state
-
         print_json({**scoring_requests.request_view(request),
-                    **request_state(scoring_requests.run_tags(request.id))})
+                    **pipeline.request_state(scoring_requests.run_tags(request.id))})
     return 0 if ok else 1
 
 
