@@ -216,3 +216,20 @@ def test_shared_training_requests_come_back_in_order_after_a_cursor(store: Store
     assert [r.id for r in store.shared_training_requests()] == [first.id, second.id]
     assert store.shared_training_requests(after=first.id) == [second]
     assert store.shared_training_requests(after=second.id) == []
+
+
+def test_a_queued_model_records_its_run_and_stays_queued_until_the_worker(store: Store,
+                                                                          owned) -> None:
+    """Issue 43: a run takes the model up while it waits for the worker; a retry's new attempt
+    forgets the old run, so a late failure of that run cannot speak for it."""
+    model = store.create_reward_model("ana", request("m", owned))
+    store.assign_run(model.id, "run-1")
+    queued = store.get_reward_model(model.id)
+    assert (queued.status, queued.run_id, queued.started_at) == ("queued", "run-1", None)
+    assert store.mark_running(model.id, "run-1") == 1
+    with pytest.raises(StatusError, match="only a queued model"):
+        store.assign_run(model.id, "run-2")
+    store.mark_failed(model.id, "worker killed (signal 9)")
+    store.requeue(model.id)
+    again = store.get_reward_model(model.id)
+    assert (again.status, again.attempt, again.run_id) == ("queued", 2, None)

@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Path as PathParam, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from stash_pipeline.api import temporaries, write_slots
@@ -109,7 +109,7 @@ def score_again(body: ScoreAgainBody, request: Request,
 
 
 @router.get("/score/{request_id}", responses={404: {"description": "No such request of yours."}})
-def get_score_again(request_id: int, request: Request,
+def get_score_again(request: Request, request_id: int = PathParam(ge=1, le=2**31 - 1),
                     account: Account = Depends(current_account)) -> dict[str, Any]:
     """A Score again request: `status` (queued, running, succeeded, failed), `error` (why it
     failed), `wait` (while queued: what it waits for, and `runs_ahead` of it for the worker)."""
