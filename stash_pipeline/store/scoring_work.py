@@ -12,6 +12,7 @@ version), or when it is no longer wanted (a release replaced, a model no longer 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -25,6 +26,9 @@ from stash_pipeline.store.locks import lock_key
 # The most recent succeeded personal models of each owner that auto-scoring keeps current.
 DEFAULT_MODELS_KEPT_CURRENT = 3
 MODELS_KEPT_CURRENT_ENV = "STASH_PERSONAL_SCORING_MODELS"
+
+# How long a release or a model's success polls for the queue's lock before waiting in line.
+EXCLUSIVE_WAIT_S = 60
 
 c = schema.scoring_candidates
 t = schema.traces
@@ -74,8 +78,19 @@ def _hold(connection: sa.Connection, names: Iterable[str], *, shared: bool) -> N
     (SQLite's writers take turns anyway.)"""
     if connection.dialect.name != "postgresql":
         return
-    function = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
     keys = sorted({lock_key(f"scoring-queue:{name}") for name in names})
+    if not shared:
+        # Polled, not queued for: an exclusive request waiting in PostgreSQL's queue would make
+        # every later shared request wait behind it, and an import waiting there while holding
+        # trace locks another import needs could close a cycle. Past EXCLUSIVE_WAIT_S it queues
+        # (a deadlock then is PostgreSQL's to detect: a ConcurrentWriteError, nothing stored).
+        deadline = time.monotonic() + EXCLUSIVE_WAIT_S
+        while time.monotonic() < deadline:
+            if all(connection.scalar(sa.text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": k})
+                   for k in keys):
+                return
+            time.sleep(0.05)
+    function = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
     if keys:
         connection.execute(sa.text(f"SELECT {function}(k) FROM unnest(CAST(:keys AS bigint[])) "
                                    "AS k"), {"keys": keys})

@@ -10,7 +10,15 @@ import pytest
 import sqlalchemy as sa
 
 from stash_pipeline.core.requests import parse_reward_model_request
-from stash_pipeline.store import ActionScore, Release, Store, TraceScore, imports, schema
+from stash_pipeline.store import (
+    ActionScore,
+    Release,
+    Store,
+    TraceScore,
+    imports,
+    schema,
+    scoring_work,
+)
 from stash_pipeline_tests.support.store_samples import make_record, make_trace
 
 
@@ -132,10 +140,12 @@ def test_queued_models_are_read_past_a_cursor_and_a_retry_comes_after_it(store: 
 
 
 @pytest.mark.postgres
-def test_a_trace_imported_while_a_release_is_saved_is_queued_for_it(postgres_store: Store,
-                                                                    ) -> None:
+def test_a_trace_imported_while_a_release_is_saved_is_queued_for_it(
+        postgres_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """The import's transaction is open (its trace written, not committed) when the release is
-    saved: whichever commits second queues the trace for the release."""
+    saved: whichever commits second queues the trace for the release. (The release polls for
+    the queue's lock a moment, then waits in line, where this test sees it wait.)"""
+    monkeypatch.setattr(scoring_work, "EXCLUSIVE_WAIT_S", 0.3)
 
     store = postgres_store
     with store.transaction() as connection:
