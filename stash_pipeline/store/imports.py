@@ -26,7 +26,6 @@ from stash_pipeline.store.feedback import (
     write_feedback,
 )
 from stash_pipeline.store.locks import lock_traces
-from stash_pipeline.store.releases import latest_release
 from stash_pipeline.store.scores import current_versions
 
 CHUNK_SIZE = 500
@@ -249,10 +248,8 @@ def _queue_for_scoring(connection: sa.Connection, changed: Sequence[Trace]) -> N
     if not changed:
         return
     versions = current_versions(connection, [trace.id for trace in changed])
-    release = latest_release(connection)
     scoring_work.queue_traces(connection, {trace.id: (trace.owner, versions[trace.id])
-                                           for trace in changed},
-                              release.version if release else None)
+                                           for trace in changed})
 
 
 def _opt_in(connection: sa.Connection, ids: list[str]) -> None:

@@ -12,6 +12,7 @@ version), or when it is no longer wanted (a release replaced, a model no longer 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -20,10 +21,14 @@ import sqlalchemy as sa
 from stash_pipeline.core.validation import positive_setting
 from stash_pipeline.store import schema
 from stash_pipeline.store.batching import chunks
+from stash_pipeline.store.locks import lock_key
 
 # The most recent succeeded personal models of each owner that auto-scoring keeps current.
 DEFAULT_MODELS_KEPT_CURRENT = 3
 MODELS_KEPT_CURRENT_ENV = "STASH_PERSONAL_SCORING_MODELS"
+
+# How long a release or a model's success polls for the queue's lock before waiting in line.
+EXCLUSIVE_WAIT_S = 60
 
 c = schema.scoring_candidates
 t = schema.traces
@@ -65,16 +70,47 @@ def kept_current_ids(connection: sa.Connection, owners: Iterable[str],
     return out
 
 
-def queue_traces(connection: sa.Connection, traces: Mapping[str, tuple[str, int]],
-                 release: str | None) -> None:
-    """Traces imported or changed ({trace id: (owner, current version)}): queued for the release
-    and their owners' kept-current models, in place of what was queued for them before."""
+def _hold(connection: sa.Connection, names: Iterable[str], *, shared: bool) -> None:
+    """PostgreSQL: who is queued for what is decided under these locks until the transaction
+    ends. An import holds them shared after writing its traces, a release or a model's success
+    exclusively before queueing the traces stored: whichever comes second sees what the other
+    committed, so no trace misses a release or a model that becomes kept current meanwhile.
+    (SQLite's writers take turns anyway.)"""
+    if connection.dialect.name != "postgresql":
+        return
+    keys = sorted({lock_key(f"scoring-queue:{name}") for name in names})
+    if not shared:
+        # Polled, not queued for: an exclusive request waiting in PostgreSQL's queue would make
+        # every later shared request wait behind it, and an import waiting there while holding
+        # trace locks another import needs could close a cycle. Past EXCLUSIVE_WAIT_S it queues
+        # (a deadlock then is PostgreSQL's to detect: a ConcurrentWriteError, nothing stored).
+        deadline = time.monotonic() + EXCLUSIVE_WAIT_S
+        while time.monotonic() < deadline:
+            if all(connection.scalar(sa.text("SELECT pg_try_advisory_xact_lock(:k)"), {"k": k})
+                   for k in keys):
+                return
+            time.sleep(0.05)
+    function = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+    if keys:
+        connection.execute(sa.text(f"SELECT {function}(k) FROM unnest(CAST(:keys AS bigint[])) "
+                                   "AS k"), {"keys": keys})
+
+
+def queue_traces(connection: sa.Connection, traces: Mapping[str, tuple[str, int]]) -> None:
+    """Traces imported or changed ({trace id: (owner, current version)}): queued for the latest
+    release and their owners' kept-current models, in place of what was queued for them
+    before."""
     if not traces:
         return
+    owners = {owner for owner, _ in traces.values()}
+    _hold(connection, ["release", *(f"owner:{owner}" for owner in owners)], shared=True)
+    r = schema.releases
+    release = connection.scalar(sa.select(r.c.version)
+                                .order_by(r.c.created_at.desc(), r.c.version.desc()).limit(1))
     ids = sorted(traces)
     for chunk in chunks(ids):
         connection.execute(c.delete().where(c.c.trace_id.in_(chunk)))
-    models = kept_current_ids(connection, {owner for owner, _ in traces.values()})
+    models = kept_current_ids(connection, owners)
     now = schema.utcnow()
     rows = []
     for trace_id in ids:
@@ -91,6 +127,7 @@ def queue_traces(connection: sa.Connection, traces: Mapping[str, tuple[str, int]
 def queue_release(connection: sa.Connection, release: str, replaced: str | None) -> None:
     """A new release has scored nothing: every trace is queued for it, in one statement; what was
     queued for the release it replaces is dropped."""
+    _hold(connection, ["release"], shared=False)
     if replaced is not None:
         connection.execute(c.delete().where(c.c.evaluator == replaced))
     m = schema.scoring_marks
@@ -107,6 +144,7 @@ def queue_model(connection: sa.Connection, model_id: str, owner: str) -> None:
     """A model that just succeeded: when it is among its owner's kept-current models, the owner's
     traces it has not scored are queued for it; the owner's models no longer kept current leave
     the queue."""
+    _hold(connection, [f"owner:{owner}"], shared=False)
     kept = kept_current_ids(connection, [owner]).get(owner, [])
     succeeded = sa.select(rm.c.id).where(rm.c.owner == owner, rm.c.status == "succeeded")
     connection.execute(c.delete().where(c.c.personal == sa.true(), c.c.evaluator.in_(succeeded),

@@ -3,10 +3,22 @@ imports, releases, models that succeed and stored scores; and Score again read p
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
+import sqlalchemy as sa
 
 from stash_pipeline.core.requests import parse_reward_model_request
-from stash_pipeline.store import ActionScore, Release, Store, TraceScore
+from stash_pipeline.store import (
+    ActionScore,
+    Release,
+    Store,
+    TraceScore,
+    imports,
+    schema,
+    scoring_work,
+)
 from stash_pipeline_tests.support.store_samples import make_record, make_trace
 
 
@@ -125,3 +137,34 @@ def test_queued_models_are_read_past_a_cursor_and_a_retry_comes_after_it(store: 
     store.requeue(second.id)  # a retry is queued anew, after the cursor
     assert [m.id for m in store.queued_models(cursor, 5)] == [third.id, second.id]
     assert store.get_reward_model(second.id).attempt == 2
+
+
+@pytest.mark.postgres
+def test_a_trace_imported_while_a_release_is_saved_is_queued_for_it(
+        postgres_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The import's transaction is open (its trace written, not committed) when the release is
+    saved: whichever commits second queues the trace for the release. (The release polls for
+    the queue's lock a moment, then waits in line, where this test sees it wait.)"""
+    monkeypatch.setattr(scoring_work, "EXCLUSIVE_WAIT_S", 0.3)
+
+    store = postgres_store
+    with store.transaction() as connection:
+        for table in reversed(schema.metadata.sorted_tables):
+            connection.execute(table.delete())
+    released = threading.Thread(target=_release, args=(store, "r1"))
+    with store.transaction() as connection:
+        imports.import_traces(connection, [make_record(make_trace("late"))])
+        released.start()
+        # The release either finishes first or waits for this import: commit only then.
+        while released.is_alive() and not _waiting_for_a_lock(store):
+            time.sleep(0.02)
+    released.join()
+    assert _work(store, personal=False, evaluator="r1") == [("r1", "late", 1)]
+
+
+def _waiting_for_a_lock(store: Store) -> bool:
+    """A session of this database waits for an advisory lock."""
+    with store.engine.connect() as connection:
+        return bool(connection.scalar(sa.text(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND "
+            "database = (SELECT oid FROM pg_database WHERE datname = current_database())")))
