@@ -14,6 +14,7 @@ from dagster._core.storage.compute_log_manager import ComputeIOType
 from dagster._core.workspace.config_schema import ensure_workspace_config
 from dagster._serdes.config_class import class_from_code_pointer
 
+from stash_pipeline.cli import code_server
 from stash_pipeline.defs import resources
 from stash_pipeline.objects.s3 import S3ObjectStore
 
@@ -50,11 +51,22 @@ def test_production_storage_uses_psycopg2_for_dagster_itself() -> None:
     assert storage["postgres"]["postgres_db"]["scheme"] == "postgresql+psycopg2"
 
 
-def test_workspace_loads_the_project_definitions() -> None:
+def test_workspace_loads_the_project_definitions_from_its_code_server(monkeypatch) -> None:
+    """The webserver and the daemon reach the code server `stash-pipeline code-server` starts,
+    under the location name it serves and the dev workspace gives."""
+    monkeypatch.setenv("STASH_CODE_SERVER_HOST", "code-server")
+    monkeypatch.setenv("STASH_CODE_SERVER_PORT", "4000")
     path = ROOT / "deploy" / "workspace.yaml"
     config = ensure_workspace_config(yaml.safe_load(path.read_text()), str(path))
     [location] = config["load_from"]
-    assert location["python_module"]["module_name"] == "stash_pipeline.definitions"
+    server = location["grpc_server"]
+    assert server["location_name"] == code_server.LOCATION_NAME
+    assert (server["host"], server["port"]) == ("code-server", 4000)
+    assert "--module-name" in code_server.code_server_command("0.0.0.0", 4000)
+    assert code_server.DEFINITIONS_MODULE == "stash_pipeline.definitions"
+    [dev] = yaml.safe_load((ROOT / "workspace.yaml").read_text())["load_from"]
+    assert dev["python_module"] == {"module_name": code_server.DEFINITIONS_MODULE,
+                                    "location_name": code_server.LOCATION_NAME}
 
 
 def test_modal_app_takes_the_names_the_pipeline_calls_from_their_one_owner() -> None:
