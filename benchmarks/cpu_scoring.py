@@ -21,7 +21,8 @@ weights (nothing downloaded):
           512 positions: the window is 512) with a WordPiece tokenizer learnt from the traces
 
 Usage: .venv/bin/python benchmarks/cpu_scoring.py [--models tiny,minilm] [--traces N]
-    [--repeats R] [--profile N] [--threads T] [--data DIR]
+    [--minilm-traces N] [--repeats R] [--profile N] [--threads T] [--data DIR]
+(docs/worker.md's figures: ``--threads 1``, one torch thread, so that CPU seconds count work.)
 Prints per model each repeat, then medians with their range, and last ``actions_per_s: N`` (the
 tiny model's path). ``--profile N`` prints cProfile's N most costly functions of one path run.
 """
@@ -249,8 +250,8 @@ def main() -> None:
     parser.add_argument("--models", default="tiny,minilm")
     parser.add_argument("--runs", type=int, default=10, help="airline result files read (20-50 "
                         "traces each)")
-    parser.add_argument("--traces", type=int, default=200, help="traces the tiny model scores")
-    parser.add_argument("--minilm-traces", type=int, default=8,
+    parser.add_argument("--traces", type=int, default=60, help="traces the tiny model scores")
+    parser.add_argument("--minilm-traces", type=int, default=6,
                         help="traces MiniLM scores (the first of the tiny model's)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None, help="torch threads")
