@@ -3,7 +3,8 @@
 # Re-installs only when pyproject.toml changed since the last install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras="${1:-}"
+# The extras to install (pyproject.toml): `worker` (the ML stack) by default, `test` (which holds it).
+extras="${1:-worker}"
 python="${PYTHON:-python3}"
 # The interpreter's own pip puts uv into the venv, which then needs no pip of its own to start
 # (ensurepip costs 3 s); uv installs pip with the project, so `.venv/bin/python -m pip` works as

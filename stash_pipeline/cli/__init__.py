@@ -14,6 +14,7 @@ def build_parser() -> argparse.ArgumentParser:
     from stash_pipeline.cli import (
         accounts,
         api,
+        code_server,
         dev,
         evaluator,
         feedback,
@@ -33,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (imports, traces, review, feedback, pairs, rm, evaluator, score, accounts, api,
-                   serve, dev):
+                   serve, code_server, dev):
         module.add_parser(commands)
     return parser
 

@@ -48,7 +48,7 @@ def score_texts(model: Any, tokenizer: Any, texts: Sequence[str], *,
 
 def plan_action_rows(tokenizer: Any, trace: Trace, audience: Audience, *,
                      one_pass: bool = True, lengths: dict[str, int] | None = None,
-                     ) -> tuple[list[Row], list[Row]]:
+                     tokens: TraceTokens | None = None) -> tuple[list[Row], list[Row]]:
     """The forwards that score a trace's actions: (the one-pass row, if any; the window rows).
 
     Read keys are action ids. An action is read in the one-pass row only when the read is exact:
@@ -56,11 +56,16 @@ def plan_action_rows(tokenizer: Any, trace: Trace, audience: Audience, *,
     and tokenising that rendering alone gives the same tokens as the start of the whole trace's
     tokens (byte-pair merges across the cut could differ). Otherwise it gets a window: its own
     tokens, cut from the left to the training window, read at the end. ``lengths`` gains each
-    action's own rendering's length before that cut.
+    action's own rendering's length before that cut. ``tokens``: the trace's rendering and its
+    one tokenisation, already made (``trace_tokens``, which ``plan_trace_rows`` runs for many
+    traces at once).
     """
     lengths = {} if lengths is None else lengths
     max_length = tokenizer.model_max_length
-    full, ends = action_end_offsets(tokenizer, trace, audience)
+    if tokens is None:
+        full, ends = action_end_offsets(tokenizer, trace, audience)
+    else:
+        full, ends = tokens.text, tokens.ends
     action_ids = list(ends)
     if not action_ids:
         return [], []
@@ -70,7 +75,10 @@ def plan_action_rows(tokenizer: Any, trace: Trace, audience: Audience, *,
         own, counts = tokenize_counted(tokenizer, [full[: ends[a]] for a in action_ids])
         lengths.update(zip(action_ids, counts))
         return [], [Row(tuple(ids), ((len(ids) - 1, a),)) for a, ids in zip(action_ids, own)]
-    full_ids, counts = _tokens_up_to(tokenizer, full, [ends[a] for a in action_ids])
+    if tokens is None:
+        full_ids, counts = _tokens_up_to(tokenizer, full, [ends[a] for a in action_ids])
+    else:
+        full_ids, counts = tokens.ids, tokens.counts
     unsure = [i for i, count in enumerate(counts) if count is None]
     alone = dict(zip(unsure, _token_ids(tokenizer, [full[: ends[action_ids[i]]] for i in unsure])))
     prefix_ids = [full_ids[:count] if count is not None else alone[i]
@@ -181,14 +189,25 @@ def plan_trace_rows(tokenizer: Any, traces: Sequence[Trace], audience: Audience,
     known = known or {}
     known_whole: dict[str, float] = {}
     rows: list[Row] = []
-    texts = [render_trace(tokenizer, t, audience) for t in traces] if whole else []
-    whole_ids, whole_lengths = tokenize_counted(tokenizer, texts)
+    window = tokenizer.model_max_length
+    planned: list[TraceTokens | None] = [None] * len(traces)
+    if actions and one_pass and not getattr(tokenizer, "reward_add_special_tokens", False):
+        # One rendering and one tokenisation of each trace serve its actions and the whole trace
+        # (without special tokens the whole trace's ids are those, cut to the window), and all
+        # traces are tokenised in one batch.
+        tokenised = trace_tokens(tokenizer, traces, audience)
+        planned = list(tokenised)
+        whole_lengths = [len(t.ids) for t in tokenised] if whole else []
+        whole_ids = [t.ids[-window:] if len(t.ids) > window else t.ids for t in tokenised]
+    else:
+        texts = [render_trace(tokenizer, t, audience) for t in traces] if whole else []
+        whole_ids, whole_lengths = tokenize_counted(tokenizer, texts)
     lengths.update((t.id, n) for t, n in zip(traces, whole_lengths))
     whole_ids = whole_ids or [[] for _ in traces]
     action_count = 0
-    for trace, ids in zip(traces, whole_ids):
+    for trace, ids, tokens in zip(traces, whole_ids, planned):
         heads, windows = (plan_action_rows(tokenizer, trace, audience, one_pass=one_pass,
-                                           lengths=lengths)
+                                           lengths=lengths, tokens=tokens)
                           if actions else ([], []))
         action_count += sum(len(row.reads) for row in (*heads, *windows))
         if whole:
@@ -207,6 +226,30 @@ def plan_trace_rows(tokenizer: Any, traces: Sequence[Trace], audience: Audience,
     return TracePlan(rows, known_whole, action_count)
 
 
+@dataclass(frozen=True)
+class TraceTokens:
+    """A trace's whole rendering (``text``), where each action's own rendering ends in it
+    (``ends``, by action id), its untruncated token ids without special tokens (``ids``) and,
+    per action, how many of them its own rendering's tokens are (``counts``: ``None`` where it
+    must be tokenised alone), as ``_tokens_up_to`` gives them."""
+
+    text: str
+    ends: dict[str, int]
+    ids: list[int]
+    counts: list[int | None]
+
+
+def trace_tokens(tokenizer: Any, traces: Sequence[Trace], audience: Audience
+                 ) -> list[TraceTokens]:
+    """``TraceTokens`` of each trace: each rendered with its actions' ends
+    (``action_end_offsets``), all tokenised in one batch."""
+    rendered = [action_end_offsets(tokenizer, trace, audience) for trace in traces]
+    tokenised = _tokens_up_to_each(tokenizer, [text for text, _ in rendered],
+                                   [list(ends.values()) for _, ends in rendered])
+    return [TraceTokens(text, ends, ids, counts)
+            for (text, ends), (ids, counts) in zip(rendered, tokenised)]
+
+
 def _tokens_up_to(tokenizer: Any, text: str, cuts: list[int]) -> tuple[list[int], list[int | None]]:
     """``text``'s token ids and, per character cut, how many of them tokenising ``text[:cut]``
     alone gives (``None`` where that is not certain, so the cut must be tokenised alone).
@@ -218,21 +261,33 @@ def _tokens_up_to(tokenizer: Any, text: str, cuts: list[int]) -> tuple[list[int]
     of ``text`` up to the cut. Every action of the project's template ends at such a cut, so one
     tokenisation of the trace replaces one per action.
     """
+    return _tokens_up_to_each(tokenizer, [text], [cuts])[0]
+
+
+def _tokens_up_to_each(tokenizer: Any, texts: list[str], cuts: list[list[int]]
+                       ) -> list[tuple[list[int], list[int | None]]]:
+    """``_tokens_up_to`` of each text with its own cuts, the texts tokenised in one batch."""
+    if not texts:
+        return []  # the tokenizer rejects an empty batch
     if not getattr(tokenizer, "is_fast", False):
-        return _token_ids(tokenizer, [text])[0], [None] * len(cuts)
-    encoded = tokenizer(text, add_special_tokens=False, truncation=False, verbose=False,
+        return [(ids, [None] * len(c)) for ids, c in zip(_token_ids(tokenizer, texts), cuts)]
+    encoded = tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False,
                         return_offsets_mapping=True)
-    ids, offsets = list(encoded["input_ids"]), encoded["offset_mapping"]
     added = tokenizer.added_tokens_decoder
     cut_before = {t for t, a in added.items() if not a.normalized and not a.lstrip}
     cut_after = {t for t, a in added.items() if not a.normalized and not a.rstrip}
-    tokens_at: dict[int, int] = {len(text): len(ids)}
-    for index, (token, (start, end)) in enumerate(zip(ids, offsets)):
-        if token in cut_before:
-            tokens_at.setdefault(start, index)
-        if token in cut_after:
-            tokens_at.setdefault(end, index + 1)
-    return ids, [tokens_at.get(cut) for cut in cuts]
+    out = []
+    for text, text_cuts, text_ids, offsets in zip(texts, cuts, encoded["input_ids"],
+                                                  encoded["offset_mapping"]):
+        ids = list(text_ids)
+        tokens_at: dict[int, int] = {len(text): len(ids)}
+        for index, (token, (start, end)) in enumerate(zip(ids, offsets)):
+            if token in cut_before:
+                tokens_at.setdefault(start, index)
+            if token in cut_after:
+                tokens_at.setdefault(end, index + 1)
+        out.append((ids, [tokens_at.get(cut) for cut in text_cuts]))
+    return out
 
 
 def _token_ids(tokenizer: Any, texts: list[str]) -> list[list[int]]:

@@ -274,3 +274,29 @@ def test_empty_inputs(model, tokenizer):
     assert score_trace_actions(model, tokenizer, [no_actions], "personal") == {}
     with pytest.raises(ValueError, match="text 1 has no tokens"):
         score_texts(model, tokenizer, ["<|im_start|>user\nhi", ""])
+
+
+@pytest.mark.parametrize("audience", ["personal", "shared"])
+def test_one_tokenisation_serves_whole_traces_and_their_actions(tokenizer, tau2_sample,
+                                                                 short_traces, audience):
+    """``plan_trace_rows`` takes a whole trace's ids from the one tokenisation its actions need
+    (all traces in one batch): the same ids and length as tokenising the trace's own rendering,
+    and the same action rows as planning the trace's actions alone."""
+    # A trace cut to its first messages fits the window whole (read inside its actions' row).
+    cut = [replace(t, id=f"{t.id}-cut", messages=t.messages[:5]) for t in short_traces]
+    traces = [*tau2_sample, *cut, multi_call_trace()]
+    lengths: dict[str, int] = {}
+    plan = scoring.plan_trace_rows(tokenizer, traces, audience, lengths=lengths)
+    alone, counts = tokenize_counted(tokenizer, [render_trace(tokenizer, t, audience)
+                                                 for t in traces])
+    assert any(count > tokenizer.model_max_length for count in counts)  # some are cut
+    assert any(count <= tokenizer.model_max_length for count in counts)  # some fit
+    for trace, ids, count in zip(traces, alone, counts):
+        assert lengths[trace.id] == count
+        [(row, position)] = [(row, p) for row in plan.rows for p, key in row.reads
+                             if key == (scoring.TRACE, trace.id)]
+        assert list(row.ids[: position + 1]) == ids
+        heads, windows = plan_action_rows(tokenizer, trace, audience)
+        assert all(window in plan.rows for window in windows)
+        action_reads = {key for row in heads for _, key in row.reads}
+        assert action_reads <= {key for row in plan.rows for _, key in row.reads}
