@@ -10,6 +10,7 @@ from stash_pipeline.api.auth import AccountDep
 from stash_pipeline.api.bodies import REWARD_MODEL_REQUEST
 from stash_pipeline.api.deps import ObjectsDep, SettingsDep, StoreDep
 from stash_pipeline.api.ids import readable_ids
+from stash_pipeline.api.responses import RewardModels, RewardModelView
 from stash_pipeline.core.errors import NotFoundError
 from stash_pipeline.objects import ObjectNotFoundError
 from stash_pipeline.services import reward_models, trust
@@ -19,11 +20,11 @@ router = APIRouter(prefix="/api/v1/rm/reward-models", tags=["reward models"],
 NOT_FOUND = {404: {"description": "Not yours, not there, or an account from before the rollout."}}
 
 
-def _view(model: Any) -> dict[str, Any]:
+def _view(model: Any) -> RewardModelView:
     """The model, with what it waits for in the run queue and its latest Score again's state."""
     from stash_pipeline.instance import model_queue_fields
 
-    return {**reward_models.view(model), **model_queue_fields(model)}
+    return RewardModelView(**reward_models.view(model), **model_queue_fields(model))
 
 
 @router.post("", status_code=201, responses={
@@ -32,7 +33,7 @@ def _view(model: Any) -> dict[str, Any]:
     openapi_extra={"requestBody": {"required": True, "content": {
         "application/json": {"schema": REWARD_MODEL_REQUEST}}}})
 def create_reward_model(account: AccountDep, store: StoreDep, settings: SettingsDep,
-                        body: Any = Body(...)) -> dict[str, Any]:
+                        body: Any = Body(...)) -> RewardModelView:
     """Queue a personal reward model; it returns the queued model."""
     model = reward_models.create(store, account.id, body,
                                  local_base_models=settings.base_model_dirs)
@@ -40,13 +41,13 @@ def create_reward_model(account: AccountDep, store: StoreDep, settings: Settings
 
 
 @router.get("", responses=NOT_FOUND)
-def list_reward_models(account: AccountDep, store: StoreDep) -> dict[str, Any]:
+def list_reward_models(account: AccountDep, store: StoreDep) -> RewardModels:
     models = reward_models.list_models(store, account.id)
-    return {"reward_models": [_view(m) for m in models]}
+    return RewardModels(reward_models=[_view(m) for m in models])
 
 
 @router.get("/{model_id}", responses=NOT_FOUND)
-def get_reward_model(model_id: str, account: AccountDep, store: StoreDep) -> dict[str, Any]:
+def get_reward_model(model_id: str, account: AccountDep, store: StoreDep) -> RewardModelView:
     """Status, error, metrics and timestamps; `wait` while queued (what it waits for: its run,
     or the worker with `runs_ahead`), `score_again` (the latest Score again's status, error and
     wait)."""
@@ -66,7 +67,7 @@ def get_weights(model_id: str, account: AccountDep, store: StoreDep,
 
 @router.post("/{model_id}/score", status_code=202, responses={
     **NOT_FOUND, 409: {"description": "The model has not succeeded: no checkpoint to score with."}})
-def score_again(model_id: str, account: AccountDep, store: StoreDep) -> dict[str, Any]:
+def score_again(model_id: str, account: AccountDep, store: StoreDep) -> RewardModelView:
     """Score again: a fresh scoring run of the saved checkpoint, without labelling or training."""
     model = reward_models.score_again(store, account.id, model_id)
     return _view(model)

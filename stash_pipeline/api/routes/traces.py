@@ -14,6 +14,7 @@ from stash_pipeline.api.auth import AccountDep
 from stash_pipeline.api.bodies import CommentBody, ContributionChange, RatingBody, ScoreAgainBody
 from stash_pipeline.api.deps import StoreDep
 from stash_pipeline.api.ids import readable_ids
+from stash_pipeline.api.responses import ScoringRequestState
 from stash_pipeline.api.search import search_filter
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.trace_search import TraceFilter
@@ -99,7 +100,8 @@ def list_traces(account: AccountDep, store: StoreDep, sort: Sort = "-created",
     404: {"description": "A trace or model that is not yours, or no release yet."},
     422: {"description": "Bad input, or actions asked of a model trained without action "
                          "comparisons."}})
-def score_again(body: ScoreAgainBody, account: AccountDep, store: StoreDep) -> dict[str, Any]:
+def score_again(body: ScoreAgainBody, account: AccountDep,
+                store: StoreDep) -> ScoringRequestState:
     """Score again: a fresh run of the saved checkpoint over these traces, without labelling
     calls or retraining; the released shared evaluator by default, or one of your models."""
     queued = scoring_requests.request(store, account.id, body.trace_ids,
@@ -109,13 +111,13 @@ def score_again(body: ScoreAgainBody, account: AccountDep, store: StoreDep) -> d
 
 @router.get("/score/{request_id}", responses={404: {"description": "No such request of yours."}})
 def get_score_again(account: AccountDep, store: StoreDep,
-                    request_id: int = PathParam(ge=1, le=2**31 - 1)) -> dict[str, Any]:
+                    request_id: int = PathParam(ge=1, le=2**31 - 1)) -> ScoringRequestState:
     """A Score again request: `status` (queued, running, succeeded, failed), `error` (why it
     failed), `wait` (while queued: what it waits for, and `runs_ahead` of it for the worker)."""
     return _request_view(scoring_requests.get(store, account.id, request_id))
 
 
-def _request_view(scoring: Any) -> dict[str, Any]:
+def _request_view(scoring: Any) -> ScoringRequestState:
     from stash_pipeline.instance import request_state
 
     try:
@@ -123,7 +125,7 @@ def _request_view(scoring: Any) -> dict[str, Any]:
     except Exception as error:  # noqa: BLE001 - the request is stored; its state is a courtesy
         log.warning("the run queue is unreadable: %s", error)
         state = {"status": None, "error": None, "wait": None, "run_id": None}
-    return {**scoring_requests.request_view(scoring), **state}
+    return ScoringRequestState(**scoring_requests.request_view(scoring), **state)
 
 
 @router.get("/{trace_id}", responses=NOT_FOUND)
