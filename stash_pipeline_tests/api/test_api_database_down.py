@@ -27,12 +27,11 @@ from stash_pipeline.store import Store
 from stash_pipeline_tests.support.api_helpers import (
     SETTINGS,
     Api,
+    assert_retryable,
     import_traces,
     loopback_socket,
     serve,
 )
-
-from test_api_faults import assert_retryable
 
 pytestmark = pytest.mark.postgres
 REPO = Path(__file__).resolve().parents[2]

@@ -23,6 +23,7 @@ from stash_pipeline.store.engine import SQLITE_BUSY_TIMEOUT_ENV
 from stash_pipeline_tests.support.api_helpers import (
     SETTINGS,
     Api,
+    assert_retryable,
     import_traces,
     loopback_socket,
     serve,
@@ -31,15 +32,6 @@ from stash_pipeline_tests.support.api_helpers import (
 
 RM = "/api/v1/rm/reward-models"
 PARALLEL = 20
-
-
-def assert_retryable(response: httpx.Response) -> None:
-    """A 503 that says to retry: Retry-After, `retryable`, one line without a traceback."""
-    assert response.status_code == 503, response.text
-    body = response.json()
-    assert int(response.headers["Retry-After"]) >= 1
-    assert body["retryable"] is True and "retry" in body["detail"]
-    assert "\n" not in body["detail"] and "Traceback" not in body["detail"]
 
 
 def in_parallel(calls: list[Callable[[], httpx.Response]]) -> list[httpx.Response]:

@@ -7,34 +7,9 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from stash_pipeline.store import Release, TraceScore
 from stash_pipeline.store.readonly_sql import SqlRefused, postgres
-from stash_pipeline_tests.support.api_helpers import Api, import_traces, succeed
-
-RM = "/api/v1/rm/reward-models"
-
-
-@pytest.fixture
-def victim(api: Api, tmp_path) -> dict:
-    owner, client = api.account("ana")
-    import_traces(client, "secret-trace")
-    model = client.post(RM, json={"name": "secret-model", "trace_ids": ["secret-trace"]}).json()
-    succeed(api.store, api.objects, model["id"], tmp_path)
-    api.store.save_scores([TraceScore("secret-trace", 1, model["id"], 9.0)])
-    api.store.save_release(Release("v1", "file:///x", {}, {}))
-    client.post("/api/v1/traces/secret-trace/outcomes", json={"reward": 1})
-    for evaluator in (model["id"], "v1"):  # trust reports: rows of the trust_figures view
-        api.store.trust_report(owner, evaluator)
-    saved = client.post("/api/v1/saved-filters", json={"name": "secret search",
-                                                         "match": {"q": "secret"}}).json()
-    return {"owner": owner, "client": client, "model": model["id"], "saved": saved["id"]}
-
-
-@pytest.fixture
-def mallory(api: Api) -> httpx.Client:
-    _, client = api.account("mallory")
-    import_traces(client, "mallory-trace")
-    return client
+from stash_pipeline_tests.support.api_helpers import Api
+from stash_pipeline_tests.support.isolation import RM, mallory, victim  # noqa: F401 - fixtures
 
 
 def test_every_route_answers_404_for_another_accounts_ids(api: Api, victim: dict,

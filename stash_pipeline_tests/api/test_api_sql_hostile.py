@@ -15,13 +15,18 @@ import sqlalchemy as sa
 
 from stash_pipeline.api import create_app
 from stash_pipeline.objects import LocalObjectStore, UrlSigner
-from stash_pipeline.store import ActionScore, Store, schema
+from stash_pipeline.store import Store, schema
 from stash_pipeline.store.readonly_sql import ReadonlySql, SqlBusy, SqlRefused
 from stash_pipeline_tests.support.api_helpers import SETTINGS, Api, loopback_socket, serve
+from stash_pipeline_tests.support.isolation import (  # noqa: F401 - fixtures  # noqa: F401 - fixtures
+    SQL,
+    TIMEOUT_RETRIES,
+    answer,
+    mallory,
+    secrets,
+    victim,
+)
 
-from test_api_isolation import mallory, victim  # noqa: F401 - fixtures
-
-SQL = "/api/v1/sql"
 OVERFLOW = "abs(-9223372036854775807 - 1 + 0 * length(evaluator))"
 # Each query raises an error, or answers differently, only when a row it names is visible.
 ORACLES = {
@@ -73,29 +78,6 @@ ORACLES = {
 
 def oracles(dialect: str) -> list[str]:
     return ORACLES["both"] + ORACLES[dialect]
-
-
-TIMEOUT_RETRIES = 5
-
-
-def answer(client: httpx.Client, query: str) -> tuple[int, str]:
-    """The query's answer. One that ran past the test server's 1 s statement timeout says nothing
-    about any row (a loaded machine's query process starts slowly): it is asked again."""
-    for _ in range(TIMEOUT_RETRIES):
-        response = client.post(SQL, json={"sql": query})
-        assert response.status_code in (200, 422), (query, response.text)
-        if response.status_code != 422 or response.json().get("code") != "timeout":
-            break
-    return response.status_code, response.text
-
-
-@pytest.fixture
-def secrets(api: Api, victim: dict) -> dict:
-    trace = api.store.get_trace("secret-trace")
-    action = trace.actions()[0]
-    api.store.save_action_scores("v1", {"secret-trace": 1},
-                                 [ActionScore(action.id, "secret-trace", 1, "v1", 9.0, 0.9)])
-    return {"trace": "secret-trace", "action": action.id, "model": victim["model"]}
 
 
 def test_error_oracles_learn_nothing_about_another_account(api: Api, victim: dict,

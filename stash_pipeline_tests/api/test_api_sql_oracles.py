@@ -15,9 +15,7 @@ import httpx
 import pytest
 
 from stash_pipeline_tests.support.api_helpers import Api
-
-from test_api_isolation import mallory, victim  # noqa: F401 - fixtures
-from test_api_sql_hostile import answer, secrets  # noqa: F401 - fixture
+from stash_pipeline_tests.support.isolation import answer, mallory, secrets, victim  # noqa: F401 - fixtures  # noqa: F401 - fixture
 
 # The error term of each database: an error when {cond} holds on a row, no value otherwise.
 ERROR_TERMS = {

@@ -16,6 +16,9 @@ from stash_pipeline_tests.support.viewer_helpers import (
     RELEASE,
     TRACES,
     World,
+    csrf,
+    error_of,
+    login,
     report_progress,
     running_model,
     scored_world,
@@ -25,23 +28,6 @@ from stash_pipeline_tests.support.viewer_helpers import (
 @pytest.fixture
 def world(api: Api, tmp_path: Path) -> World:
     return scored_world(api, tmp_path)
-
-
-def login(api: Api, key: str) -> httpx.Client:
-    client = api.client()
-    response = client.post("/ui/login", data={"api_key": key, "next": "/ui/traces"})
-    assert response.status_code == 303 and response.headers["location"] == "/ui/traces"
-    return client
-
-
-def csrf(page: str) -> str:
-    return re.search(r'name="csrf" value="([0-9a-f]{64})"', page).group(1)
-
-
-def error_of(page: str, element: str) -> str:
-    found = re.search(rf'id="{element}"[^>]*>([^<]*)<', page)
-    assert found, page
-    return found.group(1)
 
 
 def test_login_sets_a_strict_httponly_cookie_and_pages_need_it(api: Api, world: World) -> None:

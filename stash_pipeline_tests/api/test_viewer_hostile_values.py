@@ -10,10 +10,8 @@ import httpx
 import pytest
 
 from stash_pipeline_tests.support.api_helpers import TLS, Api
-from stash_pipeline_tests.support.viewer_helpers import World, scored_world
+from stash_pipeline_tests.support.viewer_helpers import World, csrf, login, scored_world
 from stash_pipeline_tests.support.waiting import REQUEST_S
-
-from test_viewer import csrf, login
 
 COOKIE = "stash_session"
 

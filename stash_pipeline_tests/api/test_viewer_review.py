@@ -15,9 +15,14 @@ import pytest
 
 from stash_pipeline.core.feedback import ReviewedComparison, feedback_id
 from stash_pipeline_tests.support.api_helpers import Api, import_traces, trace_object
-from stash_pipeline_tests.support.viewer_helpers import TRACES, World, scored_world
-
-from test_viewer import csrf, error_of, login
+from stash_pipeline_tests.support.viewer_helpers import (
+    TRACES,
+    World,
+    csrf,
+    error_of,
+    login,
+    scored_world,
+)
 
 
 @pytest.fixture

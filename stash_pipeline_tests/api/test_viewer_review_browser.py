@@ -12,9 +12,8 @@ import pytest
 
 from stash_pipeline.core.feedback import Comment, ReviewedComparison
 from stash_pipeline_tests.support.api_helpers import Api
+from stash_pipeline_tests.support.browser import browser, chromium, log_in, pytestmark, shoot  # noqa: F401
 from stash_pipeline_tests.support.viewer_helpers import AirlineWorld, airline_world
-
-from test_viewer_browser import browser, chromium, log_in, pytestmark, shoot  # noqa: F401
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import pytest
 from stash_pipeline.cli import main
 from stash_pipeline.services import accounts
 from stash_pipeline.store import Store
+from stash_pipeline_tests.support.cli_helpers import last_json
 
 
 @pytest.fixture
@@ -17,10 +18,6 @@ def home(tmp_path, monkeypatch, use_stash_home):
     use_stash_home(tmp_path / "stash")
     monkeypatch.delenv("DATABASE_URL", raising=False)
     return tmp_path / "stash"
-
-
-def last_json(capsys) -> dict:
-    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
 def test_create_prints_the_key_once_and_stores_only_its_hash(home, capsys) -> None:

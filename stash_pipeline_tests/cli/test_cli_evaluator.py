@@ -3,12 +3,11 @@ instance."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from stash_pipeline.cli import main
 from stash_pipeline.store import Store
+from stash_pipeline_tests.support.cli_helpers import last_json
 from stash_pipeline_tests.support.shared_samples import contributions
 
 
@@ -23,10 +22,6 @@ def store(tmp_path, monkeypatch, use_stash_home) -> Store:
     store.migrate()
     yield store
     store.dispose()
-
-
-def last_json(capsys) -> dict:
-    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
 def test_before_any_release_traces_wait(store, capsys):

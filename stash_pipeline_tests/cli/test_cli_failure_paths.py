@@ -14,9 +14,7 @@ from stash_pipeline.cli import main
 from stash_pipeline.core.failures import reason_line
 from stash_pipeline.objects import LocalObjectStore, UrlSigner
 from stash_pipeline.services import accounts
-from stash_pipeline_tests.support.cli_helpers import cli_store, run_json  # noqa: F401 - a fixture
-
-from test_cli_rm import HOTPOTQA
+from stash_pipeline_tests.support.cli_helpers import HOTPOTQA, cli_store, run_json  # noqa: F401 - a fixture
 
 
 def test_a_failed_jobs_error_shows_no_server_path(cli_store, tmp_path, monkeypatch, capsys):

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from stash_pipeline.cli import main
-
-from test_cli_rm import home  # noqa: F401 - fixture
+from stash_pipeline_tests.support.cli_helpers import home  # noqa: F401 - fixture
 
 
 def test_create_wait_without_an_api_key_says_so_in_one_line(home, capsys,

@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from stash_pipeline.cli import main
+from stash_pipeline_tests.support.cli_helpers import HOTPOTQA
 from stash_pipeline_tests.support.forked_cli import Command, run_at_once
-
-from test_cli_rm import HOTPOTQA
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]

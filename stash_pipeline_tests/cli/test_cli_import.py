@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from stash_pipeline.cli import main
+from stash_pipeline_tests.support.cli_helpers import last_json
 from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, bound
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
@@ -17,10 +18,6 @@ def stash_home(tmp_path, monkeypatch, use_stash_home):
     use_stash_home(tmp_path / "stash")
     monkeypatch.delenv("DATABASE_URL", raising=False)
     return tmp_path / "stash"
-
-
-def last_json(capsys) -> dict:
-    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
 def test_import_samples_prints_a_json_summary(capsys):

@@ -3,7 +3,6 @@ Dagster."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 from pathlib import Path
@@ -12,25 +11,7 @@ import dagster as dg
 import pytest
 
 from stash_pipeline.cli import main
-from stash_pipeline_tests.support.tiny_models import SHARED_DATA
-
-HOTPOTQA = SHARED_DATA / "agentprocessbench" / "hotpotqa.jsonl"
-
-
-@pytest.fixture
-def home(tmp_path, monkeypatch, use_stash_home) -> Path:
-    use_stash_home(tmp_path / "stash")
-    monkeypatch.setenv("STASH_EXTRACTION", "off")
-    for name in ("DATABASE_URL", "DAGSTER_HOME", "S3_BUCKET", "RM_ARTIFACT_DIR", "STASH_API_URL"):
-        monkeypatch.delenv(name, raising=False)
-    sample = tmp_path / "hotpot.jsonl"
-    sample.write_text("".join(itertools.islice(HOTPOTQA.open(), 6)))
-    assert main(["import", str(sample), "--json"]) == 0
-    return tmp_path / "stash"
-
-
-def last_json(capsys) -> dict:
-    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+from stash_pipeline_tests.support.cli_helpers import home, last_json  # noqa: F401 - the fixture
 
 
 def test_an_import_materialises_the_traces_asset(home, capsys):

@@ -17,8 +17,7 @@ from stash_pipeline.cli import main
 from stash_pipeline.compute.job import job_directory
 from stash_pipeline.compute.run import job_dirs_of
 from stash_pipeline.pipelines.personal_training import attempt_name
-
-from test_cli_rm import home, last_json  # noqa: F401 - fixtures
+from stash_pipeline_tests.support.cli_helpers import home, last_json  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]

@@ -5,8 +5,7 @@ from hypothesis import given, settings, strategies as st
 
 from stash_pipeline.core.sampling import cap_pairs
 from stash_pipeline.core.training_settings import DEFAULT_MAX_PAIRS
-
-from test_split_pairs import make_pair
+from stash_pipeline_tests.support.pair_fixtures import make_pair
 
 
 def test_under_the_cap_everything_is_kept():

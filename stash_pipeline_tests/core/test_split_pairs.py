@@ -4,28 +4,13 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from stash_pipeline.core.errors import StashError
-from stash_pipeline.core.pairs import Pair, PairSide
 from stash_pipeline.core.split import (
     NotEnoughPairsError,
     held_out_count,
     linked_groups,
     split_pairs,
 )
-from stash_pipeline.core.traces import Message, Trace
-
-
-def _trace(trace_id: str) -> Trace:
-    return Trace(trace_id, (Message("user", "q"), Message("assistant", "a")))
-
-
-def make_pair(index: int, chosen: str, rejected: str | None = None, *, tool: bool = False) -> Pair:
-    rejected = rejected or chosen
-    return Pair(
-        id=f"p{index:05d}", kind="action" if rejected == chosen else "trace",
-        chosen=PairSide(_trace(chosen)), rejected=PairSide(_trace(rejected)),
-        source_kind="step_rating", source_id=f"s{index}",
-        source_trace_ids=tuple(sorted({chosen, rejected})), is_tool_call=tool,
-    )
+from stash_pipeline_tests.support.pair_fixtures import make_pair
 
 
 @st.composite

@@ -17,8 +17,7 @@ from stash_pipeline.compute.run import JOB_DIRS_TAG
 from stash_pipeline.defs.abandoned_runs import PROCESS_TAG, process_gone, this_process
 from stash_pipeline.instance import definitions
 from stash_pipeline.pipelines import personal_training as steps
-
-from test_wait_beside_a_daemon import queued_model
+from stash_pipeline_tests.support.pipeline_helpers import queued_model
 
 POOL = "reward_worker"
 

@@ -20,18 +20,12 @@ from stash_pipeline.objects.keys import reward_model_checkpoint_key
 from stash_pipeline.pipelines import personal_training
 from stash_pipeline.pipelines.personal_training import attempt_name
 from stash_pipeline.services import reward_models
-from stash_pipeline.store import Store
-from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records
+from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records, request
 
 METRIC_FIELDS = {"train_pairs", "eval_pairs", "eval_accuracy", "action_scoring_version",
                  "action_train_pairs", "action_eval_pairs", "action_eval_accuracy",
                  "tool_eval_pairs", "tool_eval_accuracy", "excluded_cross_trace_pairs",
                  "final_loss", "epochs", "device", "seconds"}
-
-
-def request(store: Store, trace_ids: list[str], base_model: str, **fields) -> str:
-    body = {"name": "hotpot", "trace_ids": trace_ids, "base_model": base_model, **fields}
-    return reward_models.create(store, "ana", body).id
 
 
 @pytest.mark.slow

@@ -10,9 +10,7 @@ import pytest
 
 from stash_pipeline.instance import definitions
 from stash_pipeline.pipelines import personal_training
-from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records
-
-from test_personal_pipeline import request
+from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records, request
 
 pytestmark = pytest.mark.slow
 JOB = "personal_reward_model_training"

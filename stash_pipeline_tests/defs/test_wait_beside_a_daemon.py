@@ -10,19 +10,9 @@ import dagster as dg
 from dagster._daemon.sensor import fetch_existing_runs
 
 from stash_pipeline.instance import RUN_KEY_TAG, SENSOR_NAME_TAG, definitions, run_sensor_requests
-from stash_pipeline.services import reward_models
-from stash_pipeline.store import Store
-from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records
+from stash_pipeline_tests.support.pipeline_helpers import queued_model
 
 SENSOR = "queued_reward_models"
-
-
-def queued_model(store: Store) -> str:
-    records = agentprocessbench_records(2)
-    store.import_traces(records)
-    return reward_models.create(store, "ana", {
-        "name": "hotpot", "trace_ids": [r.trace.id for r in records],
-        "base_model": "/nonexistent"}).id
 
 
 def test_a_run_the_daemon_started_is_waited_for_not_run_again(store, instance):

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import pytest
 
-from stash_pipeline.core.feedback import Comment
 from stash_pipeline.core.pairs import pair_context
 from stash_pipeline.core.traces import Message, ToolCall, Trace
 from stash_pipeline.extraction import (
@@ -11,26 +10,8 @@ from stash_pipeline.extraction import (
     MissingApiKeyError,
     extract_feedback_pairs,
 )
+from stash_pipeline_tests.support.extraction_samples import COMMENT, TRACE, run
 from stash_pipeline_tests.support.fake_anthropic import error_body, text_message
-
-TRACE = Trace(
-    id="t1", agent="travel-bot", domain="airline",
-    messages=(
-        Message("system", "You are a travel agent."),
-        Message("user", "Book me a flight to Paris."),
-        Message("assistant", "Let me look.", tool_calls=(
-            ToolCall("c0", "search_flights", {"to": "PAR"}),
-            ToolCall("c1", "book_flight", {"flight": "AF123"}),
-        )),
-        Message("tool", "[AF123]", tool_call_id="c0", name="search_flights"),
-        Message("tool", "booked AF123, aisle seat", tool_call_id="c1", name="book_flight"),
-        Message("assistant", "AF123 is booked."),
-        Message("user", "No, I wanted a window seat. You should have asked first."),
-        Message("assistant", "Sorry, I will change it."),
-    ),
-)
-COMMENT = Comment("k1", "t1", "Booking without asking which seat I wanted was wrong.",
-                  action_id="t1/m2.call1")
 
 
 def preference(**overrides) -> dict:
@@ -42,10 +23,6 @@ def preference(**overrides) -> dict:
         "rationale": "The user expected to be asked about the seat before booking.",
     }
     return {**base, **overrides}
-
-
-def run(config, comments=(COMMENT,), audience="personal"):
-    return extract_feedback_pairs([TRACE], list(comments), audience, config)
 
 
 def test_good_extraction_makes_generated_pairs_with_provenance(fake_anthropic, extraction_config):

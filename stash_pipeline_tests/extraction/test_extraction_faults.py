@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 
 from stash_pipeline.extraction import ExtractionConfig, ExtractionError, MissingApiKeyError
-
-from test_extraction_anthropic import run
+from stash_pipeline_tests.support.extraction_samples import run
 
 GARBAGE = [
     (200, b"\xfe\xff\x00{\xd8\x00\x00\x01garbage"),  # a UTF-16 BOM, then no UTF-16 at all

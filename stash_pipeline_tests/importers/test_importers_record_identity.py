@@ -19,10 +19,21 @@ import pytest
 
 from stash_pipeline.importers import read_path
 from stash_pipeline.store import ActionScore, Store
-from stash_pipeline_tests.support.importer_helpers import shared_data, write_json, write_jsonl
-
-from test_importers_anthropic import refund_trace
-from test_importers_otel import ANSWER, CALL, QUESTION, RESULT, SYSTEM, export, span
+from stash_pipeline_tests.support.importer_helpers import (
+    refund_trace,
+    shared_data,
+    write_json,
+    write_jsonl,
+)
+from stash_pipeline_tests.support.otel_samples import (
+    ANSWER,
+    CALL,
+    QUESTION,
+    RESULT,
+    SYSTEM,
+    export,
+    span,
+)
 
 
 def jsonl_lines(path: Path, count: int) -> list[dict[str, Any]]:

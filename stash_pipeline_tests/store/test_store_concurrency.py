@@ -27,36 +27,13 @@ from stash_pipeline_tests.support.store_samples import (
     feedback_on,
     make_record,
     make_trace,
+    own_store,
     preview_report,
+    run_together,
 )
 from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, bound
 
 SAMPLES = Path(__file__).resolve().parents[2] / "stash_pipeline" / "samples"
-
-
-def run_together(workers: list[Callable[[], None]]) -> list[BaseException]:
-    """Start every worker at once (behind a barrier); return what they raised."""
-    barrier = threading.Barrier(len(workers))
-    errors: list[BaseException] = []
-
-    def run(work: Callable[[], None]) -> None:
-        barrier.wait()
-        try:
-            work()
-        except BaseException as error:  # noqa: BLE001 - the test reports every failure
-            errors.append(error)
-
-    threads = [threading.Thread(target=run, args=(work,)) for work in workers]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return errors
-
-
-def own_store(url: str) -> Store:
-    """A second Store on the same database: its own engine, so its own connections."""
-    return Store(url)
 
 
 def test_16_concurrent_reimports_of_the_same_traces_each_bump_the_version(store: Store) -> None:

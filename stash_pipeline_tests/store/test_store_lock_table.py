@@ -9,9 +9,12 @@ import pytest
 import sqlalchemy as sa
 
 from stash_pipeline.store import Store, schema
-from stash_pipeline_tests.support.store_samples import make_record, make_trace
-
-from test_store_concurrency import own_store, run_together
+from stash_pipeline_tests.support.store_samples import (
+    make_record,
+    make_trace,
+    own_store,
+    run_together,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 

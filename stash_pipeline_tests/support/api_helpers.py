@@ -127,3 +127,12 @@ def succeed(store: Store, objects, model_id: str, tmp_path: Path) -> None:
     attempt = store.mark_running(model_id)
     uri = objects.put_file(reward_model_checkpoint_key(model_id, attempt), archive)
     store.mark_succeeded(model_id, metrics={"train_pairs": 2}, checkpoint_uri=uri)
+
+
+def assert_retryable(response: httpx.Response) -> None:
+    """A 503 that says to retry: Retry-After, `retryable`, one line without a traceback."""
+    assert response.status_code == 503, response.text
+    body = response.json()
+    assert int(response.headers["Retry-After"]) >= 1
+    assert body["retryable"] is True and "retry" in body["detail"]
+    assert "\n" not in body["detail"] and "Traceback" not in body["detail"]

@@ -43,3 +43,31 @@ def import_error(path: Path, **options: Any) -> InputError:
     with pytest.raises(InputError) as caught:
         read_all(path, **options)
     return caught.value
+
+
+def refund_trace(**extra):
+    return {
+        "id": "a-1",
+        "model": "claude-x",
+        "system": [{"type": "text", "text": "Follow the refund policy."},
+                   {"type": "text", "text": "Be polite."}],
+        "tools": [{"name": "lookup_order", "description": "Find an order",
+                   "input_schema": {"type": "object", "properties": {"id": {"type": "string"}}}}],
+        "messages": [
+            {"role": "user", "content": "Refund order 42"},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "need the order", "signature": "s"},
+                {"type": "text", "text": "Let me look."},
+                {"type": "tool_use", "id": "tu1", "name": "lookup_order", "input": {"id": "42"}},
+                {"type": "tool_use", "id": "tu2", "name": "lookup_order", "input": {"id": "43"}},
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "tu1", "content": "order 42: shipped"},
+                {"type": "tool_result", "tool_use_id": "tu2", "is_error": True,
+                 "content": [{"type": "text", "text": "not found"}]},
+                {"type": "text", "text": "Only 42 matters."},
+            ]},
+            {"role": "assistant", "content": "Refund issued."},
+        ],
+        **extra,
+    }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from stash_pipeline.core.pairs import Pair, PairSide
 from stash_pipeline.core.traces import Message, ToolCall, Trace
 
 
@@ -30,3 +31,17 @@ def text_trace(trace_id: str, **fields) -> Trace:
     return Trace(id=trace_id, messages=(
         Message("user", f"question {trace_id}"), Message("assistant", f"answer {trace_id}"),
     ), **fields)
+
+
+def make_pair(index: int, chosen: str, rejected: str | None = None, *, tool: bool = False) -> Pair:
+    rejected = rejected or chosen
+    return Pair(
+        id=f"p{index:05d}", kind="action" if rejected == chosen else "trace",
+        chosen=PairSide(qa_trace(chosen)), rejected=PairSide(qa_trace(rejected)),
+        source_kind="step_rating", source_id=f"s{index}",
+        source_trace_ids=tuple(sorted({chosen, rejected})), is_tool_call=tool,
+    )
+
+
+def qa_trace(trace_id: str) -> Trace:
+    return Trace(trace_id, (Message("user", "q"), Message("assistant", "a")))

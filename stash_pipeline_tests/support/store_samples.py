@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+
 from stash_pipeline.core.feedback import (
     Comment,
     Rating,
@@ -13,7 +16,7 @@ from stash_pipeline.core.pair_builders import build_feedback_pairs
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.core.requests import parse_reward_model_request
 from stash_pipeline.core.traces import Message, ToolCall, Trace
-from stash_pipeline.store import ActionScore, TraceScore
+from stash_pipeline.store import ActionScore, Store, TraceScore
 
 
 def make_trace(trace_id: str, *, owner: str = "local", turns: int = 2, text: str = "",
@@ -116,3 +119,28 @@ def trust_sample(store) -> str:
                                    input_tokens=900) for t in TRACES
                        for x in traces[t].actions()])
     return model.id
+
+
+def run_together(workers: list[Callable[[], None]]) -> list[BaseException]:
+    """Start every worker at once (behind a barrier); return what they raised."""
+    barrier = threading.Barrier(len(workers))
+    errors: list[BaseException] = []
+
+    def run(work: Callable[[], None]) -> None:
+        barrier.wait()
+        try:
+            work()
+        except BaseException as error:  # noqa: BLE001 - the test reports every failure
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(work,)) for work in workers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
+
+
+def own_store(url: str) -> Store:
+    """A second Store on the same database: its own engine, so its own connections."""
+    return Store(url)

@@ -4,8 +4,11 @@ on every action, a gate report, and a succeeded personal model with scores and a
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
+
+import httpx
 
 from stash_pipeline.core.release_gate import BenchmarkOutcome, release_gate
 from stash_pipeline.objects import reward_model_checkpoint_key
@@ -159,3 +162,20 @@ def airline_world(api: Api, tmp_path: Path) -> AirlineWorld:
                                     rationale="it checked the membership before rebooking")
     store.add_feedback([comparison], owner=alice.id)
     return AirlineWorld(alice_key, ids, model.id, comparison.id)
+
+
+def login(api: Api, key: str) -> httpx.Client:
+    client = api.client()
+    response = client.post("/ui/login", data={"api_key": key, "next": "/ui/traces"})
+    assert response.status_code == 303 and response.headers["location"] == "/ui/traces"
+    return client
+
+
+def csrf(page: str) -> str:
+    return re.search(r'name="csrf" value="([0-9a-f]{64})"', page).group(1)
+
+
+def error_of(page: str, element: str) -> str:
+    found = re.search(rf'id="{element}"[^>]*>([^<]*)<', page)
+    assert found, page
+    return found.group(1)

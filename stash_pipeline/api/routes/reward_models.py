@@ -4,26 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, Depends, Request
+from fastapi import APIRouter, Body, Depends
 
-from stash_pipeline.api.auth import current_account
+from stash_pipeline.api.auth import AccountDep
 from stash_pipeline.api.bodies import REWARD_MODEL_REQUEST
+from stash_pipeline.api.deps import ObjectsDep, SettingsDep, StoreDep
 from stash_pipeline.api.ids import readable_ids
+from stash_pipeline.api.responses import RewardModels, RewardModelView
 from stash_pipeline.core.errors import NotFoundError
 from stash_pipeline.objects import ObjectNotFoundError
 from stash_pipeline.services import reward_models, trust
-from stash_pipeline.store import Account
 
 router = APIRouter(prefix="/api/v1/rm/reward-models", tags=["reward models"],
                    dependencies=[Depends(readable_ids)])
 NOT_FOUND = {404: {"description": "Not yours, not there, or an account from before the rollout."}}
 
 
-def _view(model: Any) -> dict[str, Any]:
+def _view(model: Any) -> RewardModelView:
     """The model, with what it waits for in the run queue and its latest Score again's state."""
     from stash_pipeline.instance import model_queue_fields
 
-    return {**reward_models.view(model), **model_queue_fields(model)}
+    return RewardModelView(**reward_models.view(model), **model_queue_fields(model))
 
 
 @router.post("", status_code=201, responses={
@@ -31,57 +32,51 @@ def _view(model: Any) -> dict[str, Any]:
                                       "`trace_ids`, a trace that is not yours, a bad value."}},
     openapi_extra={"requestBody": {"required": True, "content": {
         "application/json": {"schema": REWARD_MODEL_REQUEST}}}})
-def create_reward_model(request: Request, body: Any = Body(...),
-                        account: Account = Depends(current_account)) -> dict[str, Any]:
+def create_reward_model(account: AccountDep, store: StoreDep, settings: SettingsDep,
+                        body: Any = Body(...)) -> RewardModelView:
     """Queue a personal reward model; it returns the queued model."""
-    model = reward_models.create(request.app.state.store, account.id, body,
-                                 local_base_models=request.app.state.settings.base_model_dirs)
+    model = reward_models.create(store, account.id, body,
+                                 local_base_models=settings.base_model_dirs)
     return _view(model)
 
 
 @router.get("", responses=NOT_FOUND)
-def list_reward_models(request: Request,
-                       account: Account = Depends(current_account)) -> dict[str, Any]:
-    models = reward_models.list_models(request.app.state.store, account.id)
-    return {"reward_models": [_view(m) for m in models]}
+def list_reward_models(account: AccountDep, store: StoreDep) -> RewardModels:
+    models = reward_models.list_models(store, account.id)
+    return RewardModels(reward_models=[_view(m) for m in models])
 
 
 @router.get("/{model_id}", responses=NOT_FOUND)
-def get_reward_model(model_id: str, request: Request,
-                     account: Account = Depends(current_account)) -> dict[str, Any]:
+def get_reward_model(model_id: str, account: AccountDep, store: StoreDep) -> RewardModelView:
     """Status, error, metrics and timestamps; `wait` while queued (what it waits for: its run,
     or the worker with `runs_ahead`), `score_again` (the latest Score again's status, error and
     wait)."""
-    return _view(reward_models.get(request.app.state.store, account.id, model_id))
+    return _view(reward_models.get(store, account.id, model_id))
 
 
 @router.get("/{model_id}/weights", responses={
     404: {"description": "Not yours, or not succeeded (no weights yet)."}})
-def get_weights(model_id: str, request: Request,
-                account: Account = Depends(current_account)) -> dict[str, str]:
+def get_weights(model_id: str, account: AccountDep, store: StoreDep,
+                objects: ObjectsDep) -> dict[str, str]:
     """A URL of `reward-model.tar.gz` that works for five minutes, without your API key."""
-    state = request.app.state
     try:
-        return {"url": reward_models.weights_url(state.store, state.objects, account.id,
-                                                 model_id)}
+        return {"url": reward_models.weights_url(store, objects, account.id, model_id)}
     except ObjectNotFoundError:  # its message names the object's server path or bucket
         raise NotFoundError(f"reward model {model_id} has no stored weights") from None
 
 
 @router.post("/{model_id}/score", status_code=202, responses={
     **NOT_FOUND, 409: {"description": "The model has not succeeded: no checkpoint to score with."}})
-def score_again(model_id: str, request: Request,
-                account: Account = Depends(current_account)) -> dict[str, Any]:
+def score_again(model_id: str, account: AccountDep, store: StoreDep) -> RewardModelView:
     """Score again: a fresh scoring run of the saved checkpoint, without labelling or training."""
-    model = reward_models.score_again(request.app.state.store, account.id, model_id)
+    model = reward_models.score_again(store, account.id, model_id)
     return _view(model)
 
 
 @router.get("/{model_id}/trust", responses={
     404: {"description": "Not yours, not succeeded, or an account from before the rollout."}})
-def get_trust(model_id: str, request: Request,
-              account: Account = Depends(current_account)) -> dict[str, Any]:
+def get_trust(model_id: str, account: AccountDep, store: StoreDep) -> dict[str, Any]:
     """How far to trust the model on your traces it did not train on: held-out accuracy, AUC
     against verified outcomes, Spearman with ratings, the calibrated score's reliability curve,
     each with its 95% interval and n, overall and per tool, domain and agent (docs/trust.md)."""
-    return trust.model_report(request.app.state.store, account.id, model_id)
+    return trust.model_report(store, account.id, model_id)

@@ -10,16 +10,17 @@ from fastapi import APIRouter, Depends, Path as PathParam, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from stash_pipeline.api import temporaries, write_slots
-from stash_pipeline.api.auth import current_account
+from stash_pipeline.api.auth import AccountDep
 from stash_pipeline.api.bodies import CommentBody, ContributionChange, RatingBody, ScoreAgainBody
+from stash_pipeline.api.deps import StoreDep
 from stash_pipeline.api.ids import readable_ids
+from stash_pipeline.api.responses import ScoringRequestState
 from stash_pipeline.api.search import search_filter
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.trace_search import TraceFilter
 from stash_pipeline.importers import DEFAULT_OUTCOME_FIELD, FORMATS
 from stash_pipeline.services import feedback, scoring_requests, traces
 from stash_pipeline.services.imports import ImportReport
-from stash_pipeline.store import Account
 from stash_pipeline.store.trace_pages import SORTS
 
 log = logging.getLogger(__name__)
@@ -41,15 +42,16 @@ Sort = Literal[tuple(SORTS)]  # type: ignore[valid-type]
                            "tau2-bench results file (docs/importing.md)."}},
         "application/x-ndjson": {"schema": {"type": "string",
                                             "description": "JSON Lines of trace objects."}}}}})
-async def import_traces(request: Request, format: Format = "auto", contribute: bool = False,
+async def import_traces(request: Request, account: AccountDep, store: StoreDep,
+                        format: Format = "auto", contribute: bool = False,
                         author: str | None = Query(None, min_length=1, max_length=256),
                         reviewer: str | None = Query(None, min_length=1, max_length=256),
                         skip_invalid: bool = False,
                         outcome_field: str | None = Query(
                             None, max_length=256,
                             description=f"default {DEFAULT_OUTCOME_FIELD}; empty reads none; a "
-                                        "path given that matches no trace is a warning"),
-                        account: Account = Depends(current_account)) -> dict[str, Any]:
+                                        "path given that matches no trace is a warning")
+                        ) -> dict[str, Any]:
     """Import traces in any importer format, batch or single; all or nothing. Preference data
     sets take the comparisons' `author` and `reviewer`, and `skip_invalid`; `outcome_field` is
     the metadata path read as a verified outcome (empty: none). `warnings` says what you should
@@ -66,7 +68,7 @@ async def import_traces(request: Request, format: Format = "auto", contribute: b
                              "JSON Lines", file="request body")
         async with write_slots.slots(request):  # once the body is on disk, not before
             return await run_in_threadpool(
-                traces.import_file, request.app.state.store, account.id, path, format=format,
+                traces.import_file, store, account.id, path, format=format,
                 contribute=contribute, label="request body", on_imported=_record_import,
                 author=author, reviewer=reviewer, skip_invalid=skip_invalid,
                 outcome_field=outcome_field)
@@ -80,18 +82,17 @@ def _record_import(report: ImportReport) -> None:
 
 
 @router.get("")
-def list_traces(request: Request, sort: Sort = "-created",
+def list_traces(account: AccountDep, store: StoreDep, sort: Sort = "-created",
                 limit: int = Query(50, ge=1, le=traces.MAX_PAGE_SIZE),
                 offset: int = Query(0, ge=0, le=2**31 - 1),
                 model_id: str | None = Query(None, max_length=64,
                                              description="Whose `latest_score`: one of your "
                                                          "reward models (default: any)."),
-                where: TraceFilter = Depends(search_filter),
-                account: Account = Depends(current_account)) -> dict[str, Any]:
+                where: TraceFilter = Depends(search_filter)) -> dict[str, Any]:
     """Your traces with `latest_score` (personal) apart from the shared evaluator's mean action
     credit and number of actions scored; `sort` by any of them (`-` for descending); the search
     parameters narrow the list (all must hold)."""
-    return traces.page(request.app.state.store, account.id, sort=sort, limit=limit,
+    return traces.page(store, account.id, sort=sort, limit=limit,
                        offset=offset, model_id=model_id, where=where)
 
 
@@ -99,24 +100,24 @@ def list_traces(request: Request, sort: Sort = "-created",
     404: {"description": "A trace or model that is not yours, or no release yet."},
     422: {"description": "Bad input, or actions asked of a model trained without action "
                          "comparisons."}})
-def score_again(body: ScoreAgainBody, request: Request,
-                account: Account = Depends(current_account)) -> dict[str, Any]:
+def score_again(body: ScoreAgainBody, account: AccountDep,
+                store: StoreDep) -> ScoringRequestState:
     """Score again: a fresh run of the saved checkpoint over these traces, without labelling
     calls or retraining; the released shared evaluator by default, or one of your models."""
-    queued = scoring_requests.request(request.app.state.store, account.id, body.trace_ids,
-                                   model_id=body.model_id, actions=body.actions)
+    queued = scoring_requests.request(store, account.id, body.trace_ids,
+                                      model_id=body.model_id, actions=body.actions)
     return _request_view(queued)
 
 
 @router.get("/score/{request_id}", responses={404: {"description": "No such request of yours."}})
-def get_score_again(request: Request, request_id: int = PathParam(ge=1, le=2**31 - 1),
-                    account: Account = Depends(current_account)) -> dict[str, Any]:
+def get_score_again(account: AccountDep, store: StoreDep,
+                    request_id: int = PathParam(ge=1, le=2**31 - 1)) -> ScoringRequestState:
     """A Score again request: `status` (queued, running, succeeded, failed), `error` (why it
     failed), `wait` (while queued: what it waits for, and `runs_ahead` of it for the worker)."""
-    return _request_view(scoring_requests.get(request.app.state.store, account.id, request_id))
+    return _request_view(scoring_requests.get(store, account.id, request_id))
 
 
-def _request_view(scoring: Any) -> dict[str, Any]:
+def _request_view(scoring: Any) -> ScoringRequestState:
     from stash_pipeline.instance import request_state
 
     try:
@@ -124,39 +125,37 @@ def _request_view(scoring: Any) -> dict[str, Any]:
     except Exception as error:  # noqa: BLE001 - the request is stored; its state is a courtesy
         log.warning("the run queue is unreadable: %s", error)
         state = {"status": None, "error": None, "wait": None, "run_id": None}
-    return {**scoring_requests.request_view(scoring), **state}
+    return ScoringRequestState(**scoring_requests.request_view(scoring), **state)
 
 
 @router.get("/{trace_id}", responses=NOT_FOUND)
-def get_trace(trace_id: str, request: Request,
-              account: Account = Depends(current_account)) -> dict[str, Any]:
+def get_trace(trace_id: str, account: AccountDep, store: StoreDep) -> dict[str, Any]:
     """Messages, actions, `scores` and `action_scores` of each evaluator, and whether the shared
     evaluator has scored it (or the deployment still waits for its first release)."""
-    return traces.detail(request.app.state.store, account.id, trace_id)
+    return traces.detail(store, account.id, trace_id)
 
 
 @router.patch("/{trace_id}", responses=NOT_FOUND)
-def change_trace(trace_id: str, body: ContributionChange, request: Request,
-                 account: Account = Depends(current_account)) -> dict[str, Any]:
+def change_trace(trace_id: str, body: ContributionChange, account: AccountDep,
+                 store: StoreDep) -> dict[str, Any]:
     """Contribution opt-in. Turning it off excludes the trace from future candidates; it cannot
     remove what previously released weights have learned."""
-    return traces.set_contribution(request.app.state.store, account.id, trace_id,
+    return traces.set_contribution(store, account.id, trace_id,
                                    body.contribute)
 
 
 @router.post("/{trace_id}/ratings", status_code=201, responses=NOT_FOUND)
-def rate(trace_id: str, body: RatingBody, request: Request,
-         account: Account = Depends(current_account)) -> dict[str, Any]:
+def rate(trace_id: str, body: RatingBody, account: AccountDep, store: StoreDep) -> dict[str, Any]:
     """A trace rating, or a step rating with `action_id`; rating again replaces the value."""
-    item = feedback.rate(request.app.state.store, account.id, trace_id, body.value,
+    item = feedback.rate(store, account.id, trace_id, body.value,
                          action=body.action_id, author=body.author)
     return feedback.view(item)
 
 
 @router.post("/{trace_id}/comments", status_code=201, responses=NOT_FOUND)
-def comment(trace_id: str, body: CommentBody, request: Request,
-            account: Account = Depends(current_account)) -> dict[str, Any]:
+def comment(trace_id: str, body: CommentBody, account: AccountDep,
+            store: StoreDep) -> dict[str, Any]:
     """A comment on the trace, or on one action with `action_id`."""
-    item = feedback.comment(request.app.state.store, account.id, trace_id, body.text,
+    item = feedback.comment(store, account.id, trace_id, body.text,
                             action=body.action_id, author=body.author)
     return feedback.view(item)
