@@ -17,8 +17,7 @@ from dagster._grpc.client import DagsterGrpcClient
 from dagster._serdes import deserialize_value
 
 from stash_pipeline.cli.code_server import DEFINITIONS_MODULE
-
-from waiting import SERVER_START_S, wait_until
+from stash_pipeline_tests.support.waiting import SERVER_START_S, wait_until
 
 CLI = Path(sys.executable).with_name("stash-pipeline")
 
