@@ -86,10 +86,10 @@ def training_ops(fast: bool, window: int = MAX_LENGTH, dispatched_only: bool = F
     rng = random.Random(0)
     batches = [full_windows(BATCH_SIZE, window, rng) for _ in range(STEPS + 1)]
     model = two_layer_model().train()
-    optimizer = make_optimizer(model, "cpu")
     before, decoder.FAST_DECODER = decoder.FAST_DECODER, fast
     try:
         with training_copy(model, torch.bfloat16) if fast else nullcontext() as copy:
+            optimizer = make_optimizer(model, "cpu", copy)
             def step(batch: list[EncodedPair]) -> None:
                 train_step(model, optimizer, batch, device="cpu", pad_id=0,
                            backward_tokens=backward, batch_tokens=forward, copy=copy)

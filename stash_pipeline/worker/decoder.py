@@ -72,6 +72,10 @@ class LayerWeights:
     o_t: torch.Tensor | None = None
     gate_up_t: torch.Tensor | None = None
     down_t: torch.Tensor | None = None
+    # Qwen3: q's and k's norm weights as rows 0 and 1 of one tensor (training: a view of the
+    # master buffer, where they lie side by side), and each q and k head's row.
+    qk_norm: torch.Tensor | None = None
+    qk_heads: torch.Tensor | None = None
     # Training: fp32 views of the master gradients that ``_FusedLayer``'s backward adds into.
     grads: LayerGrads | None = None
 
@@ -93,8 +97,7 @@ class LayerGrads:
     down: torch.Tensor
     input_norm: torch.Tensor
     post_norm: torch.Tensor
-    q_norm: torch.Tensor | None
-    k_norm: torch.Tensor | None
+    qk_norm: torch.Tensor | None  # q's norm's, then k's, as [2, head_dim]
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,7 @@ class DecoderWeights:
         # Per fused tensor: its leaf, the master tensors it holds, its offset in the flat buffer.
         self.fused: list[tuple[torch.Tensor, list[torch.nn.Parameter], int]] = []
         self.layers: list[LayerWeights] = []
+        heads = torch.tensor([0] * self.shape.heads + [1] * self.shape.kv_heads, device=device)
         offset = 0
         for layer in layers:
             tensors = []
@@ -170,7 +174,8 @@ class DecoderWeights:
                 down=tensors[1], input_norm=layer.input_layernorm.weight,
                 post_norm=layer.post_attention_layernorm.weight,
                 q_norm=q_norm.weight if q_norm is not None else None,
-                k_norm=k_norm.weight if k_norm is not None else None))
+                k_norm=k_norm.weight if k_norm is not None else None,
+                qk_heads=heads if q_norm is not None else None))
         self.master_flat: torch.Tensor | None = None
         # The norms' epsilon as a tensor: a Python number in an operation is a conversion more.
         self.eps = torch.tensor(self.shape.eps, dtype=torch.float32, device=device)
@@ -226,6 +231,9 @@ class TrainingCopy:
             parameter.grad = views[id(parameter)] = self.grad_flat[at:at + size].view(
                 parameter.shape)
             at += size
+        for layer, weights in zip(_layers(model), self.weights.layers):
+            if weights.q_norm is not None:  # q's and k's norms lie side by side (_norm_parts)
+                weights.qk_norm = _pair_view(weights.q_norm)
         self.hooks = []  # the compiled path (``layer_forward``) collects into the bf16 leaves
         for tensor, _, offset in self.weights.fused:
             into = self.grad_flat[offset:offset + tensor.numel()].view(tensor.shape)
@@ -258,7 +266,7 @@ class TrainingCopy:
         for hook in self.hooks:
             hook.remove()
         for layer in self.weights.layers:
-            layer.grads = None
+            layer.grads = layer.qk_norm = None
         for parameter in self.masters:
             parameter.data = parameter.data.clone()
             parameter.grad = None
@@ -273,12 +281,17 @@ def _layer_grads(layer: Any, fused: list[torch.Tensor], views: dict[int, torch.T
     qkv_bias = fused.pop(0) if attention.q_proj.bias is not None else None
     o = fused.pop(0)
     o_bias = fused.pop(0) if attention.o_proj.bias is not None else None
-    q_norm, k_norm = getattr(attention, "q_norm", None), getattr(attention, "k_norm", None)
+    q_norm = getattr(attention, "q_norm", None)
     return LayerGrads(qkv=qkv, qkv_bias=qkv_bias, o=o, o_bias=o_bias, gate_up=fused[0],
                       down=fused[1], input_norm=views[id(layer.input_layernorm.weight)],
                       post_norm=views[id(layer.post_attention_layernorm.weight)],
-                      q_norm=views[id(q_norm.weight)] if q_norm is not None else None,
-                      k_norm=views[id(k_norm.weight)] if k_norm is not None else None)
+                      qk_norm=(_pair_view(views[id(q_norm.weight)]) if q_norm is not None
+                               else None))
+
+
+def _pair_view(first: torch.Tensor) -> torch.Tensor:
+    """[2, n]: the vector ``first`` and the one stored right after it."""
+    return first.as_strided((2, first.numel()), (first.numel(), 1))
 
 
 def _adding_into(into: torch.Tensor) -> Any:
@@ -402,7 +415,7 @@ def _norm_backward(grad: torch.Tensor, x: torch.Tensor, rstd: torch.Tensor,
 def _add_product(into: torch.Tensor, grad: torch.Tensor, inputs: torch.Tensor) -> None:
     """A linear map's weight gradient ``grad^T inputs`` (compute precision, as autocast's is)
     added into its fp32 master gradient."""
-    into.add_(_cast(torch.mm(grad.t(), inputs), into.dtype))
+    into.add_(_cast(torch.mm(grad.transpose(0, 1), inputs), into.dtype))
 
 
 def _fused_forward(hidden: torch.Tensor, layer: LayerWeights, shape: Shape, eps: torch.Tensor,
@@ -425,8 +438,9 @@ def _fused_forward(hidden: torch.Tensor, layer: LayerWeights, shape: Shape, eps:
     rstd_qk = scale = None
     if layer.q_norm is not None and layer.k_norm is not None:  # Qwen3: q and k normed per head
         rstd_qk = _rstd(qk, eps)
-        scale = torch.cat([layer.q_norm.expand(heads, head_dim),
-                           layer.k_norm.expand(kv_heads, head_dim)])
+        norms = (layer.qk_norm if layer.qk_norm is not None
+                 else torch.stack([layer.q_norm, layer.k_norm]))
+        scale = norms.index_select(0, layer.qk_heads)  # q's norm per q head, k's per k head
         qk = qk * rstd_qk * scale
     cos, sin = rotary
     halves = qk.view(rows, tokens, heads + kv_heads, 2, head_dim // 2)
@@ -453,7 +467,7 @@ def _fused_forward(hidden: torch.Tensor, layer: LayerWeights, shape: Shape, eps:
     rstd_post = _rstd(middle, eps)
     normed_post = _cast(middle * rstd_post * layer.post_norm, compute)
     gate_up = torch.mm(normed_post, layer.gate_up_t)
-    gate, up = gate_up.split(gate_up.shape[-1] // 2, dim=-1)
+    gate, up = gate_up.split([gate_up.shape[-1] // 2] * 2, dim=-1)
     out = middle + _cast(torch.mm(F.silu(gate) * up, layer.down_t), f32)
     if saved is not None:
         saved += [hidden, rstd_in, normed, qkv, rstd_qk, scale, rotated, value, attended, flat,
@@ -486,7 +500,7 @@ class _FusedLayer(torch.autograd.Function):
         tokens = hidden.shape[0] // rows
         # MLP: down(silu(gate) * up), its input normed
         grad_down = _cast(grad, compute)
-        gate, up = gate_up.split(gate_up.shape[-1] // 2, dim=-1)
+        gate, up = gate_up.split([gate_up.shape[-1] // 2] * 2, dim=-1)
         silu = F.silu(gate)
         _add_product(grads.down, grad_down, silu * up)
         grad_hidden = torch.mm(grad_down, layer.down)
@@ -514,9 +528,7 @@ class _FusedLayer(torch.autograd.Function):
                 [heads + kv_heads, kv_heads], dim=2)
             qk = _cast(qk, f32)
             normed_qk = qk * rstd_qk
-            grad_scale = (grad_qk * normed_qk).sum((0, 1))
-            grads.q_norm.add_(grad_scale[:heads].sum(0))
-            grads.k_norm.add_(grad_scale[heads:].sum(0))
+            grads.qk_norm.index_add_(0, layer.qk_heads, (grad_qk * normed_qk).sum((0, 1)))
             grad_qk = _norm_backward(grad_qk * scale, qk, rstd_qk, None, None)
         grad_qkv = torch.cat([_cast(grad_qk, compute), grad_value.transpose(1, 2)], dim=2).view(
             hidden.shape[0], -1)

@@ -203,10 +203,14 @@ def disable_dropout(model: Any) -> None:
             module.attention_dropout = 0.0
 
 
-def make_optimizer(model: Any, device: str) -> torch.optim.Optimizer:
+def make_optimizer(model: Any, device: str, copy: TrainingCopy | None = None
+                   ) -> torch.optim.Optimizer:
     """AdamW at the seed's 1e-5, with the fused kernel, as Hugging Face's Trainer (and so TRL)
-    uses by default where it exists."""
-    return torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=WEIGHT_DECAY,
+    uses by default where it exists. With a ``decoder.TrainingCopy``: over its flat master
+    buffer and the model's other parameters (``TrainingCopy.parameters``; AdamW is elementwise,
+    so the update is the same)."""
+    parameters = copy.parameters() if copy is not None else model.parameters()
+    return torch.optim.AdamW(parameters, lr=LEARNING_RATE, weight_decay=WEIGHT_DECAY,
                              fused=torch.device(device).type in FUSED_ADAMW_DEVICES or None)
 
 
@@ -241,7 +245,9 @@ def train_step(model: Any, optimizer: torch.optim.Optimizer, batch: list[Encoded
         part = bradley_terry_loss(chosen, rejected) * (len(group) / len(batch))
         part.backward()
         loss = loss + part.detach()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+    # The norm over every gradient; a copy's master gradients measured as one tensor.
+    torch.nn.utils.clip_grad_norm_(copy.parameters() if copy is not None else model.parameters(),
+                                   MAX_GRAD_NORM)
     optimizer.step()
     return loss
 
@@ -279,7 +285,6 @@ def train(model: Any, pairs: list[EncodedPair], *, epochs: int, device: str, pad
     model.to(device)
     model.train()
     disable_dropout(model)
-    optimizer = make_optimizer(model, device)
     result = TrainResult(device=device)
     total_steps = epochs * math.ceil(len(pairs) / BATCH_SIZE)
     sync_every = 1 if torch.device(device).type == "cpu" else SYNC_EVERY
@@ -296,6 +301,7 @@ def train(model: Any, pairs: list[EncodedPair], *, epochs: int, device: str, pad
         unread.clear()
 
     with training_copy(model, compute_dtype(model, device, use_autocast)) as copy:
+        optimizer = make_optimizer(model, device, copy)
         for _ in range(epochs):
             first_step = len(result.step_losses)  # report() read every step of the epoch before
             for batch in shuffled_batches(len(pairs), rng):
