@@ -178,7 +178,7 @@ class DecoderWeights:
                 qk_heads=heads if q_norm is not None else None))
         self.master_flat: torch.Tensor | None = None
         # The norms' epsilon as a tensor: a Python number in an operation is a conversion more.
-        self.eps = torch.tensor(self.shape.eps, dtype=torch.float32, device=device)
+        self.eps = torch.tensor(self.shape.eps, dtype=self.masters[0].dtype, device=device)
         # Plain rows' rotary tables by row width (they depend on positions only).
         self.rotary: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self.refresh()
@@ -400,16 +400,21 @@ def _rstd(x: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
 
 
 def _norm_backward(grad: torch.Tensor, x: torch.Tensor, rstd: torch.Tensor,
-                   weight: torch.Tensor | None, weight_grad: torch.Tensor | None) -> torch.Tensor:
-    """The input's gradient of RMSNorm ``weight * x * rstd`` (fp32) given its output's
-    ``grad``; the weight's gradient added into ``weight_grad``."""
-    grad = _cast(grad, torch.float32)
+                   weight: torch.Tensor | None, weight_grad: torch.Tensor | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The input's gradient of RMSNorm ``weight * x * rstd`` (fp32, over the last dimension)
+    given its output's ``grad``, and the weight's gradient (added into ``weight_grad`` when
+    given, which is then returned)."""
+    grad = _cast(grad, x.dtype)
     normed = x * rstd
+    grad_weight = None
     if weight is not None:
-        weight_grad.add_((grad * normed).sum(tuple(range(grad.dim() - 1))))
+        grad_weight = (grad * normed).sum(tuple(range(grad.dim() - 1)))
+        if weight_grad is not None:
+            grad_weight = weight_grad.add_(grad_weight)
         grad = grad * weight
     dot = (grad * normed).sum(-1, keepdim=True)
-    return torch.addcmul(grad, normed, dot, value=-1 / x.shape[-1]) * rstd
+    return torch.addcmul(grad, normed, dot, value=-1 / x.shape[-1]) * rstd, grad_weight
 
 
 def _add_product(into: torch.Tensor, grad: torch.Tensor, inputs: torch.Tensor) -> None:
@@ -425,7 +430,7 @@ def _fused_forward(hidden: torch.Tensor, layer: LayerWeights, shape: Shape, eps:
     arithmetic, in fewer operations. ``rotary``: cos and signed sin [rows or 1, tokens, 1, 2,
     head_dim / 2]. ``saved``: None, or a list the backward's tensors are appended to (the
     attention's inputs as leaves of a local graph whose backward ``_FusedLayer`` runs)."""
-    compute, f32 = layer.qkv.dtype, torch.float32
+    compute, f32 = layer.qkv.dtype, hidden.dtype  # f32: the master weights' precision
     heads, kv_heads, head_dim = shape.heads, shape.kv_heads, shape.head_dim
     tokens = hidden.shape[0] // rows
     rstd_in = _rstd(hidden, eps)
@@ -495,7 +500,7 @@ class _FusedLayer(torch.autograd.Function):
         (hidden, rstd_in, normed, qkv, rstd_qk, scale, rotated, value, attended, flat,
          middle, rstd_post, normed_post, gate_up) = ctx.saved
         ctx.saved = None
-        compute, f32 = layer.qkv.dtype, torch.float32
+        compute, f32 = layer.qkv.dtype, hidden.dtype
         heads, kv_heads, head_dim = shape.heads, shape.kv_heads, shape.head_dim
         tokens = hidden.shape[0] // rows
         # MLP: down(silu(gate) * up), its input normed
@@ -508,7 +513,7 @@ class _FusedLayer(torch.autograd.Function):
                                   grad_hidden * silu], dim=-1)
         _add_product(grads.gate_up, grad_gate_up, normed_post)
         grad = grad + _norm_backward(torch.mm(grad_gate_up, layer.gate_up), middle, rstd_post,
-                                     layer.post_norm, grads.post_norm)
+                                     layer.post_norm, grads.post_norm)[0]
         # Attention: o, then SDPA's own backward
         grad_o = _cast(grad, compute)
         _add_product(grads.o, grad_o, flat)
@@ -529,14 +534,14 @@ class _FusedLayer(torch.autograd.Function):
             qk = _cast(qk, f32)
             normed_qk = qk * rstd_qk
             grads.qk_norm.index_add_(0, layer.qk_heads, (grad_qk * normed_qk).sum((0, 1)))
-            grad_qk = _norm_backward(grad_qk * scale, qk, rstd_qk, None, None)
+            grad_qk = _norm_backward(grad_qk * scale, qk, rstd_qk, None)[0]
         grad_qkv = torch.cat([_cast(grad_qk, compute), grad_value.transpose(1, 2)], dim=2).view(
             hidden.shape[0], -1)
         _add_product(grads.qkv, grad_qkv, normed)
         if grads.qkv_bias is not None:
             grads.qkv_bias.add_(_cast(grad_qkv.sum(0), f32))
         grad = grad + _norm_backward(torch.mm(grad_qkv, layer.qkv), hidden, rstd_in,
-                                     layer.input_norm, grads.input_norm)
+                                     layer.input_norm, grads.input_norm)[0]
         return grad, None, None, None, None, None, None
 
 
@@ -583,9 +588,48 @@ def decoder_rewards(model: Any, weights: DecoderWeights, ids: torch.Tensor, rows
                                         count) if training
                       else _fused_forward(hidden, layer, weights.shape, weights.eps, rotary,
                                           mask, count, None))
-        read = hidden.index_select(0, long_tensor([row * width + position for row, position
-                                                   in zip(rows, positions)], device))
-        return score_head(model, base.norm(read))
+        index = long_tensor([row * width + position for row, position in zip(rows, positions)],
+                            device)
+        norm, score = base.norm, model.score
+        if (score.bias is not None or score.weight.dtype != hidden.dtype
+                or getattr(norm, "variance_epsilon", None) != weights.shape.eps):
+            return score_head(model, norm(hidden.index_select(0, index)))
+        if training:
+            return _Readout.apply(hidden, index, norm.weight, score.weight, weights.eps)
+        return _read(hidden, index, norm.weight, score.weight, weights.eps)[0]
+
+
+def _read(hidden: torch.Tensor, index: torch.Tensor, norm: torch.Tensor, score: torch.Tensor,
+          eps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The score head on the final norm of ``hidden``'s rows at ``index`` (fp32): the rewards,
+    and the read rows, their rstd and normed states for the backward."""
+    read = hidden.index_select(0, index)
+    rstd = _rstd(read, eps)
+    normed = read * rstd * norm
+    return torch.mm(normed, score.transpose(0, 1)).view(-1), read, rstd, normed
+
+
+class _Readout(torch.autograd.Function):
+    """``_read`` with its backward written out: the final norm's and the score head's gradients,
+    the hidden states' as one index addition."""
+
+    @staticmethod
+    def forward(ctx: Any, hidden: torch.Tensor, index: torch.Tensor, norm: torch.Tensor,
+                score: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
+        rewards, read, rstd, normed = _read(hidden, index, norm, score, eps)
+        ctx.save_for_backward(index, norm, score, read, rstd, normed)
+        ctx.rows = hidden.shape
+        return rewards
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+        index, norm, score, read, rstd, normed = ctx.saved_tensors
+        grad = grad.view(-1, 1)
+        grad_score = torch.mm(grad.transpose(0, 1), normed)
+        grad_read, grad_norm = _norm_backward(grad * score, read, rstd, norm)
+        grad_hidden = torch.zeros(ctx.rows, dtype=grad_read.dtype, device=grad_read.device)
+        grad_hidden.index_add_(0, index, grad_read)
+        return grad_hidden, None, grad_norm, grad_score, None
 
 
 def _rotary(base: Any, hidden: torch.Tensor, position_ids: torch.Tensor, head_dim: int

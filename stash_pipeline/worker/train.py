@@ -159,6 +159,48 @@ def pair_rewards(model: Any, pairs: list[EncodedPair], device: str, *, pad_id: i
     return rewards[: len(pairs)], rewards[len(pairs):]
 
 
+def pair_loss(model: Any, pairs: list[EncodedPair], device: str, *, pad_id: int,
+              share_prefixes: bool, batch_tokens: int | None, weights: DecoderWeights,
+              weight: float) -> torch.Tensor:
+    """``bradley_terry_loss`` of ``pair_rewards`` times ``weight``, the rewards gathered and the
+    loss taken in one operation each way (``_BradleyTerry``)."""
+    sides = [p.chosen_ids for p in pairs] + [p.rejected_ids for p in pairs]
+    rows = rows_for(model, sides, share_prefixes=share_prefixes)
+    read_at: dict[Hashable, int] = {}
+    values = []
+    for keys, read, _ in forward_rows(model, rows, pad_id=pad_id, device=device,
+                                      batch_tokens=batch_tokens, weights=weights):
+        offset = sum(len(v) for v in values)
+        read_at.update((key, offset + i) for i, key in enumerate(keys))
+        values.append(read)
+    reads = values[0] if len(values) == 1 else torch.cat(values)
+    index = long_tensor([read_at[tuple(side)] for side in sides], reads.device)
+    return _BradleyTerry.apply(reads, index, weight / len(pairs))
+
+
+class _BradleyTerry(torch.autograd.Function):
+    """``-log sigmoid(r(chosen) - r(rejected))`` summed over pairs times ``weight`` (a mean's
+    ``1 / pairs`` included), from all sides' rewards and their index (chosen sides first)."""
+
+    @staticmethod
+    def forward(ctx: Any, reads: torch.Tensor, index: torch.Tensor, weight: float
+                ) -> torch.Tensor:
+        chosen, rejected = reads.float().index_select(0, index).view(2, -1)
+        gap = chosen - rejected
+        ctx.save_for_backward(index, gap)
+        ctx.weight, ctx.count = weight, reads.shape[0]
+        return F.logsigmoid(gap).sum() * -weight
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+        index, gap = ctx.saved_tensors
+        # d/dgap of -log sigmoid(gap) is -sigmoid(-gap)
+        grad_gap = torch.sigmoid(-gap) * (grad * -ctx.weight)
+        grad_reads = torch.zeros(ctx.count, dtype=gap.dtype, device=gap.device)
+        grad_reads.index_add_(0, index, torch.cat([grad_gap, -grad_gap]))
+        return grad_reads, None, None
+
+
 def backward_groups(pairs: list[EncodedPair], budget: int | None, *, share_prefixes: bool,
                     branches: bool = True) -> list[list[int]]:
     """The batch's pairs in groups that each run forward and backward alone (indices into
@@ -235,14 +277,18 @@ def train_step(model: Any, optimizer: torch.optim.Optimizer, batch: list[Encoded
     loss = torch.zeros((), device=device)
     for group in backward_groups(batch, backward_tokens, share_prefixes=share_prefixes,
                                  branches=reads_tree_rows(model)):
-        with autocast(device, use_autocast and copy is None):
-            chosen, rejected = pair_rewards(model, [batch[i] for i in group], device, pad_id=pad_id,
-                                            share_prefixes=share_prefixes,
-                                            batch_tokens=batch_tokens,
-                                            weights=copy.weights if copy is not None else None)
         # The batch's mean loss is the sum of its groups' parts: each group's gradient adds up in
         # .grad, which is exactly the batch's gradient.
-        part = bradley_terry_loss(chosen, rejected) * (len(group) / len(batch))
+        if copy is not None:
+            part = pair_loss(model, [batch[i] for i in group], device, pad_id=pad_id,
+                             share_prefixes=share_prefixes, batch_tokens=batch_tokens,
+                             weights=copy.weights, weight=len(group) / len(batch))
+        else:
+            with autocast(device, use_autocast):
+                chosen, rejected = pair_rewards(model, [batch[i] for i in group], device,
+                                                pad_id=pad_id, share_prefixes=share_prefixes,
+                                                batch_tokens=batch_tokens)
+            part = bradley_terry_loss(chosen, rejected) * (len(group) / len(batch))
         part.backward()
         loss = loss + part.detach()
     # The norm over every gradient; a copy's master gradients measured as one tensor.
