@@ -1,26 +1,33 @@
-"""The decoder's layers as plain tensor functions over one compute copy of their weights.
+"""The decoder's layers as a few large operations over one compute copy of their weights.
 
 On a GPU the worker's training step was launch-bound: the model's own modules issue about 350
 kernels a layer for a forward and backward (each RMSNorm seven, each rotary seven, a weight cast
 and its gradient's cast back at every use under autocast), most of them 4-13 us elementwise
-kernels. Here a Llama-family layer (Llama, Qwen2, Qwen3: ``runs_fast``) runs as:
+kernels. Here a Llama-family layer (Llama, Qwen2, Qwen3: ``runs_fast``) is one autograd function
+(``_FusedLayer``) whose forward (``_fused_forward``) and backward are written out:
 
 - one matrix product for q, k and v, one for gate and up, one each for o and down, over a compute
   copy of the weights (``DecoderWeights``) in the precision autocast would cast them to (bf16),
-  refreshed from the fp32 master weights once per optimizer step;
-- fused RMSNorm (``F.rms_norm``), q and k normed and rotated together in three kernels;
-- SDPA on the causal kernel for plain rows, with the tree mask for shared-prompt rows.
+  kept with the transposed views the products take, refreshed from the fp32 master weights once
+  per optimizer step;
+- RMSNorm as a norm, a reciprocal square root and the scaling; q and k normed and rotated
+  together, the rotary tables made once per forward for every layer (once per copy for plain
+  rows); SDPA on the causal kernel for plain rows, with the tree mask for shared-prompt rows,
+  its backward SDPA's own;
+- the backward by hand: each weight's gradient one product added straight into the fp32 master
+  gradient (no bf16 gradient kept), each norm's a handful of operations. The readout (final
+  norm and score head, ``_Readout``) is one function the same way.
 
-The arithmetic is autocast's, operation for operation: matrix products in the compute precision,
-the residual stream, norms and rotary in the master weights' precision (fp32), the score head in
-fp32. Rewards and gradients equal the model's own forward (tested on all three architectures, in
-fp32 to 1e-5 and under bf16 against autocast).
+The arithmetic is autocast's: matrix products in the compute precision, the residual stream,
+norms and rotary in the master weights' precision (fp32), the score head in fp32. Rewards and
+gradients equal the model's own forward (tested on all three architectures: in float64 to 1e-6
+of each gradient, in fp32 to 1e-5, under bf16 against autocast). ``layer_forward`` is the same
+layer through autograd's own formulas, for ``torch.compile`` (``COMPILE_DEVICES``).
 
-Training (``TrainingCopy``): the master weights of the layers' linear maps become views of one fp32
-buffer laid out as the compute copy, so refreshing the copy is one cast; each compute tensor's
-gradient is added into the fp32 master gradient as soon as it is complete (and freed), so the
-bf16 gradients never pile up. The optimizer, clipping and checkpoint see the model's own
-parameters.
+Training (``TrainingCopy``): the master weights of the layers' linear maps and norms become views
+of one fp32 buffer (the linear maps laid out as the compute copy, so refreshing the copy is one
+cast), their gradients views of another; the optimizer and clipping see the two buffers as one
+tensor (``TrainingCopy.parameters``), the checkpoint the model's own parameters.
 """
 
 from __future__ import annotations
@@ -465,7 +472,7 @@ def _fused_forward(hidden: torch.Tensor, layer: LayerWeights, shape: Shape, eps:
             attended = F.scaled_dot_product_attention(
                 query, key.repeat_interleave(repeat, dim=1),
                 value.repeat_interleave(repeat, dim=1), attn_mask=mask, scale=shape.scaling)
-    flat = attended.detach().transpose(1, 2).reshape(hidden.shape[0], heads * head_dim)
+    flat = attended.transpose(1, 2).reshape(hidden.shape[0], heads * head_dim)
     projected = (torch.mm(flat, layer.o_t) if layer.o_bias is None
                  else torch.addmm(layer.o_bias, flat, layer.o_t))
     middle = hidden + _cast(projected, f32)

@@ -4,14 +4,16 @@ Speed on a GPU comes from fewer and larger kernels (the step was launch-bound, d
 - a Llama-family decoder (``decoder.runs_fast``) runs its layers as plain tensor functions over a
   compute copy of the weights in bf16, refreshed from the fp32 master weights with one cast a
   step (``decoder.TrainingCopy``): autocast's arithmetic without a cast per use, fused q/k/v and
-  gate/up products, fused norms;
+  gate/up products, each layer one autograd function with its backward written out;
 - a step's pairs run forward and backward together up to ``backward_tokens`` (on an accelerator
-  the whole batch of 4 pairs of full windows), their rows in forwards of the device's token
-  budget (``batching.forward_rows``);
+  two pairs of full windows, a whole batch of shorter pairs), their rows in forwards of the
+  device's token budget (``batching.forward_rows``);
 - each distinct side of a batch is computed once (``batching.pack_rows``): identical sides run
   once; a side whose tokens begin another side's is read inside that longer sequence, and sides
   that share a prompt and then diverge run as one tree row, the prompt once;
-- the rewards of a group are gathered with one index and the loss is one expression.
+- the rewards of a group are gathered with one index and the loss is one expression (through the
+  fast decoder one autograd function, ``_BradleyTerry``); AdamW and clipping step the copy's
+  master buffer as one tensor.
 Batches themselves are drawn at random with seed 0, as TRL draws them (see ``shuffled_batches``).
 
 What the model learns is unchanged: fp32 master weights and AdamW states (bf16 weights would not
