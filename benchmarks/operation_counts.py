@@ -19,7 +19,8 @@ Scoring: one forward of 8 windows with 4 action reads each, without gradients, b
 today's falls under ``MIN_PAIR_RATIO`` times ours.
 Prints today's counts first, then ours; last line ``ops_per_pair_ratio: N`` (today over ours).
 
-    .venv/bin/python benchmarks/operation_counts.py [--window 1024] [--top 12]
+    .venv/bin/python benchmarks/operation_counts.py [--window 1024] [--top 12] [--layers 2]
+        [--dispatched]
 """
 
 from __future__ import annotations
@@ -138,17 +139,24 @@ def per_action(events: Counter) -> float:
 
 
 def main() -> None:
+    global LAYERS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--window", type=int, default=MAX_LENGTH,
                         help="tokens a side holds (budgets scale with it)")
     parser.add_argument("--top", type=int, default=12, help="operations listed per path")
+    parser.add_argument("--layers", type=int, default=LAYERS, help="decoder layers")
+    parser.add_argument("--dispatched", action="store_true",
+                        help="count only operations dispatched from Python or autograd")
     args = parser.parse_args()
-    print(f"Qwen3-0.6B's widths, 2 layers, {BATCH_SIZE} pairs a step of two {args.window}-token "
-          f"sides, {STEPS} steps counted; scoring {SCORED_ROWS} windows x {ACTIONS_PER_ROW} "
-          f"actions; torch {torch.__version__}", flush=True)
+    LAYERS = args.layers
+    print(f"Qwen3-0.6B's widths, {LAYERS} layers, {BATCH_SIZE} pairs a step of two "
+          f"{args.window}-token sides, {STEPS} steps counted; scoring {SCORED_ROWS} windows x "
+          f"{ACTIONS_PER_ROW} actions{'; dispatched only' if args.dispatched else ''}; torch "
+          f"{torch.__version__}", flush=True)
     counts = {}
     for label, fast in (("today", False), ("ours", True)):
-        training, scoring = training_ops(fast, args.window), scoring_ops(fast, args.window)
+        training = training_ops(fast, args.window, args.dispatched)
+        scoring = scoring_ops(fast, args.window, args.dispatched)
         counts[label] = per_pair(training), per_action(scoring)
         top = ", ".join(f"{name.removeprefix('aten::')} {count / (STEPS * BATCH_SIZE):.0f}"
                         for name, count in training.most_common(args.top))
