@@ -401,8 +401,11 @@ def _cast(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def _rstd(x: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
-    """``1 / sqrt(mean(x^2) + eps)`` over the last dimension, in ``x``'s precision (fp32)."""
-    norm = torch.linalg.vector_norm(x, 2, -1, True)
+    """``1 / sqrt(mean(x^2) + eps)`` over the last dimension, in ``x``'s precision, at least fp32
+    (as the models' norms compute it)."""
+    wide = x.dtype in (torch.float32, torch.float64)
+    norm = torch.linalg.vector_norm(x, 2, -1, True, dtype=None if wide else torch.float32)
+    eps = eps if eps.dtype == norm.dtype else eps.to(norm.dtype)
     return torch.rsqrt(torch.addcmul(eps, norm, norm, value=1 / x.shape[-1]))
 
 
@@ -612,7 +615,7 @@ def _read(hidden: torch.Tensor, index: torch.Tensor, norm: torch.Tensor, score: 
     and the read rows, their rstd and normed states for the backward."""
     read = hidden.index_select(0, index)
     rstd = _rstd(read, eps)
-    normed = read * rstd * norm
+    normed = _cast(read * rstd * norm, read.dtype)
     return torch.mm(normed, score.transpose(0, 1)).view(-1), read, rstd, normed
 
 
