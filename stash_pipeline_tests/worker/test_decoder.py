@@ -176,3 +176,17 @@ def test_the_flat_optimizer_steps_every_weight_as_one_per_parameter_does():
     for name, weight in after[0].items():
         assert not torch.equal(weight, before[name]), name  # every weight moved
         assert torch.allclose(weight, after[1][name], atol=1e-9, rtol=0), name
+
+
+@pytest.mark.parametrize("model_type", ["qwen3", "llama"])
+def test_a_model_loaded_in_bf16_reads_its_own_rewards(model_type):
+    """Masters in bf16 (a checkpoint loaded at its stored precision): the norms still normalise
+    in fp32 and the readout meets the score head in its precision, as the modules do."""
+    model = small_decoder_classifier(model_type).eval().to(torch.bfloat16)
+    ids, mask = right_padded(SEQUENCES, 0, "cpu")
+    rows, positions = zip(*READS)
+    with torch.no_grad():
+        theirs = read_rewards(model, ids, mask, rows, positions)
+        ours = decoder_rewards(model, DecoderWeights(model, torch.bfloat16), ids, rows, positions)
+    assert ours.dtype == theirs.dtype == torch.bfloat16
+    assert torch.allclose(ours.float(), theirs.float(), atol=4e-3), (ours - theirs).abs().max()
