@@ -649,8 +649,8 @@ def _rotary(base: Any, hidden: torch.Tensor, position_ids: torch.Tensor, head_di
     with torch.no_grad():
         cos, sin = base.rotary_emb(hidden, position_ids)
         shape = (*cos.shape[:2], 1, 2, head_dim // 2)
-        sign = torch.tensor([-1.0, 1.0], dtype=sin.dtype, device=sin.device).view(2, 1)
-        return cos.view(shape), sin.view(shape) * sign
+        sin = sin.view(shape)  # made on the device: a small tensor from the host would wait on it
+        return cos.view(shape), torch.cat([-sin[..., :1, :], sin[..., 1:, :]], dim=-2)
 
 
 def _compiled_rewards(model: Any, weights: DecoderWeights, ids: torch.Tensor,
