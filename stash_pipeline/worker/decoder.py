@@ -496,8 +496,8 @@ class _FusedLayer(torch.autograd.Function):
     gradients (``LayerWeights.grads``), the attention's through its own kernel's backward."""
 
     @staticmethod
-    def forward(ctx: Any, hidden: torch.Tensor, layer: LayerWeights, shape: Shape,
-                eps: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor],
+    def forward(ctx: Any, hidden: torch.Tensor, anchor: torch.Tensor, layer: LayerWeights,
+                shape: Shape, eps: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor],
                 mask: torch.Tensor | None, rows: int) -> torch.Tensor:
         saved: list[Any] = []
         out = _fused_forward(hidden, layer, shape, eps, rotary, mask, rows, saved)
@@ -552,7 +552,7 @@ class _FusedLayer(torch.autograd.Function):
             grads.qkv_bias.add_(_cast(grad_qkv.sum(0), f32))
         grad = grad + _norm_backward(torch.mm(grad_qkv, layer.qkv), hidden, rstd_in,
                                      layer.input_norm, grads.input_norm)[0]
-        return grad, None, None, None, None, None, None
+        return grad, None, None, None, None, None, None, None
 
 
 # Device types whose forwards run ``layer_forward`` through ``torch.compile`` (fused elementwise
@@ -594,8 +594,10 @@ def decoder_rewards(model: Any, weights: DecoderWeights, ids: torch.Tensor, rows
                 weights.shape.head_dim)
         mask = tree.allowed if tree is not None else None
         for layer in weights.layers:
-            hidden = (_FusedLayer.apply(hidden, layer, weights.shape, weights.eps, rotary, mask,
-                                        count) if training
+            # The norm weight only ties the layer into the graph when the states need no
+            # gradient (a frozen embedding): the weights' gradients are written, not returned.
+            hidden = (_FusedLayer.apply(hidden, layer.input_norm, layer, weights.shape,
+                                        weights.eps, rotary, mask, count) if training
                       else _fused_forward(hidden, layer, weights.shape, weights.eps, rotary,
                                           mask, count, None))
         index = long_tensor([row * width + position for row, position in zip(rows, positions)],
