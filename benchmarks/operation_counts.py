@@ -10,13 +10,17 @@ steps after a warm-up step, each step 4 pairs whose sides fill the window (the s
 
   today  the model's own modules under autocast, a forward and backward per pair (the path before
          issue 42: backward groups of 2,048 tokens)
-  ours   the fast decoder over its compute copy (``decoder.runs_fast``)
+  ours   the fast decoder over its compute copy (``decoder.runs_fast``): each layer, the readout
+         and the loss one autograd function with its backward written out, AdamW and clipping
+         over the copy's flat master buffer
 
 Scoring: one forward of 8 windows with 4 action reads each, without gradients, both paths.
-``stash_pipeline_tests/worker/test_operation_counts.py`` fails if ours rises above ``CEILING``.
+``stash_pipeline_tests/worker/test_operation_counts.py`` fails if ours rises above ``CEILING`` or
+today's falls under ``MIN_PAIR_RATIO`` times ours.
 Prints today's counts first, then ours; last line ``ops_per_pair_ratio: N`` (today over ours).
 
-    .venv/bin/python benchmarks/operation_counts.py [--window 1024] [--top 12]
+    .venv/bin/python benchmarks/operation_counts.py [--window 1024] [--top 12] [--layers 2]
+        [--dispatched]
 """
 
 from __future__ import annotations
@@ -45,8 +49,11 @@ from stash_pipeline.worker.train import (
 from models import config_for
 
 # Aten operations per pair and per scored action that ours may not exceed (the test's ceilings):
-# what it measured when issue 42 closed, plus a little room for a library's own changes.
-CEILING = {"per_pair": 880, "per_action": 23}
+# what it measured with the written-out backward (364 a pair, 7.6 an action, torch 2.13), plus a
+# little room for a library's own changes. Today's path measured 2,104 and 24.7.
+CEILING = {"per_pair": 390, "per_action": 8.5}
+# Today's count over ours that the test requires: issue 42's aim of 5x fewer a pair.
+MIN_PAIR_RATIO = 5.0
 VOCAB = 4096
 STEPS = 2
 ACTIONS_PER_ROW = 4
@@ -86,10 +93,10 @@ def training_ops(fast: bool, window: int = MAX_LENGTH, dispatched_only: bool = F
     rng = random.Random(0)
     batches = [full_windows(BATCH_SIZE, window, rng) for _ in range(STEPS + 1)]
     model = two_layer_model().train()
-    optimizer = make_optimizer(model, "cpu")
     before, decoder.FAST_DECODER = decoder.FAST_DECODER, fast
     try:
         with training_copy(model, torch.bfloat16) if fast else nullcontext() as copy:
+            optimizer = make_optimizer(model, "cpu", copy)
             def step(batch: list[EncodedPair]) -> None:
                 train_step(model, optimizer, batch, device="cpu", pad_id=0,
                            backward_tokens=backward, batch_tokens=forward, copy=copy)
@@ -132,17 +139,24 @@ def per_action(events: Counter) -> float:
 
 
 def main() -> None:
+    global LAYERS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--window", type=int, default=MAX_LENGTH,
                         help="tokens a side holds (budgets scale with it)")
     parser.add_argument("--top", type=int, default=12, help="operations listed per path")
+    parser.add_argument("--layers", type=int, default=LAYERS, help="decoder layers")
+    parser.add_argument("--dispatched", action="store_true",
+                        help="count only operations dispatched from Python or autograd")
     args = parser.parse_args()
-    print(f"Qwen3-0.6B's widths, 2 layers, {BATCH_SIZE} pairs a step of two {args.window}-token "
-          f"sides, {STEPS} steps counted; scoring {SCORED_ROWS} windows x {ACTIONS_PER_ROW} "
-          f"actions; torch {torch.__version__}", flush=True)
+    LAYERS = args.layers
+    print(f"Qwen3-0.6B's widths, {LAYERS} layers, {BATCH_SIZE} pairs a step of two "
+          f"{args.window}-token sides, {STEPS} steps counted; scoring {SCORED_ROWS} windows x "
+          f"{ACTIONS_PER_ROW} actions{'; dispatched only' if args.dispatched else ''}; torch "
+          f"{torch.__version__}", flush=True)
     counts = {}
     for label, fast in (("today", False), ("ours", True)):
-        training, scoring = training_ops(fast, args.window), scoring_ops(fast, args.window)
+        training = training_ops(fast, args.window, args.dispatched)
+        scoring = scoring_ops(fast, args.window, args.dispatched)
         counts[label] = per_pair(training), per_action(scoring)
         top = ", ".join(f"{name.removeprefix('aten::')} {count / (STEPS * BATCH_SIZE):.0f}"
                         for name, count in training.most_common(args.top))

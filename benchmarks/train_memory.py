@@ -72,11 +72,11 @@ def measure(kind: str, layers: int | None, device: str, backward_tokens: int | N
             model = AutoModelForSequenceClassification.from_config(config,
                                                                    attn_implementation="sdpa")
         model.train()
-        optimizer = make_optimizer(model, device)
         tracker = PeakTensorMemory()
         tracker.track(list(model.parameters()) + list(model.buffers()))
         reset_peak_memory(device)
         with tracker, (training_copy(model, torch.bfloat16) if fast else nullcontext()) as copy:
+            optimizer = make_optimizer(model, device, copy)
             for _ in range(2):
                 train_step(model, optimizer, batch, device=device, pad_id=PAD_ID,
                            backward_tokens=backward_tokens, copy=copy)

@@ -130,10 +130,10 @@ def profile(base: Path, tokenizer, pairs: list[EncodedPair], device: str, direct
 
     model = fresh_model(base, tokenizer, device)
     model.train()
-    optimizer = make_optimizer(model, device)
     batches = shuffled_batches(len(pairs), random.Random(0))[: steps + 2]
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     with training_copy(model, compute_dtype(model, device, True)) as copy:
+        optimizer = make_optimizer(model, device, copy)
         def step(batch: list[int]) -> None:
             train_step(model, optimizer, [pairs[i] for i in batch], device=device,
                        pad_id=tokenizer.pad_token_id, copy=copy)

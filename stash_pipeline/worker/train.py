@@ -4,14 +4,16 @@ Speed on a GPU comes from fewer and larger kernels (the step was launch-bound, d
 - a Llama-family decoder (``decoder.runs_fast``) runs its layers as plain tensor functions over a
   compute copy of the weights in bf16, refreshed from the fp32 master weights with one cast a
   step (``decoder.TrainingCopy``): autocast's arithmetic without a cast per use, fused q/k/v and
-  gate/up products, fused norms;
+  gate/up products, each layer one autograd function with its backward written out;
 - a step's pairs run forward and backward together up to ``backward_tokens`` (on an accelerator
-  the whole batch of 4 pairs of full windows), their rows in forwards of the device's token
-  budget (``batching.forward_rows``);
+  two pairs of full windows, a whole batch of shorter pairs), their rows in forwards of the
+  device's token budget (``batching.forward_rows``);
 - each distinct side of a batch is computed once (``batching.pack_rows``): identical sides run
   once; a side whose tokens begin another side's is read inside that longer sequence, and sides
   that share a prompt and then diverge run as one tree row, the prompt once;
-- the rewards of a group are gathered with one index and the loss is one expression.
+- the rewards of a group are gathered with one index and the loss is one expression (through the
+  fast decoder one autograd function, ``_BradleyTerry``); AdamW and clipping step the copy's
+  master buffer as one tensor.
 Batches themselves are drawn at random with seed 0, as TRL draws them (see ``shuffled_batches``).
 
 What the model learns is unchanged: fp32 master weights and AdamW states (bf16 weights would not
@@ -159,6 +161,48 @@ def pair_rewards(model: Any, pairs: list[EncodedPair], device: str, *, pad_id: i
     return rewards[: len(pairs)], rewards[len(pairs):]
 
 
+def pair_loss(model: Any, pairs: list[EncodedPair], device: str, *, pad_id: int,
+              share_prefixes: bool, batch_tokens: int | None, weights: DecoderWeights,
+              weight: float) -> torch.Tensor:
+    """``bradley_terry_loss`` of ``pair_rewards`` times ``weight``, the rewards gathered and the
+    loss taken in one operation each way (``_BradleyTerry``)."""
+    sides = [p.chosen_ids for p in pairs] + [p.rejected_ids for p in pairs]
+    rows = rows_for(model, sides, share_prefixes=share_prefixes)
+    read_at: dict[Hashable, int] = {}
+    values = []
+    for keys, read, _ in forward_rows(model, rows, pad_id=pad_id, device=device,
+                                      batch_tokens=batch_tokens, weights=weights):
+        offset = sum(len(v) for v in values)
+        read_at.update((key, offset + i) for i, key in enumerate(keys))
+        values.append(read)
+    reads = values[0] if len(values) == 1 else torch.cat(values)
+    index = long_tensor([read_at[tuple(side)] for side in sides], reads.device)
+    return _BradleyTerry.apply(reads, index, weight / len(pairs))
+
+
+class _BradleyTerry(torch.autograd.Function):
+    """``-log sigmoid(r(chosen) - r(rejected))`` summed over pairs times ``weight`` (a mean's
+    ``1 / pairs`` included), from all sides' rewards and their index (chosen sides first)."""
+
+    @staticmethod
+    def forward(ctx: Any, reads: torch.Tensor, index: torch.Tensor, weight: float
+                ) -> torch.Tensor:
+        chosen, rejected = reads.float().index_select(0, index).view(2, -1)
+        gap = chosen - rejected
+        ctx.save_for_backward(index, gap)
+        ctx.weight, ctx.count = weight, reads.shape[0]
+        return F.logsigmoid(gap).sum() * -weight
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+        index, gap = ctx.saved_tensors
+        # d/dgap of -log sigmoid(gap) is -sigmoid(-gap)
+        grad_gap = torch.sigmoid(-gap) * (grad * -ctx.weight)
+        grad_reads = torch.zeros(ctx.count, dtype=gap.dtype, device=gap.device)
+        grad_reads.index_add_(0, index, torch.cat([grad_gap, -grad_gap]))
+        return grad_reads, None, None
+
+
 def backward_groups(pairs: list[EncodedPair], budget: int | None, *, share_prefixes: bool,
                     branches: bool = True) -> list[list[int]]:
     """The batch's pairs in groups that each run forward and backward alone (indices into
@@ -203,10 +247,14 @@ def disable_dropout(model: Any) -> None:
             module.attention_dropout = 0.0
 
 
-def make_optimizer(model: Any, device: str) -> torch.optim.Optimizer:
+def make_optimizer(model: Any, device: str, copy: TrainingCopy | None = None
+                   ) -> torch.optim.Optimizer:
     """AdamW at the seed's 1e-5, with the fused kernel, as Hugging Face's Trainer (and so TRL)
-    uses by default where it exists."""
-    return torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=WEIGHT_DECAY,
+    uses by default where it exists. With a ``decoder.TrainingCopy``: over its flat master
+    buffer and the model's other parameters (``TrainingCopy.parameters``; AdamW is elementwise,
+    so the update is the same)."""
+    parameters = copy.parameters() if copy is not None else model.parameters()
+    return torch.optim.AdamW(parameters, lr=LEARNING_RATE, weight_decay=WEIGHT_DECAY,
                              fused=torch.device(device).type in FUSED_ADAMW_DEVICES or None)
 
 
@@ -231,17 +279,23 @@ def train_step(model: Any, optimizer: torch.optim.Optimizer, batch: list[Encoded
     loss = torch.zeros((), device=device)
     for group in backward_groups(batch, backward_tokens, share_prefixes=share_prefixes,
                                  branches=reads_tree_rows(model)):
-        with autocast(device, use_autocast and copy is None):
-            chosen, rejected = pair_rewards(model, [batch[i] for i in group], device, pad_id=pad_id,
-                                            share_prefixes=share_prefixes,
-                                            batch_tokens=batch_tokens,
-                                            weights=copy.weights if copy is not None else None)
         # The batch's mean loss is the sum of its groups' parts: each group's gradient adds up in
         # .grad, which is exactly the batch's gradient.
-        part = bradley_terry_loss(chosen, rejected) * (len(group) / len(batch))
+        if copy is not None:
+            part = pair_loss(model, [batch[i] for i in group], device, pad_id=pad_id,
+                             share_prefixes=share_prefixes, batch_tokens=batch_tokens,
+                             weights=copy.weights, weight=len(group) / len(batch))
+        else:
+            with autocast(device, use_autocast):
+                chosen, rejected = pair_rewards(model, [batch[i] for i in group], device,
+                                                pad_id=pad_id, share_prefixes=share_prefixes,
+                                                batch_tokens=batch_tokens)
+            part = bradley_terry_loss(chosen, rejected) * (len(group) / len(batch))
         part.backward()
         loss = loss + part.detach()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+    # The norm over every gradient; a copy's master gradients measured as one tensor.
+    torch.nn.utils.clip_grad_norm_(copy.parameters() if copy is not None else model.parameters(),
+                                   MAX_GRAD_NORM)
     optimizer.step()
     return loss
 
@@ -279,7 +333,6 @@ def train(model: Any, pairs: list[EncodedPair], *, epochs: int, device: str, pad
     model.to(device)
     model.train()
     disable_dropout(model)
-    optimizer = make_optimizer(model, device)
     result = TrainResult(device=device)
     total_steps = epochs * math.ceil(len(pairs) / BATCH_SIZE)
     sync_every = 1 if torch.device(device).type == "cpu" else SYNC_EVERY
@@ -296,6 +349,7 @@ def train(model: Any, pairs: list[EncodedPair], *, epochs: int, device: str, pad
         unread.clear()
 
     with training_copy(model, compute_dtype(model, device, use_autocast)) as copy:
+        optimizer = make_optimizer(model, device, copy)
         for _ in range(epochs):
             first_step = len(result.step_losses)  # report() read every step of the epoch before
             for batch in shuffled_batches(len(pairs), rng):

@@ -15,8 +15,7 @@ from stash_pipeline.worker.decoder import DecoderWeights, decoder_rewards, runs_
 from stash_pipeline.worker.readout import read_rewards, right_padded, tree_attention
 from stash_pipeline.worker.train import CPU_BACKWARD_TOKENS, EncodedPair, make_optimizer, train_step
 from stash_pipeline_tests.support.tiny_models import SMALL_DECODER_TYPES, small_decoder_classifier
-
-from test_shared_prompts import mixed_pairs
+from stash_pipeline_tests.support.worker_fixtures import mixed_pairs
 
 SEQUENCES = [[5 + (7 * i) % 90 for i in range(120)], [3 + (11 * i) % 90 for i in range(75)], [9, 4]]
 READS = [(0, 119), (0, 40), (0, 0), (1, 74), (1, 30), (2, 1), (0, 40)]
@@ -136,3 +135,57 @@ def test_reading_reuses_one_compute_copy_while_the_weights_stay_the_same():
         model.model.layers[0].mlp.down_proj.weight.mul_(2.0)
     assert read_rows(model, rows, pad_id=0) != first
     assert scoring_weights(model, torch.device("cpu")) is not copy
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", ["qwen3", "qwen2", "llama"])
+def test_the_written_out_backward_is_the_modules_gradient_in_float64(model_type):
+    """In float64 rounding is out of the way: the fused layers' hand-written backward (norms,
+    rotary, q/k norms, attention, gated MLP, readout and loss) gives the gradient autograd takes
+    through the model's own modules, for plain and tree rows. Both paths take the loss of
+    rewards in fp32 (``pair_rewards``), so the loss's gradient carries fp32's rounding (1e-7
+    of each gradient), a thousandth of what the fp32 comparison allows."""
+    model = small_decoder_classifier(model_type).double().train()
+    pairs = mixed_pairs()[:4]
+    theirs_loss, theirs = step_gradients(model, pairs, fast=False, dtype=torch.float64,
+                                         budget=None)
+    loss, ours = step_gradients(model, pairs, fast=True, dtype=torch.float64, budget=None)
+    assert loss == pytest.approx(theirs_loss, abs=1e-12)
+    assert ours.keys() == theirs.keys()
+    for name, gradient in ours.items():
+        scale = theirs[name].abs().max().item()
+        assert (gradient - theirs[name]).abs().max().item() <= 1e-6 * scale, name
+
+
+@pytest.mark.slow
+def test_the_flat_optimizer_steps_every_weight_as_one_per_parameter_does():
+    """AdamW and clipping over the copy's flat master buffer (``TrainingCopy.parameters``) move
+    every weight as AdamW over the model's own parameters does."""
+    pairs = mixed_pairs()[:4]
+    after = []
+    for flat in (True, False):
+        model = small_decoder_classifier("qwen3").train()
+        with training_copy(model, torch.float32) as weights:
+            optimizer = make_optimizer(model, "cpu", weights if flat else None)
+            for _ in range(2):
+                train_step(model, optimizer, pairs, device="cpu", pad_id=0, use_autocast=False,
+                           backward_tokens=None, copy=weights)
+        after.append({n: p.detach().clone() for n, p in model.named_parameters()})
+    before = dict(small_decoder_classifier("qwen3").named_parameters())
+    for name, weight in after[0].items():
+        assert not torch.equal(weight, before[name]), name  # every weight moved
+        assert torch.allclose(weight, after[1][name], atol=1e-9, rtol=0), name
+
+
+@pytest.mark.parametrize("model_type", ["qwen3", "llama"])
+def test_a_model_loaded_in_bf16_reads_its_own_rewards(model_type):
+    """Masters in bf16 (a checkpoint loaded at its stored precision): the norms still normalise
+    in fp32 and the readout meets the score head in its precision, as the modules do."""
+    model = small_decoder_classifier(model_type).eval().to(torch.bfloat16)
+    ids, mask = right_padded(SEQUENCES, 0, "cpu")
+    rows, positions = zip(*READS)
+    with torch.no_grad():
+        theirs = read_rewards(model, ids, mask, rows, positions)
+        ours = decoder_rewards(model, DecoderWeights(model, torch.bfloat16), ids, rows, positions)
+    assert ours.dtype == theirs.dtype == torch.bfloat16
+    assert torch.allclose(ours.float(), theirs.float(), atol=4e-3), (ours - theirs).abs().max()

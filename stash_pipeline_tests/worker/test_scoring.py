@@ -14,34 +14,14 @@ from transformers import BertConfig, BertForSequenceClassification
 from stash_pipeline.core.traces import Message, ToolCall, Trace
 from stash_pipeline.worker import render, scoring
 from stash_pipeline.worker.batching import Row, length_batches, read_rows
-from stash_pipeline.worker.modeling import (
-    load_reward_model,
-    load_tokenizer,
-    tokenize,
-    tokenize_counted,
-)
+from stash_pipeline.worker.modeling import load_tokenizer, tokenize, tokenize_counted
 from stash_pipeline.worker.readout import pools_last_token
 from stash_pipeline.worker.render import cut_at_action, render_trace
 from stash_pipeline.worker.scoring import plan_action_rows, score_texts, score_trace_actions
+from stash_pipeline_tests.support.worker_fixtures import model, tokenizer  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.slow
 TOLERANCE = 1e-4  # fp32, the bound for one-pass against per-action scores
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tiny_base_model):
-    return load_tokenizer(str(tiny_base_model))
-
-
-@pytest.fixture(scope="module")
-def model(tiny_base_model, tokenizer):
-    model = load_reward_model(str(tiny_base_model), dtype=torch.float32, device="cpu",
-                              tokenizer=tokenizer)
-    # The loaded head is initialised at std 0.02: scores near zero would hide a misread position.
-    torch.manual_seed(1)
-    with torch.no_grad():
-        model.score.weight.normal_(0.0, 1.0)
-    return model
 
 
 @pytest.fixture(scope="module")

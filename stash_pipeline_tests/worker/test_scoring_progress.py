@@ -14,8 +14,7 @@ from stash_pipeline.worker.modeling import tokenize
 from stash_pipeline.worker.progress import PhaseProgress
 from stash_pipeline.worker.render import render_trace
 from stash_pipeline.worker.scoring import score_texts, score_trace_actions, score_traces_and_actions
-
-from test_scoring import model, tokenizer  # noqa: F401 - the shared fixtures: a head at std 1
+from stash_pipeline_tests.support.worker_fixtures import model, tokenizer  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.slow
 LINE = re.compile(r"scoring: (\d+)/(\d+) traces, (\d+)/(\d+) actions, [\d.]+ actions/s, "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import random
 
 import pytest
 import torch
@@ -28,27 +27,7 @@ from stash_pipeline.worker.train import (
     train_step,
 )
 from stash_pipeline_tests.support.tiny_models import SMALL_DECODER_TYPES, small_decoder_classifier
-
-
-def tokens(rng: random.Random, count: int) -> list[int]:
-    return [rng.randrange(1, 97) for _ in range(count)]
-
-
-def mixed_pairs() -> list[EncodedPair]:
-    """Pairs of every kind a batch meets: two tails after one prompt (twice, one prompt also
-    shared across pairs), a side nested in the other, identical sides in two pairs, a prompt too
-    short to pack, and sides that share nothing."""
-    rng = random.Random(0)
-    prompt, other, short = tokens(rng, 60), tokens(rng, 35), tokens(rng, MIN_SHARED_PREFIX - 1)
-    lone = tokens(rng, 50)
-    return [
-        EncodedPair(prompt + tokens(rng, 12), prompt + tokens(rng, 30)),
-        EncodedPair(other + tokens(rng, 20), other + tokens(rng, 5)),
-        EncodedPair(prompt + tokens(rng, 7), lone),
-        EncodedPair(lone + tokens(rng, 9), lone),
-        EncodedPair(short + tokens(rng, 10), short + tokens(rng, 11)),
-        EncodedPair(tokens(rng, 40), tokens(rng, 25)),
-    ]
+from stash_pipeline_tests.support.worker_fixtures import mixed_pairs
 
 
 def unpacked(function, *args, **kwargs):
