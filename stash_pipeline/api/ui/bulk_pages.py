@@ -4,13 +4,14 @@ list's query string, so the list comes back as it was, with the action's result 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
 
 from stash_pipeline.api.ui.pages import (
+    MAX_FOLLOWED,
     SECURITY_HEADERS,
     _author,
     _list_query,
@@ -40,11 +41,13 @@ def selection(request: Request, account: Account, fields: dict[str, list[str]]) 
     return trace_bulk.select(store, account.id, trace_ids=ticked)
 
 
-def _back(request: Request, done: str, count: int) -> Response:
-    """The list as it was, saying what was done."""
+def _back(request: Request, done: str, count: int, followed: Sequence[int] = ()) -> Response:
+    """The list as it was, saying what was done (and following the Score again requests it
+    made, ``pages.requests_view``)."""
     query = _list_query(request)
     params = {"sort": query["sort"], "limit": query["limit"], "model": query["model"],
-              **query["params"], "done": done, "n": count}
+              **query["params"], "done": done, "n": count,
+              "requests": ",".join(map(str, followed[:MAX_FOLLOWED])) or None}
     return redirect("/ui/traces?" + urlencode({k: v for k, v in params.items()
                                                if v is not None}))
 
@@ -59,12 +62,13 @@ def _refused(request: Request, account: Account, fields: dict[str, list[str]],
 
 
 def _bulk(request: Request, account: Account, fields: dict[str, list[str]],
-          act: Callable[[list[str]], tuple[str, int]]) -> Response:
+          act: Callable[[list[str]], tuple[str, int]],
+          followed: Sequence[int] = ()) -> Response:
     try:
         done, count = act(selection(request, account, fields))
     except (InputError, NotFoundError) as error:
         return _refused(request, account, fields, error)
-    return _back(request, done, count)
+    return _back(request, done, count, followed)
 
 
 @router.post("/traces/bulk/contribute", response_class=HTMLResponse)
@@ -87,6 +91,8 @@ def comment(request: Request, fields: dict = Depends(posted),
 @router.post("/traces/bulk/score", response_class=HTMLResponse)
 def score(request: Request, fields: dict = Depends(posted),
           account: Account = Depends(viewer)) -> Response:
+    followed: list[int] = []  # the list then shows where these requests stand
+
     def act(ids: list[str]) -> tuple[str, int]:
         try:
             queued = trace_bulk.score(request.app.state.store, account.id, ids,
@@ -94,9 +100,10 @@ def score(request: Request, fields: dict = Depends(posted),
                                       actions=one(fields, "actions") == "on")
         except NotFoundError as error:  # no release yet, or not a model of the account's
             raise InputError(str(error), field="model_id") from None
+        followed.extend(r.id for r in queued)
         return "score", sum(len(r.traces) for r in queued)
 
-    return _bulk(request, account, fields, act)
+    return _bulk(request, account, fields, act, followed)
 
 
 @router.post("/traces/bulk/export", response_class=HTMLResponse)

@@ -236,7 +236,7 @@ LIST_DONE = {
     "contribute-off": "{n} trace(s) no longer contribute: they are left out of future "
                       "candidates (what released weights learned stays).",
     "comment": "Saved: your comment on {n} trace(s).",
-    "score": "Score again is queued for {n} trace(s).",
+    "score": "Score again was requested for {n} trace(s).",
     "saved": "Saved this search.",
     "removed": "Removed the saved search.",
 }
@@ -261,6 +261,7 @@ def _trace_list(request: Request, account: Account, *, status: int = 200,
         return "/ui/traces?" + urlencode({k: v for k, v in merged.items() if v is not None})
 
     models = views.models_of(store, account.id)
+    followed = request_ids(request.query_params.get("requests"))
     done = LIST_DONE.get(request.query_params.get("done") or "")
     count = request.query_params.get("n") or ""
     form = {"base_model": DEFAULT_BASE_MODEL, "epochs": str(DEFAULT_EPOCHS),
@@ -273,7 +274,9 @@ def _trace_list(request: Request, account: Account, *, status: int = 200,
                   done=done.format(n=count if count.isdigit() else "some") if done else None,
                   saved=store.saved_filters(account.id),
                   here=link().removeprefix("/ui/traces"),
-                  request_form={**form, **(request_form or {})})
+                  request_form={**form, **(request_form or {})},
+                  scoring=requests_view(store, account.id, followed),
+                  followed=",".join(map(str, followed)), poll_seconds=POLL_SECONDS)
 
 
 @router.get("/traces", response_class=HTMLResponse)
@@ -328,8 +331,6 @@ DONE = {
     "contribute-on": "This trace now contributes to shared-evaluator training.",
     "contribute-off": "This trace no longer contributes: it is left out of future candidates "
                       "(what released weights learned stays).",
-    "score": "Score again is queued: the pipeline scores this trace afresh (the page shows the "
-             "new scores once it has).",
 }
 
 
@@ -338,12 +339,15 @@ def _trace_page(request: Request, account: Account, trace_id: str, *, status: in
                 done: str | None = None) -> HTMLResponse:
     store = request.app.state.store
     models = views.models_of(store, account.id)
+    followed = request_ids(request.query_params.get("requests"))
     view = views.trace_view(store, account.id, trace_id,
                             evaluator=request.query_params.get("evaluator"),
                             names={m.id: m.name for m in models})
     return render(request, "trace.html", status=status, account=account, trace=view["trace"],
                   view=view, models=[m for m in models if m.status == "succeeded"],
-                  error=error, form=form, done=DONE.get(done or ""))
+                  error=error, form=form, done=DONE.get(done or ""),
+                  scoring=requests_view(store, account.id, followed),
+                  followed=",".join(map(str, followed)), poll_seconds=POLL_SECONDS)
 
 
 @router.get("/traces/{trace_id}", response_class=HTMLResponse)
@@ -353,12 +357,17 @@ def trace_page(trace_id: str, request: Request, done: str | None = None,
 
 
 def _feedback_form(request: Request, account: Account, trace_id: str, form: str,
-                   give: Callable[[], Any], *, back: str | None = None) -> Response:
+                   give: Callable[[], Any], *,
+                   back: str | Callable[[], str] | None = None) -> Response:
+    """Do what the trace page's form asks, then go back (``back``: where, or how to find it
+    once done); its 422 inline on the trace page."""
     try:
         give()
     except (InputError, OwnershipError) as error:
         shown = error if isinstance(error, InputError) else InputError(str(error))
         return _trace_page(request, account, trace_id, status=422, error=shown, form=form)
+    if callable(back):
+        back = back()
     return redirect(back or f"/ui/traces/{trace_id}?done={form}#feedback")
 
 
@@ -384,17 +393,20 @@ def score_trace(trace_id: str, request: Request, fields: dict = Depends(posted),
     """Score again for this trace: the release, or (Advanced) a personal model, actions too."""
     store = request.app.state.store
 
+    queued: list[int] = []
+
     def give() -> None:
         traces.owned_trace(store, account.id, trace_id)
         try:
-            scoring_requests.request(store, account.id, [trace_id],
-                                     model_id=one(fields, "model_id"),
-                                     actions=one(fields, "actions") == "on")
+            queued.append(scoring_requests.request(store, account.id, [trace_id],
+                                                   model_id=one(fields, "model_id"),
+                                                   actions=one(fields, "actions") == "on").id)
         except NotFoundError as error:  # no release yet, or not a model of the account's
             raise InputError(str(error), field="model_id") from None
 
+    # The page then follows the request: where it stands, until it ends (``requests_view``).
     return _feedback_form(request, account, trace_id, "score", give,
-                          back=f"/ui/traces/{trace_id}?done=score#scores")
+                          back=lambda: f"/ui/traces/{trace_id}?requests={queued[0]}#scores")
 
 
 @router.post("/traces/{trace_id}/comments", response_class=HTMLResponse)
@@ -476,14 +488,19 @@ def _run_progress(run_id: str) -> dict[str, Any] | None:
     return {"dagster_step": progress.dagster_step, **asdict(progress.worker)}
 
 
+def wait_text(wait: dict[str, Any] | None) -> str:
+    """What a queued model or Score again request waits for (``defs.worker_queue.Wait``)."""
+    if wait and wait.get("waiting_for") == "worker":
+        return f"Waiting for the worker: {wait['runs_ahead']} runs ahead."
+    return "Waiting for the pipeline to start its run."
+
+
 def progress_text(status: str, progress: dict[str, Any] | None,
                   wait: dict[str, Any] | None = None) -> str:
     """The sentence a live model's page shows of its progress (while queued: what it waits for,
     the worker with the runs ahead of it, or its run)."""
     if status == "queued":
-        if wait and wait.get("waiting_for") == "worker":
-            return f"Waiting for the worker: {wait['runs_ahead']} runs ahead."
-        return "Waiting for the pipeline to start its run."
+        return wait_text(wait)
     if status != "running":
         return f"The model is {status}."
     progress = progress or {}
@@ -517,20 +534,90 @@ def live_view(model: Any) -> dict[str, Any]:
             "text": progress_text(model.status, progress, wait)}
 
 
-@router.get("/reward-models/{model_id}/progress")
-def model_progress(model_id: str, request: Request) -> Response:
-    """The model page's live progress as JSON, for the session's account: 401 without a
-    session, 404 for a model that is not the account's (or none), like the page itself."""
+def live_json(request: Request, view: Callable[[Any, Account], dict[str, Any]]) -> Response:
+    """What a live page polls, as JSON for the session's account (``view(store, account)``):
+    401 without a session, 404 for what is not the account's (or none), like the page itself."""
     store = request.app.state.store
     account = sessions(request).account(store, request.cookies.get(COOKIE))
     if account is None:
         return error_response(401, "not signed in: log in to the viewer again",
                               headers=SECURITY_HEADERS)
     try:
-        model = reward_models.get(store, account.id, model_id)
+        shown = view(store, account)
     except NotFoundError as error:
         return error_response(404, str(error), headers=SECURITY_HEADERS)
-    return JSONResponse(live_view(model), headers=SECURITY_HEADERS)
+    return JSONResponse(shown, headers=SECURITY_HEADERS)
+
+
+@router.get("/reward-models/{model_id}/progress")
+def model_progress(model_id: str, request: Request) -> Response:
+    """The model page's live progress."""
+    return live_json(request, lambda store, account: live_view(
+        reward_models.get(store, account.id, model_id)))
+
+
+# The Score again requests a page follows after Score again (``requests=5,6``): a bulk action
+# makes one request per MAX_TRACES_PER_REQUEST traces; the page follows its first ones.
+MAX_FOLLOWED = 20
+REQUEST_TEXT = {"running": "Running: the worker is scoring it.",
+                "succeeded": "Done: the page shows its new scores."}
+
+
+def request_ids(text: str | None) -> list[int]:
+    """The requests of a page's ``requests`` parameter; none for a malformed one."""
+    ids = []
+    for part in (text or "").split(",")[:MAX_FOLLOWED]:
+        if not _digits(part) or len(part) > 10 or not 1 <= int(part) < 2**31:
+            return []
+        ids.append(int(part))
+    return ids
+
+
+def request_text(state: dict[str, Any]) -> str:
+    """The sentence of a Score again request's state (``routes.traces.request_state_of``)."""
+    if state["status"] is None:
+        return "Queued; where it stands in the run queue cannot be read just now."
+    if state["status"] == "queued":
+        return wait_text(state["wait"])
+    if state["status"] == "failed":
+        return f"Failed: {reason_line(state['error']) or 'its run failed'}"
+    return REQUEST_TEXT[state["status"]]
+
+
+def requests_view(store: Any, owner: str, ids: Sequence[int]) -> dict[str, Any] | None:
+    """What a page shows of the Score again requests it follows: each one's status and sentence,
+    the status that leads (running, queued, failed, succeeded), and whether any is still live
+    (queued or running: the page polls it as a model's page polls the model). None for none;
+    NotFoundError for a request that is not the owner's."""
+    from stash_pipeline.api.routes.traces import request_state_of
+
+    if not ids:
+        return None
+    shown = []
+    for request_id in ids:
+        scoring_requests.get(store, owner, request_id)
+        state = request_state_of(request_id)
+        shown.append({"request_id": request_id, "status": state["status"],
+                      "text": request_text(state)})
+    order = ("running", "queued", None, "failed", "succeeded")
+    status = min((s["status"] for s in shown), key=order.index) or "queued"
+    return {"requests": shown, "status": status,
+            "live": any(s["status"] in (*LIVE_STATUSES, None) for s in shown),
+            "text": " ".join(f"Score again request {s['request_id']}: {s['text']}"
+                             for s in shown)}
+
+
+@router.get("/score-requests/progress")
+def requests_progress(request: Request, requests: str = "") -> Response:
+    """The followed Score again requests' state (``requests_view``), as a page polls it."""
+    ids = request_ids(requests)
+
+    def view(store: Any, account: Account) -> dict[str, Any]:
+        if not ids:
+            raise NotFoundError("no such scoring request")
+        return requests_view(store, account.id, ids) or {}
+
+    return live_json(request, view)
 
 
 @router.get("/reward-models/{model_id}", response_class=HTMLResponse)
