@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import parse_qs, urlencode, urlparse
 
 import jinja2
@@ -22,6 +22,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from stash_pipeline.api.deps import ObjectsDep, StoreDep
 from stash_pipeline.api.errors import error_response
 from stash_pipeline.api.ui import plots, views
 from stash_pipeline.api.ui.session import COOKIE, SESSION_SECONDS, Sessions, session_secret
@@ -50,7 +51,7 @@ from stash_pipeline.services import (
     trace_bulk,
     traces,
 )
-from stash_pipeline.store import Account, StatusError
+from stash_pipeline.store import Account, StatusError, Store
 from stash_pipeline.store.trace_pages import SORTS
 
 HERE = Path(__file__).parent
@@ -113,13 +114,18 @@ def redirect(url: str) -> RedirectResponse:
     return RedirectResponse(url, status_code=303, headers=SECURITY_HEADERS)
 
 
-def viewer(request: Request) -> Account:
+def viewer(request: Request, store: StoreDep) -> Account:
     """The session's account; a person without one is sent to the login page."""
-    account = sessions(request).account(request.app.state.store, request.cookies.get(COOKIE))
+    account = sessions(request).account(store, request.cookies.get(COOKIE))
     if account is None:
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         raise LoginRequired(target)
     return account
+
+
+# The session's account a page acts for (a person without one goes to the login page), as the
+# JSON routes' ``account: AccountDep``: ``account: ViewerDep``.
+ViewerDep = Annotated[Account, Depends(viewer)]
 
 
 def _same_origin(request: Request) -> bool:
@@ -155,6 +161,10 @@ async def posted(request: Request) -> dict[str, list[str]]:
     return fields
 
 
+# A signed-in page's form, checked (``posted``): ``fields: FormDep``.
+FormDep = Annotated[dict[str, list[str]], Depends(posted)]
+
+
 def one(fields: dict[str, list[str]], name: str) -> str | None:
     """A single-valued field, stripped; None when absent or empty."""
     values = fields.get(name) or [""]
@@ -182,10 +192,10 @@ def login_page(request: Request, next: str | None = None) -> Response:
 
 
 @router.post("/login", response_class=HTMLResponse)
-async def login(request: Request) -> Response:
+async def login(request: Request, store: StoreDep) -> Response:
     fields = await _read_form(request)
     target = _next(one(fields, "next"))
-    account = accounts.authenticate(request.app.state.store, one(fields, "api_key"))
+    account = accounts.authenticate(store, one(fields, "api_key"))
     if account is None:
         return render(request, "login.html", status=401, next=target,
                       error="That is not a valid API key (`stash-pipeline accounts key ID` "
@@ -198,10 +208,9 @@ async def login(request: Request) -> Response:
 
 
 @router.post("/logout", response_class=HTMLResponse)
-def logout(request: Request, fields: dict = Depends(posted)) -> Response:
+def logout(request: Request, store: StoreDep, fields: FormDep) -> Response:
     """Ends the session on the server too: the account's session epoch moves on, so this cookie
     (and every other of the account's sessions) is no session any more, even replayed."""
-    store = request.app.state.store
     account = sessions(request).account(store, request.cookies.get(COOKIE))
     if account is not None:
         store.end_sessions(account.id)
@@ -242,11 +251,10 @@ LIST_DONE = {
 }
 
 
-def _trace_list(request: Request, account: Account, *, status: int = 200,
+def _trace_list(request: Request, store: Store, account: Account, *, status: int = 200,
                 error: InputError | None = None, chosen: tuple[str, ...] = (),
                 request_form: dict[str, str] | None = None, matched: bool = False,
                 error_form: str = "create") -> HTMLResponse:
-    store = request.app.state.store
     try:
         query = _list_query(request)
         page = traces.page(store, account.id, sort=query["sort"], limit=query["limit"],
@@ -280,8 +288,8 @@ def _trace_list(request: Request, account: Account, *, status: int = 200,
 
 
 @router.get("/traces", response_class=HTMLResponse)
-def trace_list(request: Request, account: Account = Depends(viewer)) -> Response:
-    return _trace_list(request, account)
+def trace_list(request: Request, store: StoreDep, account: ViewerDep) -> Response:
+    return _trace_list(request, store, account)
 
 
 def _number(text: str | None) -> Any:
@@ -296,8 +304,8 @@ def _digits(text: str) -> bool:
 
 
 @router.post("/reward-models", response_class=HTMLResponse)
-def create_model(request: Request, fields: dict = Depends(posted),
-                 account: Account = Depends(viewer)) -> Response:
+def create_model(request: Request, store: StoreDep, fields: FormDep,
+                 account: ViewerDep) -> Response:
     """Create new reward model from the selected traces (or every trace that matches the
     search): the API's request, the API's 422s."""
     chosen = tuple(fields.get("trace_ids") or ())
@@ -305,20 +313,20 @@ def create_model(request: Request, fields: dict = Depends(posted),
     ids = list(chosen)
     if matched:
         try:
-            ids = trace_bulk.select(request.app.state.store, account.id,
+            ids = trace_bulk.select(store, account.id,
                                     where=parse_filter(request.query_params))
         except InputError as error:
-            return _trace_list(request, account, status=422, error=error, matched=True)
+            return _trace_list(request, store, account, status=422, error=error, matched=True)
     body: dict[str, Any] = {"name": one(fields, "name") or "", "trace_ids": ids}
     for name in ("base_model", "epochs", "max_pairs"):
         value = one(fields, name)
         if value is not None:
             body[name] = value if name == "base_model" else _number(value)
     try:
-        model = reward_models.create(request.app.state.store, account.id, body)
+        model = reward_models.create(store, account.id, body)
     except InputError as error:
         shown = {k: one(fields, k) or "" for k in ("name", "base_model", "epochs", "max_pairs")}
-        return _trace_list(request, account, status=422, error=error, chosen=chosen,
+        return _trace_list(request, store, account, status=422, error=error, chosen=chosen,
                            request_form=shown, matched=matched)
     return redirect(f"/ui/reward-models/{model.id}")
 
@@ -334,10 +342,10 @@ DONE = {
 }
 
 
-def _trace_page(request: Request, account: Account, trace_id: str, *, status: int = 200,
+def _trace_page(request: Request, store: Store, account: Account, trace_id: str, *,
+                status: int = 200,
                 error: InputError | None = None, form: str | None = None,
                 done: str | None = None) -> HTMLResponse:
-    store = request.app.state.store
     models = views.models_of(store, account.id)
     followed = request_ids(request.query_params.get("requests"))
     view = views.trace_view(store, account.id, trace_id,
@@ -351,12 +359,12 @@ def _trace_page(request: Request, account: Account, trace_id: str, *, status: in
 
 
 @router.get("/traces/{trace_id}", response_class=HTMLResponse)
-def trace_page(trace_id: str, request: Request, done: str | None = None,
-               account: Account = Depends(viewer)) -> Response:
-    return _trace_page(request, account, trace_id, done=done)
+def trace_page(trace_id: str, request: Request, store: StoreDep, account: ViewerDep,
+               done: str | None = None) -> Response:
+    return _trace_page(request, store, account, trace_id, done=done)
 
 
-def _feedback_form(request: Request, account: Account, trace_id: str, form: str,
+def _feedback_form(request: Request, store: Store, account: Account, trace_id: str, form: str,
                    give: Callable[[], Any], *,
                    back: str | Callable[[], str] | None = None) -> Response:
     """Do what the trace page's form asks, then go back (``back``: where, or how to find it
@@ -365,7 +373,7 @@ def _feedback_form(request: Request, account: Account, trace_id: str, form: str,
         give()
     except (InputError, OwnershipError) as error:
         shown = error if isinstance(error, InputError) else InputError(str(error))
-        return _trace_page(request, account, trace_id, status=422, error=shown, form=form)
+        return _trace_page(request, store, account, trace_id, status=422, error=shown, form=form)
     if callable(back):
         back = back()
     return redirect(back or f"/ui/traces/{trace_id}?done={form}#feedback")
@@ -376,22 +384,22 @@ def _author(account: Account) -> str:
 
 
 @router.post("/traces/{trace_id}/contribute", response_class=HTMLResponse)
-def contribute(trace_id: str, request: Request, fields: dict = Depends(posted),
-               account: Account = Depends(viewer)) -> Response:
+def contribute(trace_id: str, request: Request, store: StoreDep, fields: FormDep,
+               account: ViewerDep) -> Response:
     """Contribution on (``contribute=on``) or off for this trace."""
     flag = one(fields, "contribute") == "on"
-    return _feedback_form(request, account, trace_id, f"contribute-{'on' if flag else 'off'}",
-                          lambda: traces.set_contribution(request.app.state.store, account.id,
+    return _feedback_form(request, store, account, trace_id,
+                          f"contribute-{'on' if flag else 'off'}",
+                          lambda: traces.set_contribution(store, account.id,
                                                           trace_id, flag),
                           back=f"/ui/traces/{trace_id}?done=contribute-"
                                f"{'on' if flag else 'off'}")
 
 
 @router.post("/traces/{trace_id}/score", response_class=HTMLResponse)
-def score_trace(trace_id: str, request: Request, fields: dict = Depends(posted),
-                account: Account = Depends(viewer)) -> Response:
+def score_trace(trace_id: str, request: Request, store: StoreDep, fields: FormDep,
+                account: ViewerDep) -> Response:
     """Score again for this trace: the release, or (Advanced) a personal model, actions too."""
-    store = request.app.state.store
 
     queued: list[int] = []
 
@@ -405,24 +413,23 @@ def score_trace(trace_id: str, request: Request, fields: dict = Depends(posted),
             raise InputError(str(error), field="model_id") from None
 
     # The page then follows the request: where it stands, until it ends (``requests_view``).
-    return _feedback_form(request, account, trace_id, "score", give,
+    return _feedback_form(request, store, account, trace_id, "score", give,
                           back=lambda: f"/ui/traces/{trace_id}?requests={queued[0]}#scores")
 
 
 @router.post("/traces/{trace_id}/comments", response_class=HTMLResponse)
-def comment(trace_id: str, request: Request, fields: dict = Depends(posted),
-            account: Account = Depends(viewer)) -> Response:
-    return _feedback_form(request, account, trace_id, "comment", lambda: feedback.comment(
-        request.app.state.store, account.id, trace_id, one(fields, "text") or "",
+def comment(trace_id: str, request: Request, store: StoreDep, fields: FormDep,
+            account: ViewerDep) -> Response:
+    return _feedback_form(request, store, account, trace_id, "comment", lambda: feedback.comment(
+        store, account.id, trace_id, one(fields, "text") or "",
         action=one(fields, "action_id"), author=_author(account)))
 
 
 @router.post("/traces/{trace_id}/comparisons", response_class=HTMLResponse)
-def compare(trace_id: str, request: Request, fields: dict = Depends(posted),
-            account: Account = Depends(viewer)) -> Response:
+def compare(trace_id: str, request: Request, store: StoreDep, fields: FormDep,
+            account: ViewerDep) -> Response:
     """This trace against another of the account's traces: a pending comparison, as
     `feedback compare` makes one (a reviewer other than its author approves it later)."""
-    store = request.app.state.store
 
     def give() -> None:
         other = one(fields, "other")
@@ -447,14 +454,14 @@ def compare(trace_id: str, request: Request, fields: dict = Depends(posted),
     if back:
         back = _next(back)
         back += ("&" if "?" in back else "?") + "done=compare"
-    return _feedback_form(request, account, trace_id, "compare", give, back=back)
+    return _feedback_form(request, store, account, trace_id, "compare", give, back=back)
 
 
 # Reward models --------------------------------------------------------------------------------
 
 @router.get("/reward-models", response_class=HTMLResponse)
-def model_list(request: Request, account: Account = Depends(viewer)) -> Response:
-    models = reward_models.list_models(request.app.state.store, account.id)
+def model_list(request: Request, store: StoreDep, account: ViewerDep) -> Response:
+    models = reward_models.list_models(store, account.id)
     return render(request, "models.html", account=account, models=models)
 
 
@@ -534,10 +541,10 @@ def live_view(model: Any) -> dict[str, Any]:
             "text": progress_text(model.status, progress, wait)}
 
 
-def live_json(request: Request, view: Callable[[Any, Account], dict[str, Any]]) -> Response:
+def live_json(request: Request, store: Store,
+              view: Callable[[Store, Account], dict[str, Any]]) -> Response:
     """What a live page polls, as JSON for the session's account (``view(store, account)``):
     401 without a session, 404 for what is not the account's (or none), like the page itself."""
-    store = request.app.state.store
     account = sessions(request).account(store, request.cookies.get(COOKIE))
     if account is None:
         return error_response(401, "not signed in: log in to the viewer again",
@@ -550,9 +557,9 @@ def live_json(request: Request, view: Callable[[Any, Account], dict[str, Any]]) 
 
 
 @router.get("/reward-models/{model_id}/progress")
-def model_progress(model_id: str, request: Request) -> Response:
+def model_progress(model_id: str, request: Request, store: StoreDep) -> Response:
     """The model page's live progress."""
-    return live_json(request, lambda store, account: live_view(
+    return live_json(request, store, lambda store, account: live_view(
         reward_models.get(store, account.id, model_id)))
 
 
@@ -584,7 +591,7 @@ def request_text(state: dict[str, Any]) -> str:
     return REQUEST_TEXT[state["status"]]
 
 
-def requests_view(store: Any, owner: str, ids: Sequence[int]) -> dict[str, Any] | None:
+def requests_view(store: Store, owner: str, ids: Sequence[int]) -> dict[str, Any] | None:
     """What a page shows of the Score again requests it follows: each one's status and sentence,
     the status that leads (running, queued, failed, succeeded), and whether any is still live
     (queued or running: the page polls it as a model's page polls the model). None for none;
@@ -608,21 +615,20 @@ def requests_view(store: Any, owner: str, ids: Sequence[int]) -> dict[str, Any] 
 
 
 @router.get("/score-requests/progress")
-def requests_progress(request: Request, requests: str = "") -> Response:
+def requests_progress(request: Request, store: StoreDep, requests: str = "") -> Response:
     """The followed Score again requests' state (``requests_view``), as a page polls it."""
     ids = request_ids(requests)
 
-    def view(store: Any, account: Account) -> dict[str, Any]:
+    def view(store: Store, account: Account) -> dict[str, Any]:
         if not ids:
             raise NotFoundError("no such scoring request")
         return requests_view(store, account.id, ids) or {}
 
-    return live_json(request, view)
+    return live_json(request, store, view)
 
 
 @router.get("/reward-models/{model_id}", response_class=HTMLResponse)
-def model_page(model_id: str, request: Request, account: Account = Depends(viewer)) -> Response:
-    store = request.app.state.store
+def model_page(model_id: str, request: Request, store: StoreDep, account: ViewerDep) -> Response:
     model = reward_models.get(store, account.id, model_id)
     metrics = dict(model.metrics or {})
     losses = metrics.pop("loss_curve", None) or []
@@ -645,32 +651,31 @@ def model_page(model_id: str, request: Request, account: Account = Depends(viewe
 
 
 @router.get("/reward-models/{model_id}/weights", response_class=HTMLResponse)
-def weights(model_id: str, request: Request, account: Account = Depends(viewer)) -> Response:
+def weights(model_id: str, request: Request, store: StoreDep, objects: ObjectsDep,
+            account: ViewerDep) -> Response:
     """Download weights: a redirect to the five-minute signed URL."""
-    state = request.app.state
-    return redirect(reward_models.weights_url(state.store, state.objects, account.id, model_id))
+    return redirect(reward_models.weights_url(store, objects, account.id, model_id))
 
 
 @router.post("/reward-models/{model_id}/score", response_class=HTMLResponse)
-def score_again(model_id: str, request: Request, fields: dict = Depends(posted),
-                account: Account = Depends(viewer)) -> Response:
-    reward_models.score_again(request.app.state.store, account.id, model_id)
+def score_again(model_id: str, request: Request, store: StoreDep, fields: FormDep,
+                account: ViewerDep) -> Response:
+    reward_models.score_again(store, account.id, model_id)
     return redirect(f"/ui/reward-models/{model_id}")
 
 
 @router.post("/reward-models/{model_id}/retry", response_class=HTMLResponse)
-def retry(model_id: str, request: Request, fields: dict = Depends(posted),
-          account: Account = Depends(viewer)) -> Response:
-    reward_models.retry(request.app.state.store, account.id, model_id)
+def retry(model_id: str, request: Request, store: StoreDep, fields: FormDep,
+          account: ViewerDep) -> Response:
+    reward_models.retry(store, account.id, model_id)
     return redirect(f"/ui/reward-models/{model_id}")
 
 
 # Releases -------------------------------------------------------------------------------------
 
 @router.get("/releases", response_class=HTMLResponse)
-def releases(request: Request, account: Account = Depends(viewer)) -> Response:
+def releases(request: Request, store: StoreDep, account: ViewerDep) -> Response:
     """The shared evaluator's releases and every gate decision, each with its report per slice."""
-    store = request.app.state.store
     released = {r.version: r for r in store.list_releases()}
     decisions = sorted(store.list_benchmark_comparisons(), key=lambda c: c.created_at,
                        reverse=True)
