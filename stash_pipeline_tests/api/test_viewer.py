@@ -22,6 +22,7 @@ from stash_pipeline_tests.support.viewer_helpers import (
     report_progress,
     running_model,
     scored_world,
+    scoring_run,
 )
 
 
@@ -258,3 +259,60 @@ def test_trust_pages_show_the_report_with_its_charts_and_the_seeds_sentences(
     assert mallory.get(f"/ui/reward-models/{world.model_id}/trust").status_code == 404
     assert mallory.get("/ui/releases/nope/trust").status_code == 404
     assert api.client().get("/ui/releases/current/trust").status_code == 303  # log in first
+
+
+def test_score_again_from_a_trace_page_and_the_list_shows_where_the_request_stands(
+        api: Api, world: World) -> None:
+    """After Score again, the trace page (and the list, after the bulk action) follows the
+    request as a model's page follows the model: waiting for its run, then for the worker with
+    the runs ahead, running, then failed with the reason; the page's JSON route under the page's
+    rules (401 signed out, 404 not yours)."""
+    client = login(api, world.alice_key)
+    token = csrf(client.get("/ui/traces/trace-a").text)
+    response = client.post("/ui/traces/trace-a/score", data={"csrf": token})
+    assert response.status_code == 303
+    [request] = [r for r in api.store.scoring_requests() if list(r.traces) == ["trace-a"]]
+    assert response.headers["location"] == f"/ui/traces/trace-a?requests={request.id}#scores"
+    route = f"/ui/score-requests/progress?requests={request.id}"
+    page = client.get(f"/ui/traces/trace-a?requests={request.id}").text
+    assert f'data-poll-url="{route}"' in page
+    assert error_of(page, "progress") == (f"Score again request {request.id}: Waiting for the "
+                                          "pipeline to start its run.")
+    scoring_run("earlier-request")  # made first: ahead of this request's run
+    scoring_run("score-run", request.id)
+    state = client.get(route)
+    assert state.status_code == 200 and state.headers["cache-control"] == "no-store"
+    assert state.json() == {
+        "status": "queued", "live": True,
+        "text": f"Score again request {request.id}: Waiting for the worker: 1 runs ahead.",
+        "requests": [{"request_id": request.id, "status": "queued",
+                      "text": "Waiting for the worker: 1 runs ahead."}]}
+    scoring_run("score-run", to="running")
+    assert client.get(route).json()["text"].endswith("Running: the worker is scoring it.")
+    # Another account's request is not found, like a missing one; no session is a 401.
+    bob = login(api, world.bob_key)
+    for who, path, status in ((bob, route, 404), (client, "/ui/score-requests/progress"
+                                                  "?requests=999999", 404),
+                              (client, "/ui/score-requests/progress?requests=x", 404),
+                              (api.client(), route, 401)):
+        refused = who.get(path)
+        assert refused.status_code == status and refused.json()["detail"], path
+    assert bob.get(f"/ui/traces/{world.bob_trace}?requests={request.id}").status_code == 404
+    scoring_run("score-run", to="failed", reason="the code server went away")
+    ended = client.get(route).json()
+    assert (ended["status"], ended["live"]) == ("failed", False)
+    page = client.get(f"/ui/traces/trace-a?requests={request.id}").text
+    assert "data-poll-url" not in page  # ended: nothing to follow
+    assert error_of(page, "progress") == (f"Score again request {request.id}: Failed: the code "
+                                          "server went away")
+
+    # The list's bulk Score again follows its requests the same way.
+    response = client.post("/ui/traces/bulk/score?sort=-created",
+                           data={"csrf": token, "trace_ids": ["trace-b", "trace-c"]})
+    [bulk] = [r for r in api.store.scoring_requests() if sorted(r.traces) == ["trace-b", "trace-c"]]
+    assert f"requests={bulk.id}" in response.headers["location"]
+    listed = client.get(response.headers["location"]).text
+    assert error_of(listed, "done") == "Score again was requested for 2 trace(s)."
+    assert error_of(listed, "progress") == (f"Score again request {bulk.id}: Waiting for the "
+                                            "pipeline to start its run.")
+    assert f'data-poll-url="/ui/score-requests/progress?requests={bulk.id}"' in listed

@@ -28,6 +28,7 @@ from stash_pipeline_tests.support.viewer_helpers import (
     report_progress,
     running_model,
     scored_world,
+    scoring_run,
 )
 from stash_pipeline_tests.support.waiting import REQUEST_S, bound
 
@@ -134,6 +135,43 @@ def test_a_running_models_page_shows_its_progress_live_then_its_end(
     assert "WorkerStopped" in browser.find_element(By.ID, "failure-reason").text
     # Absent, asked without the implicit wait (find_elements would wait its 10 s for it).
     assert browser.execute_script("return document.getElementById('live') === null")
+
+
+def test_score_again_on_a_trace_page_shows_where_the_request_stands_live(
+        browser, api: Api, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Score again on a trace page: the page says what the request waits for and follows it
+    (ui.js) without a reload while it waits and runs, then shows how it ended."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    monkeypatch.setattr(pages, "POLL_SECONDS", 0.25)
+    world = scored_world(api, tmp_path)
+    log_in(browser, api, world.alice_key)
+    browser.get(f"{api.url}/ui/traces/trace-a")
+    browser.find_element(By.ID, "score-again").click()
+    # Read through the script, never a held element: the page reloads when the request ends.
+    wait = WebDriverWait(browser, bound(REQUEST_S),
+                         ignored_exceptions=(StaleElementReferenceException,))
+
+    def shown(element: str) -> str:
+        return browser.execute_script(
+            f"const e = document.getElementById('{element}'); return e ? e.textContent : ''")
+
+    wait.until(ec.url_contains("requests="))
+    request_id = int(browser.current_url.split("requests=")[1].split("#")[0])
+    wait.until(lambda _: shown("progress").endswith("Waiting for the pipeline to start its run."))
+    browser.execute_script("document.body.dataset.loadedBefore = 'yes'")  # gone on a reload
+    scoring_run("ahead-of-it")
+    scoring_run("score-browser", request_id)
+    wait.until(lambda _: shown("progress").endswith("Waiting for the worker: 1 runs ahead."))
+    scoring_run("score-browser", to="running")
+    wait.until(lambda _: shown("live-status") == "running")
+    assert browser.execute_script("return document.body.dataset.loadedBefore") == "yes"
+    scoring_run("score-browser", to="failed", reason="the code server went away")
+    wait.until(lambda _: shown("progress").endswith("Failed: the code server went away"))
+    assert browser.execute_script("return document.body.dataset.loadedBefore") is None
 
 
 def test_the_trust_reports_charts_render_from_the_model_page_and_the_releases_page(

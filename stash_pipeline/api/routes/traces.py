@@ -117,15 +117,21 @@ def get_score_again(account: AccountDep, store: StoreDep,
     return _request_view(scoring_requests.get(store, account.id, request_id))
 
 
-def _request_view(scoring: Any) -> ScoringRequestState:
+def request_state_of(request_id: int) -> dict[str, Any]:
+    """Where Score again request ``request_id`` stands (``instance.request_state``); every field
+    None when the run queue cannot be read (the API's JSON and the viewer's pages say so)."""
     from stash_pipeline.instance import request_state
 
     try:
-        state = request_state(scoring_requests.run_tags(scoring.id))
+        return request_state(scoring_requests.run_tags(request_id))
     except Exception as error:  # noqa: BLE001 - the request is stored; its state is a courtesy
         log.warning("the run queue is unreadable: %s", error)
-        state = {"status": None, "error": None, "wait": None, "run_id": None}
-    return ScoringRequestState(**scoring_requests.request_view(scoring), **state)
+        return {"status": None, "error": None, "wait": None, "run_id": None}
+
+
+def _request_view(scoring: Any) -> ScoringRequestState:
+    return ScoringRequestState(**scoring_requests.request_view(scoring),
+                               **request_state_of(scoring.id))
 
 
 @router.get("/{trace_id}", responses=NOT_FOUND)

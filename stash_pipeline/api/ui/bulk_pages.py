@@ -4,34 +4,36 @@ list's query string, so the list comes back as it was, with the action's result 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
 
+from stash_pipeline.api.deps import StoreDep
 from stash_pipeline.api.ui.pages import (
+    MAX_FOLLOWED,
     SECURITY_HEADERS,
+    FormDep,
+    ViewerDep,
     _author,
     _list_query,
     _trace_list,
     one,
-    posted,
     redirect,
-    viewer,
 )
 from stash_pipeline.core.errors import InputError, NotFoundError
 from stash_pipeline.core.trace_search import parse_filter
 from stash_pipeline.services import trace_bulk, traces
-from stash_pipeline.store import Account
+from stash_pipeline.store import Account, Store
 from stash_pipeline.store.saved_filters import MAX_FILTER_ID
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
 
-def selection(request: Request, account: Account, fields: dict[str, list[str]]) -> list[str]:
+def selection(request: Request, store: Store, account: Account,
+              fields: dict[str, list[str]]) -> list[str]:
     """The ticked traces, or (``match=all``) every trace matching the list's search."""
-    store = request.app.state.store
     if one(fields, "match") == "all":
         return trace_bulk.select(store, account.id, where=parse_filter(request.query_params))
     ticked = fields.get("trace_ids") or []
@@ -40,96 +42,102 @@ def selection(request: Request, account: Account, fields: dict[str, list[str]]) 
     return trace_bulk.select(store, account.id, trace_ids=ticked)
 
 
-def _back(request: Request, done: str, count: int) -> Response:
-    """The list as it was, saying what was done."""
+def _back(request: Request, done: str, count: int, followed: Sequence[int] = ()) -> Response:
+    """The list as it was, saying what was done (and following the Score again requests it
+    made, ``pages.requests_view``)."""
     query = _list_query(request)
     params = {"sort": query["sort"], "limit": query["limit"], "model": query["model"],
-              **query["params"], "done": done, "n": count}
+              **query["params"], "done": done, "n": count,
+              "requests": ",".join(map(str, followed[:MAX_FOLLOWED])) or None}
     return redirect("/ui/traces?" + urlencode({k: v for k, v in params.items()
                                                if v is not None}))
 
 
-def _refused(request: Request, account: Account, fields: dict[str, list[str]],
+def _refused(request: Request, store: Store, account: Account, fields: dict[str, list[str]],
              error: InputError | NotFoundError) -> Response:
     """The list again with the bulk form's 422 and its selection kept."""
     shown = error if isinstance(error, InputError) else InputError(str(error))
-    return _trace_list(request, account, status=422, error=shown,
+    return _trace_list(request, store, account, status=422, error=shown,
                        chosen=tuple(fields.get("trace_ids") or ()),
                        matched=one(fields, "match") == "all", error_form="bulk")
 
 
-def _bulk(request: Request, account: Account, fields: dict[str, list[str]],
-          act: Callable[[list[str]], tuple[str, int]]) -> Response:
+def _bulk(request: Request, store: Store, account: Account, fields: dict[str, list[str]],
+          act: Callable[[list[str]], tuple[str, int]],
+          followed: Sequence[int] = ()) -> Response:
     try:
-        done, count = act(selection(request, account, fields))
+        done, count = act(selection(request, store, account, fields))
     except (InputError, NotFoundError) as error:
-        return _refused(request, account, fields, error)
-    return _back(request, done, count)
+        return _refused(request, store, account, fields, error)
+    return _back(request, done, count, followed)
 
 
 @router.post("/traces/bulk/contribute", response_class=HTMLResponse)
-def contribute(request: Request, fields: dict = Depends(posted),
-               account: Account = Depends(viewer)) -> Response:
+def contribute(request: Request, store: StoreDep, fields: FormDep,
+               account: ViewerDep) -> Response:
     flag = one(fields, "contribute") == "on"
-    return _bulk(request, account, fields, lambda ids: (
+    return _bulk(request, store, account, fields, lambda ids: (
         f"contribute-{'on' if flag else 'off'}",
-        trace_bulk.contribute(request.app.state.store, account.id, ids, flag)))
+        trace_bulk.contribute(store, account.id, ids, flag)))
 
 
 @router.post("/traces/bulk/comment", response_class=HTMLResponse)
-def comment(request: Request, fields: dict = Depends(posted),
-            account: Account = Depends(viewer)) -> Response:
-    return _bulk(request, account, fields, lambda ids: (
-        "comment", trace_bulk.comment(request.app.state.store, account.id, ids,
+def comment(request: Request, store: StoreDep, fields: FormDep,
+            account: ViewerDep) -> Response:
+    return _bulk(request, store, account, fields, lambda ids: (
+        "comment", trace_bulk.comment(store, account.id, ids,
                                       one(fields, "text") or "", author=_author(account))))
 
 
 @router.post("/traces/bulk/score", response_class=HTMLResponse)
-def score(request: Request, fields: dict = Depends(posted),
-          account: Account = Depends(viewer)) -> Response:
+def score(request: Request, store: StoreDep, fields: FormDep,
+          account: ViewerDep) -> Response:
+    followed: list[int] = []  # the list then shows where these requests stand
+
     def act(ids: list[str]) -> tuple[str, int]:
         try:
-            queued = trace_bulk.score(request.app.state.store, account.id, ids,
+            queued = trace_bulk.score(store, account.id, ids,
                                       model_id=one(fields, "model_id"),
                                       actions=one(fields, "actions") == "on")
         except NotFoundError as error:  # no release yet, or not a model of the account's
             raise InputError(str(error), field="model_id") from None
+        followed.extend(r.id for r in queued)
         return "score", sum(len(r.traces) for r in queued)
 
-    return _bulk(request, account, fields, act)
+    return _bulk(request, store, account, fields, act, followed)
 
 
 @router.post("/traces/bulk/export", response_class=HTMLResponse)
-def export(request: Request, fields: dict = Depends(posted),
-           account: Account = Depends(viewer)) -> Response:
+def export(request: Request, store: StoreDep, fields: FormDep,
+           account: ViewerDep) -> Response:
     """The selection as a JSON Lines or CSV download."""
     kind = one(fields, "format") or "jsonl"
     try:
         trace_bulk.check_format(kind)
-        ids = selection(request, account, fields)
+        ids = selection(request, store, account, fields)
     except (InputError, NotFoundError) as error:
-        return _refused(request, account, fields, error)
-    lines = trace_bulk.export_lines(request.app.state.store, account.id, ids, kind)
+        return _refused(request, store, account, fields, error)
+    lines = trace_bulk.export_lines(store, account.id, ids, kind)
     return StreamingResponse(lines, media_type=trace_bulk.EXPORT_MEDIA_TYPES[kind], headers={
         **SECURITY_HEADERS, "Content-Disposition": f'attachment; filename="traces.{kind}"'})
 
 
 @router.post("/saved-filters", response_class=HTMLResponse)
-def save_filter(request: Request, fields: dict = Depends(posted),
-                account: Account = Depends(viewer)) -> Response:
+def save_filter(request: Request, store: StoreDep, fields: FormDep,
+                account: ViewerDep) -> Response:
     """Keep the list's search (its query string) under a name."""
     try:
-        traces.save_filter(request.app.state.store, account.id, one(fields, "name"),
+        traces.save_filter(store, account.id, one(fields, "name"),
                            dict(request.query_params))
     except InputError as error:
-        return _trace_list(request, account, status=422, error=error, error_form="save")
+        return _trace_list(request, store, account, status=422, error=error, error_form="save")
     return _back(request, "saved", 1)
 
 
 @router.post("/saved-filters/{filter_id}/remove", response_class=HTMLResponse)
-def remove_filter(filter_id: int, request: Request, fields: dict = Depends(posted),
-                  account: Account = Depends(viewer)) -> Response:
+def remove_filter(filter_id: int, request: Request, store: StoreDep, fields: FormDep,
+                  account: ViewerDep) -> Response:
     if not 1 <= filter_id <= MAX_FILTER_ID:
         raise NotFoundError(f"no saved filter {filter_id}")
-    request.app.state.store.remove_filter(account.id, filter_id)
+    store.remove_filter(account.id, filter_id)
     return _back(request, "removed", 1)

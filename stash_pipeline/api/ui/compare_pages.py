@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
+from stash_pipeline.api.deps import StoreDep
 from stash_pipeline.api.ui import views
-from stash_pipeline.api.ui.pages import DONE, Refused, render, viewer
+from stash_pipeline.api.ui.pages import DONE, Refused, ViewerDep, render
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.trace_search import filter_params, parse_filter
 from stash_pipeline.services import traces
@@ -21,9 +22,8 @@ PICK_LIMIT = 25  # traces the picker lists
 
 
 @router.get("/traces/{trace_id}/compare", response_class=HTMLResponse)
-def pick(trace_id: str, request: Request, account: Account = Depends(viewer)) -> Response:
+def pick(trace_id: str, request: Request, store: StoreDep, account: ViewerDep) -> Response:
     """The traces to compare this one with, found by the list's search (text, task, tool...)."""
-    store = request.app.state.store
     trace = traces.detail(store, account.id, trace_id)
     try:
         where = parse_filter(request.query_params)
@@ -43,12 +43,11 @@ def _side(store: Any, account: Account, trace_id: str, evaluator: str | None,
 
 
 @router.get("/compare", response_class=HTMLResponse)
-def side_by_side(request: Request, a: str, b: str | None = None, ea: str | None = None,
-                 eb: str | None = None, done: str | None = None,
-                 account: Account = Depends(viewer)) -> Response:
+def side_by_side(request: Request, store: StoreDep, account: ViewerDep, a: str,
+                 b: str | None = None, ea: str | None = None, eb: str | None = None,
+                 done: str | None = None) -> Response:
     """Two traces side by side (``a``, ``b``), each under an evaluator (``ea``, ``eb``); the
     same trace twice under two evaluators when ``b`` is ``a`` or absent."""
-    store = request.app.state.store
     names = {m.id: m.name for m in views.models_of(store, account.id)}
     b = b or a
     left = _side(store, account, a, ea, names)

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import parse_qs, urlencode, urlparse
 
 import jinja2
@@ -22,6 +22,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from stash_pipeline.api.deps import ObjectsDep, StoreDep
 from stash_pipeline.api.errors import error_response
 from stash_pipeline.api.ui import plots, views
 from stash_pipeline.api.ui.session import COOKIE, SESSION_SECONDS, Sessions, session_secret
@@ -50,7 +51,7 @@ from stash_pipeline.services import (
     trace_bulk,
     traces,
 )
-from stash_pipeline.store import Account, StatusError
+from stash_pipeline.store import Account, StatusError, Store
 from stash_pipeline.store.trace_pages import SORTS
 
 HERE = Path(__file__).parent
@@ -113,13 +114,18 @@ def redirect(url: str) -> RedirectResponse:
     return RedirectResponse(url, status_code=303, headers=SECURITY_HEADERS)
 
 
-def viewer(request: Request) -> Account:
+def viewer(request: Request, store: StoreDep) -> Account:
     """The session's account; a person without one is sent to the login page."""
-    account = sessions(request).account(request.app.state.store, request.cookies.get(COOKIE))
+    account = sessions(request).account(store, request.cookies.get(COOKIE))
     if account is None:
         target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
         raise LoginRequired(target)
     return account
+
+
+# The session's account a page acts for (a person without one goes to the login page), as the
+# JSON routes' ``account: AccountDep``: ``account: ViewerDep``.
+ViewerDep = Annotated[Account, Depends(viewer)]
 
 
 def _same_origin(request: Request) -> bool:
@@ -155,6 +161,10 @@ async def posted(request: Request) -> dict[str, list[str]]:
     return fields
 
 
+# A signed-in page's form, checked (``posted``): ``fields: FormDep``.
+FormDep = Annotated[dict[str, list[str]], Depends(posted)]
+
+
 def one(fields: dict[str, list[str]], name: str) -> str | None:
     """A single-valued field, stripped; None when absent or empty."""
     values = fields.get(name) or [""]
@@ -182,10 +192,10 @@ def login_page(request: Request, next: str | None = None) -> Response:
 
 
 @router.post("/login", response_class=HTMLResponse)
-async def login(request: Request) -> Response:
+async def login(request: Request, store: StoreDep) -> Response:
     fields = await _read_form(request)
     target = _next(one(fields, "next"))
-    account = accounts.authenticate(request.app.state.store, one(fields, "api_key"))
+    account = accounts.authenticate(store, one(fields, "api_key"))
     if account is None:
         return render(request, "login.html", status=401, next=target,
                       error="That is not a valid API key (`stash-pipeline accounts key ID` "
@@ -198,10 +208,9 @@ async def login(request: Request) -> Response:
 
 
 @router.post("/logout", response_class=HTMLResponse)
-def logout(request: Request, fields: dict = Depends(posted)) -> Response:
+def logout(request: Request, store: StoreDep, fields: FormDep) -> Response:
     """Ends the session on the server too: the account's session epoch moves on, so this cookie
     (and every other of the account's sessions) is no session any more, even replayed."""
-    store = request.app.state.store
     account = sessions(request).account(store, request.cookies.get(COOKIE))
     if account is not None:
         store.end_sessions(account.id)
@@ -236,17 +245,16 @@ LIST_DONE = {
     "contribute-off": "{n} trace(s) no longer contribute: they are left out of future "
                       "candidates (what released weights learned stays).",
     "comment": "Saved: your comment on {n} trace(s).",
-    "score": "Score again is queued for {n} trace(s).",
+    "score": "Score again was requested for {n} trace(s).",
     "saved": "Saved this search.",
     "removed": "Removed the saved search.",
 }
 
 
-def _trace_list(request: Request, account: Account, *, status: int = 200,
+def _trace_list(request: Request, store: Store, account: Account, *, status: int = 200,
                 error: InputError | None = None, chosen: tuple[str, ...] = (),
                 request_form: dict[str, str] | None = None, matched: bool = False,
                 error_form: str = "create") -> HTMLResponse:
-    store = request.app.state.store
     try:
         query = _list_query(request)
         page = traces.page(store, account.id, sort=query["sort"], limit=query["limit"],
@@ -261,6 +269,7 @@ def _trace_list(request: Request, account: Account, *, status: int = 200,
         return "/ui/traces?" + urlencode({k: v for k, v in merged.items() if v is not None})
 
     models = views.models_of(store, account.id)
+    followed = request_ids(request.query_params.get("requests"))
     done = LIST_DONE.get(request.query_params.get("done") or "")
     count = request.query_params.get("n") or ""
     form = {"base_model": DEFAULT_BASE_MODEL, "epochs": str(DEFAULT_EPOCHS),
@@ -273,12 +282,14 @@ def _trace_list(request: Request, account: Account, *, status: int = 200,
                   done=done.format(n=count if count.isdigit() else "some") if done else None,
                   saved=store.saved_filters(account.id),
                   here=link().removeprefix("/ui/traces"),
-                  request_form={**form, **(request_form or {})})
+                  request_form={**form, **(request_form or {})},
+                  scoring=requests_view(store, account.id, followed),
+                  followed=",".join(map(str, followed)), poll_seconds=POLL_SECONDS)
 
 
 @router.get("/traces", response_class=HTMLResponse)
-def trace_list(request: Request, account: Account = Depends(viewer)) -> Response:
-    return _trace_list(request, account)
+def trace_list(request: Request, store: StoreDep, account: ViewerDep) -> Response:
+    return _trace_list(request, store, account)
 
 
 def _number(text: str | None) -> Any:
@@ -293,8 +304,8 @@ def _digits(text: str) -> bool:
 
 
 @router.post("/reward-models", response_class=HTMLResponse)
-def create_model(request: Request, fields: dict = Depends(posted),
-                 account: Account = Depends(viewer)) -> Response:
+def create_model(request: Request, store: StoreDep, fields: FormDep,
+                 account: ViewerDep) -> Response:
     """Create new reward model from the selected traces (or every trace that matches the
     search): the API's request, the API's 422s."""
     chosen = tuple(fields.get("trace_ids") or ())
@@ -302,20 +313,20 @@ def create_model(request: Request, fields: dict = Depends(posted),
     ids = list(chosen)
     if matched:
         try:
-            ids = trace_bulk.select(request.app.state.store, account.id,
+            ids = trace_bulk.select(store, account.id,
                                     where=parse_filter(request.query_params))
         except InputError as error:
-            return _trace_list(request, account, status=422, error=error, matched=True)
+            return _trace_list(request, store, account, status=422, error=error, matched=True)
     body: dict[str, Any] = {"name": one(fields, "name") or "", "trace_ids": ids}
     for name in ("base_model", "epochs", "max_pairs"):
         value = one(fields, name)
         if value is not None:
             body[name] = value if name == "base_model" else _number(value)
     try:
-        model = reward_models.create(request.app.state.store, account.id, body)
+        model = reward_models.create(store, account.id, body)
     except InputError as error:
         shown = {k: one(fields, k) or "" for k in ("name", "base_model", "epochs", "max_pairs")}
-        return _trace_list(request, account, status=422, error=error, chosen=chosen,
+        return _trace_list(request, store, account, status=422, error=error, chosen=chosen,
                            request_form=shown, matched=matched)
     return redirect(f"/ui/reward-models/{model.id}")
 
@@ -328,37 +339,43 @@ DONE = {
     "contribute-on": "This trace now contributes to shared-evaluator training.",
     "contribute-off": "This trace no longer contributes: it is left out of future candidates "
                       "(what released weights learned stays).",
-    "score": "Score again is queued: the pipeline scores this trace afresh (the page shows the "
-             "new scores once it has).",
 }
 
 
-def _trace_page(request: Request, account: Account, trace_id: str, *, status: int = 200,
+def _trace_page(request: Request, store: Store, account: Account, trace_id: str, *,
+                status: int = 200,
                 error: InputError | None = None, form: str | None = None,
                 done: str | None = None) -> HTMLResponse:
-    store = request.app.state.store
     models = views.models_of(store, account.id)
+    followed = request_ids(request.query_params.get("requests"))
     view = views.trace_view(store, account.id, trace_id,
                             evaluator=request.query_params.get("evaluator"),
                             names={m.id: m.name for m in models})
     return render(request, "trace.html", status=status, account=account, trace=view["trace"],
                   view=view, models=[m for m in models if m.status == "succeeded"],
-                  error=error, form=form, done=DONE.get(done or ""))
+                  error=error, form=form, done=DONE.get(done or ""),
+                  scoring=requests_view(store, account.id, followed),
+                  followed=",".join(map(str, followed)), poll_seconds=POLL_SECONDS)
 
 
 @router.get("/traces/{trace_id}", response_class=HTMLResponse)
-def trace_page(trace_id: str, request: Request, done: str | None = None,
-               account: Account = Depends(viewer)) -> Response:
-    return _trace_page(request, account, trace_id, done=done)
+def trace_page(trace_id: str, request: Request, store: StoreDep, account: ViewerDep,
+               done: str | None = None) -> Response:
+    return _trace_page(request, store, account, trace_id, done=done)
 
 
-def _feedback_form(request: Request, account: Account, trace_id: str, form: str,
-                   give: Callable[[], Any], *, back: str | None = None) -> Response:
+def _feedback_form(request: Request, store: Store, account: Account, trace_id: str, form: str,
+                   give: Callable[[], Any], *,
+                   back: str | Callable[[], str] | None = None) -> Response:
+    """Do what the trace page's form asks, then go back (``back``: where, or how to find it
+    once done); its 422 inline on the trace page."""
     try:
         give()
     except (InputError, OwnershipError) as error:
         shown = error if isinstance(error, InputError) else InputError(str(error))
-        return _trace_page(request, account, trace_id, status=422, error=shown, form=form)
+        return _trace_page(request, store, account, trace_id, status=422, error=shown, form=form)
+    if callable(back):
+        back = back()
     return redirect(back or f"/ui/traces/{trace_id}?done={form}#feedback")
 
 
@@ -367,50 +384,52 @@ def _author(account: Account) -> str:
 
 
 @router.post("/traces/{trace_id}/contribute", response_class=HTMLResponse)
-def contribute(trace_id: str, request: Request, fields: dict = Depends(posted),
-               account: Account = Depends(viewer)) -> Response:
+def contribute(trace_id: str, request: Request, store: StoreDep, fields: FormDep,
+               account: ViewerDep) -> Response:
     """Contribution on (``contribute=on``) or off for this trace."""
     flag = one(fields, "contribute") == "on"
-    return _feedback_form(request, account, trace_id, f"contribute-{'on' if flag else 'off'}",
-                          lambda: traces.set_contribution(request.app.state.store, account.id,
+    return _feedback_form(request, store, account, trace_id,
+                          f"contribute-{'on' if flag else 'off'}",
+                          lambda: traces.set_contribution(store, account.id,
                                                           trace_id, flag),
                           back=f"/ui/traces/{trace_id}?done=contribute-"
                                f"{'on' if flag else 'off'}")
 
 
 @router.post("/traces/{trace_id}/score", response_class=HTMLResponse)
-def score_trace(trace_id: str, request: Request, fields: dict = Depends(posted),
-                account: Account = Depends(viewer)) -> Response:
+def score_trace(trace_id: str, request: Request, store: StoreDep, fields: FormDep,
+                account: ViewerDep) -> Response:
     """Score again for this trace: the release, or (Advanced) a personal model, actions too."""
-    store = request.app.state.store
+
+    queued: list[int] = []
 
     def give() -> None:
         traces.owned_trace(store, account.id, trace_id)
         try:
-            scoring_requests.request(store, account.id, [trace_id],
-                                     model_id=one(fields, "model_id"),
-                                     actions=one(fields, "actions") == "on")
+            queued.append(scoring_requests.request(store, account.id, [trace_id],
+                                                   model_id=one(fields, "model_id"),
+                                                   actions=one(fields, "actions") == "on").id)
         except NotFoundError as error:  # no release yet, or not a model of the account's
             raise InputError(str(error), field="model_id") from None
 
-    return _feedback_form(request, account, trace_id, "score", give,
-                          back=f"/ui/traces/{trace_id}?done=score#scores")
+    # The page then follows the request: where it stands, until it ends (``requests_view``).
+    return _feedback_form(request, store, account, trace_id, "score", give,
+                          back=lambda: f"/ui/traces/{trace_id}?requests={queued[0]}#scores")
 
 
 @router.post("/traces/{trace_id}/comments", response_class=HTMLResponse)
-def comment(trace_id: str, request: Request, fields: dict = Depends(posted),
-            account: Account = Depends(viewer)) -> Response:
-    return _feedback_form(request, account, trace_id, "comment", lambda: feedback.comment(
-        request.app.state.store, account.id, trace_id, one(fields, "text") or "",
+def comment(trace_id: str, request: Request, store: StoreDep, fields: FormDep,
+            account: ViewerDep) -> Response:
+    return _feedback_form(request, store, account, trace_id, "comment", lambda: feedback.comment(
+        store, account.id, trace_id, one(fields, "text") or "",
         action=one(fields, "action_id"), author=_author(account)))
 
 
 @router.post("/traces/{trace_id}/comparisons", response_class=HTMLResponse)
-def compare(trace_id: str, request: Request, fields: dict = Depends(posted),
-            account: Account = Depends(viewer)) -> Response:
+def compare(trace_id: str, request: Request, store: StoreDep, fields: FormDep,
+            account: ViewerDep) -> Response:
     """This trace against another of the account's traces: a pending comparison, as
     `feedback compare` makes one (a reviewer other than its author approves it later)."""
-    store = request.app.state.store
 
     def give() -> None:
         other = one(fields, "other")
@@ -435,14 +454,14 @@ def compare(trace_id: str, request: Request, fields: dict = Depends(posted),
     if back:
         back = _next(back)
         back += ("&" if "?" in back else "?") + "done=compare"
-    return _feedback_form(request, account, trace_id, "compare", give, back=back)
+    return _feedback_form(request, store, account, trace_id, "compare", give, back=back)
 
 
 # Reward models --------------------------------------------------------------------------------
 
 @router.get("/reward-models", response_class=HTMLResponse)
-def model_list(request: Request, account: Account = Depends(viewer)) -> Response:
-    models = reward_models.list_models(request.app.state.store, account.id)
+def model_list(request: Request, store: StoreDep, account: ViewerDep) -> Response:
+    models = reward_models.list_models(store, account.id)
     return render(request, "models.html", account=account, models=models)
 
 
@@ -476,14 +495,19 @@ def _run_progress(run_id: str) -> dict[str, Any] | None:
     return {"dagster_step": progress.dagster_step, **asdict(progress.worker)}
 
 
+def wait_text(wait: dict[str, Any] | None) -> str:
+    """What a queued model or Score again request waits for (``defs.worker_queue.Wait``)."""
+    if wait and wait.get("waiting_for") == "worker":
+        return f"Waiting for the worker: {wait['runs_ahead']} runs ahead."
+    return "Waiting for the pipeline to start its run."
+
+
 def progress_text(status: str, progress: dict[str, Any] | None,
                   wait: dict[str, Any] | None = None) -> str:
     """The sentence a live model's page shows of its progress (while queued: what it waits for,
     the worker with the runs ahead of it, or its run)."""
     if status == "queued":
-        if wait and wait.get("waiting_for") == "worker":
-            return f"Waiting for the worker: {wait['runs_ahead']} runs ahead."
-        return "Waiting for the pipeline to start its run."
+        return wait_text(wait)
     if status != "running":
         return f"The model is {status}."
     progress = progress or {}
@@ -517,25 +541,94 @@ def live_view(model: Any) -> dict[str, Any]:
             "text": progress_text(model.status, progress, wait)}
 
 
-@router.get("/reward-models/{model_id}/progress")
-def model_progress(model_id: str, request: Request) -> Response:
-    """The model page's live progress as JSON, for the session's account: 401 without a
-    session, 404 for a model that is not the account's (or none), like the page itself."""
-    store = request.app.state.store
+def live_json(request: Request, store: Store,
+              view: Callable[[Store, Account], dict[str, Any]]) -> Response:
+    """What a live page polls, as JSON for the session's account (``view(store, account)``):
+    401 without a session, 404 for what is not the account's (or none), like the page itself."""
     account = sessions(request).account(store, request.cookies.get(COOKIE))
     if account is None:
         return error_response(401, "not signed in: log in to the viewer again",
                               headers=SECURITY_HEADERS)
     try:
-        model = reward_models.get(store, account.id, model_id)
+        shown = view(store, account)
     except NotFoundError as error:
         return error_response(404, str(error), headers=SECURITY_HEADERS)
-    return JSONResponse(live_view(model), headers=SECURITY_HEADERS)
+    return JSONResponse(shown, headers=SECURITY_HEADERS)
+
+
+@router.get("/reward-models/{model_id}/progress")
+def model_progress(model_id: str, request: Request, store: StoreDep) -> Response:
+    """The model page's live progress."""
+    return live_json(request, store, lambda store, account: live_view(
+        reward_models.get(store, account.id, model_id)))
+
+
+# The Score again requests a page follows after Score again (``requests=5,6``): a bulk action
+# makes one request per MAX_TRACES_PER_REQUEST traces; the page follows its first ones.
+MAX_FOLLOWED = 20
+REQUEST_TEXT = {"running": "Running: the worker is scoring it.",
+                "succeeded": "Done: the page shows its new scores."}
+
+
+def request_ids(text: str | None) -> list[int]:
+    """The requests of a page's ``requests`` parameter; none for a malformed one."""
+    ids = []
+    for part in (text or "").split(",")[:MAX_FOLLOWED]:
+        if not _digits(part) or len(part) > 10 or not 1 <= int(part) < 2**31:
+            return []
+        ids.append(int(part))
+    return ids
+
+
+def request_text(state: dict[str, Any]) -> str:
+    """The sentence of a Score again request's state (``routes.traces.request_state_of``)."""
+    if state["status"] is None:
+        return "Queued; where it stands in the run queue cannot be read just now."
+    if state["status"] == "queued":
+        return wait_text(state["wait"])
+    if state["status"] == "failed":
+        return f"Failed: {reason_line(state['error']) or 'its run failed'}"
+    return REQUEST_TEXT[state["status"]]
+
+
+def requests_view(store: Store, owner: str, ids: Sequence[int]) -> dict[str, Any] | None:
+    """What a page shows of the Score again requests it follows: each one's status and sentence,
+    the status that leads (running, queued, failed, succeeded), and whether any is still live
+    (queued or running: the page polls it as a model's page polls the model). None for none;
+    NotFoundError for a request that is not the owner's."""
+    from stash_pipeline.api.routes.traces import request_state_of
+
+    if not ids:
+        return None
+    shown = []
+    for request_id in ids:
+        scoring_requests.get(store, owner, request_id)
+        state = request_state_of(request_id)
+        shown.append({"request_id": request_id, "status": state["status"],
+                      "text": request_text(state)})
+    order = ("running", "queued", None, "failed", "succeeded")
+    status = min((s["status"] for s in shown), key=order.index) or "queued"
+    return {"requests": shown, "status": status,
+            "live": any(s["status"] in (*LIVE_STATUSES, None) for s in shown),
+            "text": " ".join(f"Score again request {s['request_id']}: {s['text']}"
+                             for s in shown)}
+
+
+@router.get("/score-requests/progress")
+def requests_progress(request: Request, store: StoreDep, requests: str = "") -> Response:
+    """The followed Score again requests' state (``requests_view``), as a page polls it."""
+    ids = request_ids(requests)
+
+    def view(store: Store, account: Account) -> dict[str, Any]:
+        if not ids:
+            raise NotFoundError("no such scoring request")
+        return requests_view(store, account.id, ids) or {}
+
+    return live_json(request, store, view)
 
 
 @router.get("/reward-models/{model_id}", response_class=HTMLResponse)
-def model_page(model_id: str, request: Request, account: Account = Depends(viewer)) -> Response:
-    store = request.app.state.store
+def model_page(model_id: str, request: Request, store: StoreDep, account: ViewerDep) -> Response:
     model = reward_models.get(store, account.id, model_id)
     metrics = dict(model.metrics or {})
     losses = metrics.pop("loss_curve", None) or []
@@ -558,32 +651,31 @@ def model_page(model_id: str, request: Request, account: Account = Depends(viewe
 
 
 @router.get("/reward-models/{model_id}/weights", response_class=HTMLResponse)
-def weights(model_id: str, request: Request, account: Account = Depends(viewer)) -> Response:
+def weights(model_id: str, request: Request, store: StoreDep, objects: ObjectsDep,
+            account: ViewerDep) -> Response:
     """Download weights: a redirect to the five-minute signed URL."""
-    state = request.app.state
-    return redirect(reward_models.weights_url(state.store, state.objects, account.id, model_id))
+    return redirect(reward_models.weights_url(store, objects, account.id, model_id))
 
 
 @router.post("/reward-models/{model_id}/score", response_class=HTMLResponse)
-def score_again(model_id: str, request: Request, fields: dict = Depends(posted),
-                account: Account = Depends(viewer)) -> Response:
-    reward_models.score_again(request.app.state.store, account.id, model_id)
+def score_again(model_id: str, request: Request, store: StoreDep, fields: FormDep,
+                account: ViewerDep) -> Response:
+    reward_models.score_again(store, account.id, model_id)
     return redirect(f"/ui/reward-models/{model_id}")
 
 
 @router.post("/reward-models/{model_id}/retry", response_class=HTMLResponse)
-def retry(model_id: str, request: Request, fields: dict = Depends(posted),
-          account: Account = Depends(viewer)) -> Response:
-    reward_models.retry(request.app.state.store, account.id, model_id)
+def retry(model_id: str, request: Request, store: StoreDep, fields: FormDep,
+          account: ViewerDep) -> Response:
+    reward_models.retry(store, account.id, model_id)
     return redirect(f"/ui/reward-models/{model_id}")
 
 
 # Releases -------------------------------------------------------------------------------------
 
 @router.get("/releases", response_class=HTMLResponse)
-def releases(request: Request, account: Account = Depends(viewer)) -> Response:
+def releases(request: Request, store: StoreDep, account: ViewerDep) -> Response:
     """The shared evaluator's releases and every gate decision, each with its report per slice."""
-    store = request.app.state.store
     released = {r.version: r for r in store.list_releases()}
     decisions = sorted(store.list_benchmark_comparisons(), key=lambda c: c.created_at,
                        reverse=True)

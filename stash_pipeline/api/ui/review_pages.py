@@ -12,25 +12,26 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
+from stash_pipeline.api.deps import StoreDep
 from stash_pipeline.api.ui import views
 from stash_pipeline.api.ui.pages import (
+    FormDep,
     Refused,
+    ViewerDep,
     _author,
     _next,
     one,
-    posted,
     redirect,
     render,
-    viewer,
 )
 from stash_pipeline.core.errors import InputError, NotFoundError
 from stash_pipeline.core.review_order import REASON_TEXT, REASONS
 from stash_pipeline.core.trace_search import OUTCOMES, filter_params, parse_filter
 from stash_pipeline.services import feedback, review
-from stash_pipeline.store import Account
+from stash_pipeline.store import Account, Store
 from stash_pipeline.store.review_queue import KINDS, QueueScope
 
 router = APIRouter(prefix="/ui/review", include_in_schema=False)
@@ -41,13 +42,13 @@ DONE = {"assigned": "Assigned.", "unassigned": "Assignment removed.",
         "approved": "Approved.", "rejected": "Rejected.", "comment": "Saved: your comment."}
 
 
-def queue_of(request: Request, account: Account) -> tuple[QueueScope, dict[str, str]]:
+def queue_of(request: Request, store: Store, account: Account) -> tuple[QueueScope, dict[str, str]]:
     """The queue the request's query string names, and its parameters for links and forms."""
     query = request.query_params
     try:
         where = parse_filter(query)
         kind = query.get("kind") or None
-        scope = review.scope(request.app.state.store, account.id, reviewer=_author(account),
+        scope = review.scope(store, account.id, reviewer=_author(account),
                              where=where, model_id=query.get("model") or None,
                              assignee=query.get("assignee") or None,
                              unassigned=query.get("unassigned") == "1", kind=kind)
@@ -69,11 +70,10 @@ def item_url(kind: str, item_id: str, params: dict[str, str], **more: Any) -> st
 
 
 @router.get("", response_class=HTMLResponse)
-def overview(request: Request, offset: int = 0, done: str | None = None,
-             account: Account = Depends(viewer)) -> Response:
+def overview(request: Request, store: StoreDep, account: ViewerDep, offset: int = 0,
+             done: str | None = None) -> Response:
     """The queue: its progress, its order explained, and a page of its items."""
-    store = request.app.state.store
-    scope, params = queue_of(request, account)
+    scope, params = queue_of(request, store, account)
     if offset < 0 or offset > 2**31:
         raise Refused(422, "offset is a whole number")
     page = review.queue(store, scope, limit=PAGE, offset=offset)
@@ -88,25 +88,24 @@ def overview(request: Request, offset: int = 0, done: str | None = None,
 
 
 @router.get("/next", response_class=HTMLResponse)
-def next_item(request: Request, account: Account = Depends(viewer)) -> Response:
+def next_item(request: Request, store: StoreDep, account: ViewerDep) -> Response:
     """The first item not reviewed yet, or the overview saying the queue is done."""
-    scope, params = queue_of(request, account)
-    first = review.queue(request.app.state.store, scope, limit=1)["items"]
+    scope, params = queue_of(request, store, account)
+    first = review.queue(store, scope, limit=1)["items"]
     if not first:
         return redirect("/ui/review" + _qs(params, done="empty"))
     return redirect(item_url(first[0]["kind"], first[0]["id"], params))
 
 
-def _progress(request: Request, scope: QueueScope) -> dict[str, Any]:
-    return review.queue(request.app.state.store, scope, limit=1)
+def _progress(store: Store, scope: QueueScope) -> dict[str, Any]:
+    return review.queue(store, scope, limit=1)
 
 
 @router.get("/traces/{trace_id}", response_class=HTMLResponse)
-def trace_item(trace_id: str, request: Request, focus: str | None = None,
-               done: str | None = None, account: Account = Depends(viewer)) -> Response:
+def trace_item(trace_id: str, request: Request, store: StoreDep, account: ViewerDep,
+               focus: str | None = None, done: str | None = None) -> Response:
     """One trace of the queue in context: why it is here, the action to look at first."""
-    store = request.app.state.store
-    scope, params = queue_of(request, account)
+    scope, params = queue_of(request, store, account)
     why = review.trace_focus(store, scope, trace_id)
     view = views.trace_view(store, account.id, trace_id, evaluator=scope.release)
     locals_ = {c["local_id"]: c for c in view["cells"]}
@@ -114,17 +113,16 @@ def trace_item(trace_id: str, request: Request, focus: str | None = None,
         why["focus_action"].rsplit("/", 1)[-1] if why["focus_action"] else None)
     return render(request, "review_item.html", account=account, kind="trace", view=view,
                   trace=view["trace"], why=why, focus=focused, params=params, qs=_qs(params),
-                  page=_progress(request, scope), done=DONE.get(done or ""),
+                  page=_progress(store, scope), done=DONE.get(done or ""),
                   model_name=next((m.name for m in views.models_of(store, account.id)
                                    if m.id == scope.model_id), scope.model_id))
 
 
 @router.get("/comparisons/{comparison_id}", response_class=HTMLResponse)
-def comparison_item(comparison_id: str, request: Request, done: str | None = None,
-                    account: Account = Depends(viewer)) -> Response:
+def comparison_item(comparison_id: str, request: Request, store: StoreDep,
+                    account: ViewerDep, done: str | None = None) -> Response:
     """A comparison waiting for review: its two sides side by side, approve or reject."""
-    store = request.app.state.store
-    scope, params = queue_of(request, account)
+    scope, params = queue_of(request, store, account)
     if comparison_id not in store.owned_comparisons([comparison_id], account.id):
         raise NotFoundError(f"no comparison {comparison_id}")
     comparison = store.comparisons([comparison_id])[comparison_id]
@@ -142,16 +140,15 @@ def comparison_item(comparison_id: str, request: Request, done: str | None = Non
                   chosen_focus=local(comparison["chosen_action_id"]),
                   rejected_focus=local(comparison["rejected_action_id"]),
                   mine=comparison["author"] == _author(account), params=params,
-                  qs=_qs(params), page=_progress(request, scope), done=DONE.get(done or ""))
+                  qs=_qs(params), page=_progress(store, scope), done=DONE.get(done or ""))
 
 
 @router.post("/traces/{trace_id}/comments", response_class=HTMLResponse)
-def comment(trace_id: str, request: Request, fields: dict = Depends(posted),
-            account: Account = Depends(viewer)) -> Response:
+def comment(trace_id: str, request: Request, store: StoreDep, fields: FormDep,
+            account: ViewerDep) -> Response:
     """A comment on the action in focus (or the trace); the reviewer stays on the item, on the
     same action, and the item counts as reviewed."""
-    store = request.app.state.store
-    scope, params = queue_of(request, account)
+    scope, params = queue_of(request, store, account)
     action = one(fields, "action_id")
     try:
         feedback.comment(store, account.id, trace_id, one(fields, "text") or "", action=action,
@@ -161,7 +158,7 @@ def comment(trace_id: str, request: Request, fields: dict = Depends(posted),
         why = review.trace_focus(store, scope, trace_id)
         return render(request, "review_item.html", status=422, account=account, kind="trace",
                       view=view, trace=view["trace"], why=why, focus=action, params=params,
-                      qs=_qs(params), page=_progress(request, scope), error=error,
+                      qs=_qs(params), page=_progress(store, scope), error=error,
                       text=one(fields, "text") or "", model_name=scope.model_id, done=None)
     return redirect(item_url("trace", trace_id, params, focus=action, done="comment"))
 
@@ -178,12 +175,11 @@ def _after(fields: dict[str, list[str]], params: dict[str, str], done: str | Non
 
 
 @router.post("/{kind}/{item_id}/{action}", response_class=HTMLResponse)
-def act(kind: str, item_id: str, action: str, request: Request,
-        fields: dict = Depends(posted), account: Account = Depends(viewer)) -> Response:
+def act(kind: str, item_id: str, action: str, request: Request, store: StoreDep,
+        fields: FormDep, account: ViewerDep) -> Response:
     """``done`` (reviewed, next), ``skip`` (to the end of the queue, next), and for a comparison
     ``approve`` or ``reject`` (its review by this reviewer, next)."""
-    store = request.app.state.store
-    _, params = queue_of(request, account)
+    _, params = queue_of(request, store, account)
     kinds = {"traces": "trace", "comparisons": "comparison"}
     if kind not in kinds or action not in ("done", "skip", "approve", "reject") or (
             action in ("approve", "reject") and kind != "comparisons"):
@@ -201,10 +197,10 @@ def act(kind: str, item_id: str, action: str, request: Request,
 
 
 @router.post("/assign", response_class=HTMLResponse)
-def assign(request: Request, fields: dict = Depends(posted),
-           account: Account = Depends(viewer)) -> Response:
+def assign(request: Request, store: StoreDep, fields: FormDep,
+           account: ViewerDep) -> Response:
     """Assign the ticked items to a reviewer's name (or, ``unassign``, to nobody)."""
-    _, params = queue_of(request, account)
+    _, params = queue_of(request, store, account)
     items = []
     for value in fields.get("items") or []:
         kind, _, item_id = value.partition(":")
@@ -213,7 +209,7 @@ def assign(request: Request, fields: dict = Depends(posted),
     if assignee is None and not one(fields, "unassign"):
         raise Refused(422, "name the reviewer to assign the items to")
     try:
-        review.assign(request.app.state.store, account.id, items, assignee)
+        review.assign(store, account.id, items, assignee)
     except InputError as error:
         raise Refused(422, str(error)) from None
     return redirect("/ui/review" + _qs(params, done="assigned" if assignee else "unassigned"))

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
-from stash_pipeline.api.ui.pages import render, viewer
+from stash_pipeline.api.deps import StoreDep
+from stash_pipeline.api.ui.pages import ViewerDep, render
 from stash_pipeline.core.trust import CHARTS, NOT_A_PROBABILITY, charts
 from stash_pipeline.services import trust
 from stash_pipeline.store import Account
@@ -44,17 +45,17 @@ def _page(request: Request, account: Account, report: dict[str, Any], *, title: 
 
 
 @router.get("/reward-models/{model_id}/trust", response_class=HTMLResponse)
-def model_trust(model_id: str, request: Request,
-                account: Account = Depends(viewer)) -> Response:
-    report = trust.model_report(request.app.state.store, account.id, model_id)
+def model_trust(model_id: str, request: Request, store: StoreDep,
+                account: ViewerDep) -> Response:
+    report = trust.model_report(store, account.id, model_id)
     return _page(request, account, report, title=f"How far to trust {report['name']}",
                  back=(f"/ui/reward-models/{model_id}", report["name"]))
 
 
 @router.get("/releases/{version}/trust", response_class=HTMLResponse)
-def release_trust(version: str, request: Request,
-                  account: Account = Depends(viewer)) -> Response:
-    report = trust.release_report(request.app.state.store, account.id, version)
+def release_trust(version: str, request: Request, store: StoreDep,
+                  account: ViewerDep) -> Response:
+    report = trust.release_report(store, account.id, version)
     return _page(request, account, report,
                  title=f"How far to trust release {report['evaluator']}",
                  back=("/ui/releases", "Releases"))

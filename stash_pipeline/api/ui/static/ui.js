@@ -27,10 +27,11 @@ document.addEventListener("DOMContentLoaded", () => {
     menu.addEventListener("change", () => menu.form.submit());
   });
   reviewKeys();
-  // Live progress: a queued or running model's page asks for its progress until the model
-  // ends, then reloads to show the result. A refused request (signed out, gone) stops asking.
-  const live = document.getElementById("live");
-  if (live && live.dataset.pollUrl) {
+  // Live progress: a queued or running model's page (or a page following its Score again
+  // requests) asks where it stands until it ends, then reloads to show the result. A refused
+  // request (signed out, gone) stops asking.
+  const live = document.querySelector("[data-poll-url]");
+  if (live) {
     const every = 1000 * Number(live.dataset.pollSeconds || 2);
     const badge = document.getElementById("model-status");
     const poll = async () => {
@@ -42,8 +43,10 @@ document.addEventListener("DOMContentLoaded", () => {
           if (!state.live) { window.location.reload(); return; }
           document.getElementById("progress").textContent = state.text;
           document.getElementById("live-status").textContent = state.status;
-          badge.textContent = state.status;
-          badge.className = `state state-${state.status}`;
+          if (badge) {
+            badge.textContent = state.status;
+            badge.className = `state state-${state.status}`;
+          }
         }
       } catch (error) { /* the server is away for a moment: ask again */ }
       window.setTimeout(poll, every);
