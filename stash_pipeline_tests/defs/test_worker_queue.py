@@ -9,12 +9,6 @@ import json
 import dagster as dg
 import pytest
 from dagster._core.events import EngineEventData
-from dagster._core.remote_origin import (
-    InProcessCodeLocationOrigin,
-    RemoteJobOrigin,
-    RemoteRepositoryOrigin,
-)
-from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from dagster._utils.error import SerializableErrorInfo
 
 from stash_pipeline.defs.personal.partitions import ATTEMPT_TAG, MODEL_TAG
@@ -30,6 +24,7 @@ from stash_pipeline.instance import definitions, model_wait, request_state
 from stash_pipeline.pipelines.trace_scoring import REQUEST_TAG
 from stash_pipeline.services import reward_models
 from stash_pipeline.store import Release, Store
+from stash_pipeline_tests.support.dagster_storage import queued_run_origin
 from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records
 
 POOLS = {"concurrency": {"pools": {"default_limit": 1, "granularity": "op"}}}
@@ -98,11 +93,9 @@ def add_run(instance: dg.DagsterInstance, run_id: str, kind: str, *,
             status=dg.DagsterRunStatus.QUEUED, job: str = "trace_scoring",
             tags: dict | None = None) -> dg.DagsterRun:
     """A run as a sensor's request makes it (a queued run names the code it comes from)."""
-    origin = RemoteJobOrigin(RemoteRepositoryOrigin(InProcessCodeLocationOrigin(
-        LoadableTargetOrigin(module_name="stash_pipeline.definitions")), "__repository__"), job)
     return instance.add_run(dg.DagsterRun(job_name=job, run_id=run_id, status=status,
                                           tags={**priority_tags(kind), **(tags or {})},
-                                          remote_job_origin=origin))
+                                          remote_job_origin=queued_run_origin(job)))
 
 
 def test_a_waiting_run_counts_the_runs_ahead_of_it():

@@ -55,3 +55,17 @@ def copy_of(template: Path, target: Path) -> Path:
     """``target``, a copy of the created folder ``template``."""
     shutil.copytree(template, target, dirs_exist_ok=True)
     return target
+
+
+def queued_run_origin(job: str):
+    """The code origin a sensor's run of ``job`` carries: a queued run names the code it comes
+    from, and the run queue reads it."""
+    from dagster._core.remote_origin import (
+        InProcessCodeLocationOrigin,
+        RemoteJobOrigin,
+        RemoteRepositoryOrigin,
+    )
+    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+
+    return RemoteJobOrigin(RemoteRepositoryOrigin(InProcessCodeLocationOrigin(
+        LoadableTargetOrigin(module_name="stash_pipeline.definitions")), "__repository__"), job)

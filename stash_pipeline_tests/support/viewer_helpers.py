@@ -187,28 +187,20 @@ def scoring_run(run_id: str, request_id: int | None = None, *, to: str = "queued
     instance, as the request sensor makes it: ``queued`` (made, waiting for the worker behind
     the runs made before it), ``running`` (its worker step started) or ``failed`` (``reason``)."""
     import dagster as dg
-    from dagster._core.remote_origin import (
-        InProcessCodeLocationOrigin,
-        RemoteJobOrigin,
-        RemoteRepositoryOrigin,
-    )
-    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 
     from stash_pipeline.defs.worker_queue import priority_tags
     from stash_pipeline.instance import get_instance
     from stash_pipeline.pipelines.trace_scoring import REQUEST_TAG
+    from stash_pipeline_tests.support.dagster_storage import queued_run_origin
 
     instance = get_instance()
     run = instance.get_run_by_id(run_id)
     if run is None:
         tags = {**priority_tags("request"),
                 **({REQUEST_TAG: str(request_id)} if request_id is not None else {})}
-        origin = RemoteJobOrigin(RemoteRepositoryOrigin(InProcessCodeLocationOrigin(
-            LoadableTargetOrigin(module_name="stash_pipeline.definitions")), "__repository__"),
-            "trace_scoring")  # a queued run names the code it comes from
         run = instance.add_run(dg.DagsterRun(job_name="trace_scoring", run_id=run_id,
                                              status=dg.DagsterRunStatus.QUEUED, tags=tags,
-                                             remote_job_origin=origin))
+                                             remote_job_origin=queued_run_origin("trace_scoring")))
     if to == "running":
         instance.report_dagster_event(dg.DagsterEvent(
             event_type_value=dg.DagsterEventType.RUN_START.value, job_name="trace_scoring"),
