@@ -6,7 +6,7 @@ documented in docs/api.md and docs/trust.md)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -114,3 +114,243 @@ class RewardModelView(BaseModel):
 
 class RewardModels(BaseModel):
     reward_models: list[RewardModelView]
+
+
+class CommentView(BaseModel):
+    """A comment, as stored."""
+
+    id: str
+    trace_id: str
+    action_id: str | None
+    author: str | None
+    text: str
+
+
+class RatingView(BaseModel):
+    """A rating, as stored."""
+
+    id: str
+    trace_id: str
+    action_id: str | None
+    author: str | None
+    value: float
+
+
+class ComparisonView(BaseModel):
+    """A comparison: `chosen` beats `rejected`; sides are traces, or actions of them."""
+
+    id: str
+    chosen_trace_id: str
+    rejected_trace_id: str
+    chosen_action_id: str | None
+    rejected_action_id: str | None
+    reviewer: str | None
+    status: str = Field(description="pending, approved or rejected.")
+    rationale: str | None
+    author: str | None
+    detached: bool = Field(description="An action it names changed since (a reimport).")
+    independently_reviewed: bool = Field(
+        description="Approved by a reviewer other than its author: what the shared evaluator "
+                    "learns from.")
+
+
+class OutcomeView(BaseModel):
+    """A verified outcome: 1 succeeded, 0 failed."""
+
+    id: str
+    trace_id: str
+    reward: float
+    source: str | None
+
+
+class FeedbackApplied(BaseModel):
+    """A feedback batch, stored: its items' ids in order and the counts by kind."""
+
+    items: int
+    ids: list[str]
+    comments: int
+    ratings: int
+    comparisons: int
+    outcomes: int
+    reviews: int
+
+
+class TracesImported(BaseModel):
+    """An import: what was read and stored, counts by format, owner and domain, and the ids of
+    the traces imported in file order."""
+
+    traces: int = Field(description="Records read.")
+    imported: int = Field(description="New traces.")
+    updated: int = Field(description="Traces already stored whose content changed.")
+    unchanged: int = Field(description="Traces already stored with identical content.")
+    messages: int
+    actions: int
+    tool_calls: int
+    comments: int
+    ratings: int
+    comparisons: int
+    outcomes: int
+    reviews: int
+    by_format: dict[str, int]
+    by_owner: dict[str, int]
+    by_domain: dict[str, int]
+    outcome_field: str | None = Field(
+        None, description="Only when `outcome_field` was given: the path read.")
+    outcome_field_matched: int | None = Field(
+        None, description="Only when `outcome_field` was given: the traces it matched.")
+    skipped_invalid: int
+    warnings: list[str]
+    trace_ids: list[str]
+
+
+class TraceListItem(BaseModel):
+    """One line of the trace list."""
+
+    id: str
+    owner: str
+    agent: str | None
+    domain: str | None
+    task_id: str | None
+    version: int
+    messages: int
+    actions: int
+    contribute: bool
+    created_at: str = Field(description="ISO 8601, like `updated_at`.")
+    updated_at: str
+    latest_score: float | None = Field(
+        description="The newest personal whole-trace score (your own models).")
+    latest_score_model_id: str | None
+    mean_action_credit: float | None = Field(
+        description="The shared evaluator's, over the current version.")
+    actions_scored: int = Field(description="By the shared evaluator.")
+    scoring_state: str = Field(description="The shared evaluator's: waiting, pending or scored.")
+    personal_model_id: str | None
+    personal_state: str | None = Field(description="pending or scored; None without a model.")
+    outcome: float | None = Field(description="The mean reward of its verified outcomes.")
+    preview: str | None = Field(description="The first user message.")
+    min_action_credit: float | None = Field(
+        description="The shared evaluator's lowest, over the current version.")
+
+
+class TracePage(BaseModel):
+    traces: list[TraceListItem]
+    total: int
+    limit: int
+    offset: int
+    next_offset: int | None = Field(description="None on the last page.")
+    shared_evaluator: str | None = Field(description="The release whose credit is shown.")
+
+
+class ToolCallView(BaseModel):
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class MessageView(BaseModel):
+    """A message; the keys after `content` are there only when set."""
+
+    index: int
+    role: str
+    content: str
+    tool_calls: list[ToolCallView] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    error: bool | None = None
+
+
+class ActionView(BaseModel):
+    id: str
+    local_id: str
+    message_index: int
+    call_index: int | None
+    tool_name: str | None
+
+
+class SharedEvaluatorState(BaseModel):
+    release: str | None = Field(description="None until the first release.")
+    status: str
+
+
+class ScoreView(BaseModel):
+    evaluator: str
+    kind: Literal["personal", "shared"]
+    raw: float
+    calibrated: float | None
+
+
+class ActionScoreView(BaseModel):
+    action_id: str
+    evaluator: str
+    kind: Literal["personal", "shared"]
+    raw: float
+    credit: float | None
+
+
+class CommentItem(BaseModel):
+    type: Literal["Comment"]
+    id: str
+    trace_id: str
+    text: str
+    action_id: str | None
+    author: str | None
+    detached: bool
+
+
+class RatingItem(BaseModel):
+    type: Literal["Rating"]
+    id: str
+    trace_id: str
+    value: float
+    action_id: str | None
+    author: str | None
+    detached: bool
+
+
+class ComparisonItem(BaseModel):
+    type: Literal["ReviewedComparison"]
+    id: str
+    chosen_trace_id: str
+    rejected_trace_id: str
+    chosen_action_id: str | None
+    rejected_action_id: str | None
+    reviewer: str | None
+    status: str
+    rationale: str | None
+    author: str | None
+    detached: bool
+
+
+class OutcomeItem(BaseModel):
+    type: Literal["VerifiedOutcome"]
+    id: str
+    trace_id: str
+    reward: float
+    source: str | None
+
+
+class TraceDetail(BaseModel):
+    """One trace: messages, actions, each evaluator's scores and its feedback."""
+
+    id: str
+    agent: str | None
+    domain: str | None
+    task_id: str | None
+    metadata: dict[str, Any] = Field(description="As imported.")
+    tools: list[Any]
+    contribute: bool
+    version: int
+    created_at: str = Field(description="ISO 8601, like `updated_at`.")
+    updated_at: str
+    messages: list[MessageView]
+    actions: list[ActionView]
+    shared_evaluator: SharedEvaluatorState
+    scores: list[ScoreView]
+    action_scores: list[ActionScoreView]
+    feedback: list[Annotated[CommentItem | RatingItem | ComparisonItem | OutcomeItem,
+                             Field(discriminator="type")]]
+
+
+class TraceContribution(BaseModel):
+    id: str
+    contribute: bool
