@@ -354,3 +354,67 @@ class TraceDetail(BaseModel):
 class TraceContribution(BaseModel):
     id: str
     contribute: bool
+
+
+class QueueItemView(BaseModel):
+    """An item of the review queue. A trace's carries the evaluators' verdicts, a comparison's
+    its sides; keys of the other kind are absent."""
+
+    kind: Literal["trace", "comparison"]
+    id: str = Field(description="The trace id or the comparison id.")
+    trace_id: str = Field(description="The trace (a comparison's chosen side).")
+    reason: str
+    reason_text: str
+    agent: str | None
+    domain: str | None
+    task_id: str | None
+    preview: str | None = Field(description="The trace's first user message.")
+    assignee: str | None
+    status: str = Field(description="pending or skipped.")
+    created_at: str = Field(description="ISO 8601.")
+    shared_credit: float | None = Field(None, description="A trace's: the release's mean action "
+                                                          "credit.")
+    personal_verdict: float | None = Field(None, description="A trace's: the personal model's "
+                                                             "verdict, -1..+1.")
+    nearest_credit: float | None = Field(None, description="A trace's: the smallest |credit| of "
+                                                           "an action.")
+    outcome_succeeded: bool | None = None
+    chosen_trace_id: str | None = None
+    rejected_trace_id: str | None = None
+    chosen_action_id: str | None = None
+    rejected_action_id: str | None = None
+    author: str | None = None
+    rationale: str | None = None
+
+
+class ReasonView(BaseModel):
+    reason: str
+    text: str
+
+
+class ReviewQueuePage(BaseModel):
+    """A page of the queue's items not reviewed yet, in order, and the progress."""
+
+    items: list[QueueItemView]
+    total: int = Field(description="Items in scope, reviewed or not.")
+    reviewed: int
+    pending: int
+    limit: int
+    offset: int
+    next_offset: int | None
+    release: str | None
+    model_id: str | None
+    order: list[ReasonView] = Field(description="The reasons, in the queue's order.")
+
+
+class NextQueueItem(QueueItemView):
+    focus_action: str | None = Field(None, description="A trace's: the action to look at first.")
+
+
+class ReviewNext(BaseModel):
+    item: NextQueueItem | None = Field(description="None when nothing is left to review.")
+    total: int
+    reviewed: int
+    pending: int
+    release: str | None
+    model_id: str | None
