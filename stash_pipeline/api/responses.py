@@ -418,3 +418,15 @@ class ReviewNext(BaseModel):
     pending: int
     release: str | None
     model_id: str | None
+
+
+class SqlResult(BaseModel):
+    """A read-only query's result: at most `max_rows` rows, each a list in `columns`' order."""
+
+    columns: list[str]
+    rows: list[list[Any]] = Field(
+        description="JSON values: numbers, strings (times ISO 8601, bytes base64, a float that "
+                    "is not finite as its name), booleans, nulls, lists and objects.")
+    row_count: int
+    truncated: bool = Field(description="There were more rows than `max_rows`.")
+    max_rows: int
