@@ -458,3 +458,82 @@ class Rewards(BaseModel):
     actions: list[ActionReward] | None = None
     candidates: list[CandidateReward] | None = None
     ranking: list[int] | None = Field(None, description="Candidates' indexes, best first.")
+
+
+class TrustTraces(BaseModel):
+    """The traces the report read: yours that the evaluator did not train on."""
+
+    considered: int
+    trained_on_left_out: int = Field(description="Yours it trained on, left out.")
+    with_outcome: int
+    with_rating: int
+    with_score: int
+    with_action_credit: int
+    rated_actions: int
+
+
+class TrustHeldOut(BaseModel):
+    source: str = Field(description="Held-out pairs, or the release's separate benchmark.")
+    pairs: int
+    accuracy: float | None
+    interval: list[float] | None = Field(description="The 95% Wilson interval.")
+    handful: bool = Field(description="Too few pairs to read much into.")
+    note: str | None
+    unavailable: str | None = Field(description="Why there are no pairs.")
+
+
+class Separation(BaseModel):
+    """How far apart the raw rewards are, read as the evaluator's own preference."""
+
+    raw_spread: float
+    preference_at_extremes: float
+    barely_separates: bool
+    threshold: float
+    scores: int
+
+
+class TrainingPairs(BaseModel):
+    pairs: int | None
+    truncated: int | None = Field(description="Pairs cut to the window.")
+
+
+class TrustFigure(BaseModel):
+    """One figure: a metric on a slice, with its 95% interval and n."""
+
+    metric: str
+    slice_kind: str = Field(description="all, tool, domain or agent; bin for the reliability "
+                                        "curve.")
+    slice: str = Field(description="Empty for all.")
+    value: float | None
+    low: float | None
+    high: float | None
+    n: int
+    detail: dict[str, Any] = Field(description="The metric's own counts (docs/trust.md).")
+
+
+class TrustMethods(BaseModel):
+    confidence: float
+    proportion: str
+    auc: str
+    spearman: str
+
+
+class TrustReport(BaseModel):
+    """How far to trust an evaluator on your traces it did not train on (docs/trust.md)."""
+
+    evaluator: str
+    kind: Literal["shared", "personal"]
+    traces: TrustTraces
+    held_out: TrustHeldOut
+    separation: Separation | None = Field(description="Of whole-trace scores; None under two.")
+    action_separation: Separation | None = Field(description="Of action rewards.")
+    window: int | None = Field(description="Tokens each input keeps, from the end.")
+    training_pairs: TrainingPairs
+    figures: list[TrustFigure]
+    methods: TrustMethods
+    notes: list[str] = Field(description="The sentences a page shows.")
+    computed_at: str = Field(description="ISO 8601.")
+
+
+class ModelTrustReport(TrustReport):
+    name: str = Field(description="The reward model's.")

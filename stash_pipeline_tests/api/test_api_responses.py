@@ -16,6 +16,7 @@ from stash_pipeline.core.feedback import (
     VerifiedOutcome,
     count_by_kind,
 )
+from stash_pipeline.core.trust import METHODS, Figure
 from stash_pipeline.services.imports import BREAKDOWN
 from stash_pipeline.store.imports import ImportSummary
 from stash_pipeline.store.trace_pages import TraceSummary
@@ -37,6 +38,8 @@ def names(cls) -> list[str]:
     (responses.TracesImported, [*names(ImportSummary), *(f"by_{k}" for k in BREAKDOWN),
                                 "outcome_field", "outcome_field_matched", "skipped_invalid",
                                 "warnings", "trace_ids"]),
+    (responses.TrustFigure, names(Figure)),
+    (responses.TrustMethods, list(METHODS)),
 ], ids=lambda value: value.__name__ if isinstance(value, type) else "")
 def test_a_response_model_has_every_key_of_what_it_describes(model: type[BaseModel],
                                                              keys: list[str]) -> None:
