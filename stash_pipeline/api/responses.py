@@ -1,8 +1,8 @@
 """Typed responses (the FastAPI template's response models): each route names its model as its
 return type, so OpenAPI documents every field and FastAPI checks what the route returns against
-it. Reward models, Score again requests, the account, bulk actions, saved filters and the review
-queue's changes; the trace list, a trace and the trust reports stay dicts (their shapes are
-documented in docs/api.md and docs/trust.md)."""
+it. Every JSON route has one; a key present only sometimes is a field with a default that the
+route leaves out when unset (``response_model_exclude_unset``), so the JSON is what the services
+build. Shapes documented in docs/api.md and docs/trust.md."""
 
 from __future__ import annotations
 
