@@ -537,3 +537,7 @@ class TrustReport(BaseModel):
 
 class ModelTrustReport(TrustReport):
     name: str = Field(description="The reward model's.")
+
+
+class WeightsUrl(BaseModel):
+    url: str = Field(description="`reward-model.tar.gz`, for five minutes, without your API key.")
