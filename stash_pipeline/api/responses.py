@@ -68,14 +68,34 @@ class ReviewAssigned(BaseModel):
     assignee: str | None
 
 
+class WaitView(BaseModel):
+    """What a queued request waits for: `run` (the pipeline has not made its run yet) or
+    `worker` (its run waits behind `runs_ahead` runs)."""
+
+    waiting_for: Literal["run", "worker"]
+    runs_ahead: int | None
+    run_id: str | None
+    text: str = Field(description="The same in words.")
+
+
 class ScoringRequestState(ScoringRequestView):
     """A Score again request and where its run is."""
 
     status: Literal["queued", "running", "succeeded", "failed"] | None = Field(
         description="None when the run queue could not be read.")
     error: str | None = Field(description="Why its run failed.")
-    wait: dict[str, Any] | None = Field(
+    wait: WaitView | None = Field(
         description="While queued: what it waits for, and `runs_ahead` of it for the worker.")
+    run_id: str | None
+
+
+class ScoreAgainState(BaseModel):
+    """A reward model's latest Score again: its number and where its run is."""
+
+    request: int = Field(description="The model's Score again number.")
+    status: Literal["queued", "running", "succeeded", "failed"]
+    error: str | None = Field(description="Why its run failed.")
+    wait: WaitView | None
     run_id: str | None
 
 
@@ -106,9 +126,9 @@ class RewardModelView(BaseModel):
     created_at: str | None = Field(description="ISO 8601, like `started_at` and `finished_at`.")
     started_at: str | None
     finished_at: str | None
-    wait: dict[str, Any] | None = Field(
+    wait: WaitView | None = Field(
         description="While queued: what it waits for in the run queue.")
-    score_again: dict[str, Any] | None = Field(
+    score_again: ScoreAgainState | None = Field(
         description="Its latest Score again request's number and state; None before one.")
 
 

@@ -17,6 +17,7 @@ from stash_pipeline.core.feedback import (
     count_by_kind,
 )
 from stash_pipeline.core.trust import METHODS, Figure
+from stash_pipeline.defs.worker_queue import NOT_STARTED, Wait
 from stash_pipeline.services.imports import BREAKDOWN
 from stash_pipeline.store.imports import ImportSummary
 from stash_pipeline.store.trace_pages import TraceSummary
@@ -40,6 +41,8 @@ def names(cls) -> list[str]:
                                 "warnings", "trace_ids"]),
     (responses.TrustFigure, names(Figure)),
     (responses.TrustMethods, list(METHODS)),
+    (responses.WaitView, list(NOT_STARTED.to_dict())),
+    (responses.WaitView, [*names(Wait), "text"]),
 ], ids=lambda value: value.__name__ if isinstance(value, type) else "")
 def test_a_response_model_has_every_key_of_what_it_describes(model: type[BaseModel],
                                                              keys: list[str]) -> None:
