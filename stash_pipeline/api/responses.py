@@ -1,12 +1,12 @@
 """Typed responses (the FastAPI template's response models): each route names its model as its
 return type, so OpenAPI documents every field and FastAPI checks what the route returns against
-it. Reward models, Score again requests, the account, bulk actions, saved filters and the review
-queue's changes; the trace list, a trace and the trust reports stay dicts (their shapes are
-documented in docs/api.md and docs/trust.md)."""
+it. Every JSON route has one; a key present only sometimes is a field with a default that the
+route leaves out when unset (``response_model_exclude_unset``), so the JSON is what the services
+build. Shapes documented in docs/api.md and docs/trust.md."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -68,14 +68,34 @@ class ReviewAssigned(BaseModel):
     assignee: str | None
 
 
+class WaitView(BaseModel):
+    """What a queued request waits for: `run` (the pipeline has not made its run yet) or
+    `worker` (its run waits behind `runs_ahead` runs)."""
+
+    waiting_for: Literal["run", "worker"]
+    runs_ahead: int | None
+    run_id: str | None
+    text: str = Field(description="The same in words.")
+
+
 class ScoringRequestState(ScoringRequestView):
     """A Score again request and where its run is."""
 
     status: Literal["queued", "running", "succeeded", "failed"] | None = Field(
         description="None when the run queue could not be read.")
     error: str | None = Field(description="Why its run failed.")
-    wait: dict[str, Any] | None = Field(
+    wait: WaitView | None = Field(
         description="While queued: what it waits for, and `runs_ahead` of it for the worker.")
+    run_id: str | None
+
+
+class ScoreAgainState(BaseModel):
+    """A reward model's latest Score again: its number and where its run is."""
+
+    request: int = Field(description="The model's Score again number.")
+    status: Literal["queued", "running", "succeeded", "failed"]
+    error: str | None = Field(description="Why its run failed.")
+    wait: WaitView | None
     run_id: str | None
 
 
@@ -106,11 +126,438 @@ class RewardModelView(BaseModel):
     created_at: str | None = Field(description="ISO 8601, like `started_at` and `finished_at`.")
     started_at: str | None
     finished_at: str | None
-    wait: dict[str, Any] | None = Field(
+    wait: WaitView | None = Field(
         description="While queued: what it waits for in the run queue.")
-    score_again: dict[str, Any] | None = Field(
+    score_again: ScoreAgainState | None = Field(
         description="Its latest Score again request's number and state; None before one.")
 
 
 class RewardModels(BaseModel):
     reward_models: list[RewardModelView]
+
+
+class CommentView(BaseModel):
+    """A comment, as stored."""
+
+    id: str
+    trace_id: str
+    action_id: str | None
+    author: str | None
+    text: str
+
+
+class RatingView(BaseModel):
+    """A rating, as stored."""
+
+    id: str
+    trace_id: str
+    action_id: str | None
+    author: str | None
+    value: float
+
+
+class ComparisonView(BaseModel):
+    """A comparison: `chosen` beats `rejected`; sides are traces, or actions of them."""
+
+    id: str
+    chosen_trace_id: str
+    rejected_trace_id: str
+    chosen_action_id: str | None
+    rejected_action_id: str | None
+    reviewer: str | None
+    status: str = Field(description="pending, approved or rejected.")
+    rationale: str | None
+    author: str | None
+    detached: bool = Field(description="An action it names changed since (a reimport).")
+    independently_reviewed: bool = Field(
+        description="Approved by a reviewer other than its author: what the shared evaluator "
+                    "learns from.")
+
+
+class OutcomeView(BaseModel):
+    """A verified outcome: 1 succeeded, 0 failed."""
+
+    id: str
+    trace_id: str
+    reward: float
+    source: str | None
+
+
+class FeedbackApplied(BaseModel):
+    """A feedback batch, stored: its items' ids in order and the counts by kind."""
+
+    items: int
+    ids: list[str]
+    comments: int
+    ratings: int
+    comparisons: int
+    outcomes: int
+    reviews: int
+
+
+class TracesImported(BaseModel):
+    """An import: what was read and stored, counts by format, owner and domain, and the ids of
+    the traces imported in file order."""
+
+    traces: int = Field(description="Records read.")
+    imported: int = Field(description="New traces.")
+    updated: int = Field(description="Traces already stored whose content changed.")
+    unchanged: int = Field(description="Traces already stored with identical content.")
+    messages: int
+    actions: int
+    tool_calls: int
+    comments: int
+    ratings: int
+    comparisons: int
+    outcomes: int
+    reviews: int
+    by_format: dict[str, int]
+    by_owner: dict[str, int]
+    by_domain: dict[str, int]
+    outcome_field: str | None = Field(
+        None, description="Only when `outcome_field` was given: the path read.")
+    outcome_field_matched: int | None = Field(
+        None, description="Only when `outcome_field` was given: the traces it matched.")
+    skipped_invalid: int
+    warnings: list[str]
+    trace_ids: list[str]
+
+
+class TraceListItem(BaseModel):
+    """One line of the trace list."""
+
+    id: str
+    owner: str
+    agent: str | None
+    domain: str | None
+    task_id: str | None
+    version: int
+    messages: int
+    actions: int
+    contribute: bool
+    created_at: str = Field(description="ISO 8601, like `updated_at`.")
+    updated_at: str
+    latest_score: float | None = Field(
+        description="The newest personal whole-trace score (your own models).")
+    latest_score_model_id: str | None
+    mean_action_credit: float | None = Field(
+        description="The shared evaluator's, over the current version.")
+    actions_scored: int = Field(description="By the shared evaluator.")
+    scoring_state: str = Field(description="The shared evaluator's: waiting, pending or scored.")
+    personal_model_id: str | None
+    personal_state: str | None = Field(description="pending or scored; None without a model.")
+    outcome: float | None = Field(description="The mean reward of its verified outcomes.")
+    preview: str | None = Field(description="The first user message.")
+    min_action_credit: float | None = Field(
+        description="The shared evaluator's lowest, over the current version.")
+
+
+class TracePage(BaseModel):
+    traces: list[TraceListItem]
+    total: int
+    limit: int
+    offset: int
+    next_offset: int | None = Field(description="None on the last page.")
+    shared_evaluator: str | None = Field(description="The release whose credit is shown.")
+
+
+class ToolCallView(BaseModel):
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+
+class MessageView(BaseModel):
+    """A message; the keys after `content` are there only when set."""
+
+    index: int
+    role: str
+    content: str
+    tool_calls: list[ToolCallView] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    error: bool | None = None
+
+
+class ActionView(BaseModel):
+    id: str
+    local_id: str
+    message_index: int
+    call_index: int | None
+    tool_name: str | None
+
+
+class SharedEvaluatorState(BaseModel):
+    release: str | None = Field(description="None until the first release.")
+    status: str
+
+
+class ScoreView(BaseModel):
+    evaluator: str
+    kind: Literal["personal", "shared"]
+    raw: float
+    calibrated: float | None
+
+
+class ActionScoreView(BaseModel):
+    action_id: str
+    evaluator: str
+    kind: Literal["personal", "shared"]
+    raw: float
+    credit: float | None
+
+
+class CommentItem(BaseModel):
+    type: Literal["Comment"]
+    id: str
+    trace_id: str
+    text: str
+    action_id: str | None
+    author: str | None
+    detached: bool
+
+
+class RatingItem(BaseModel):
+    type: Literal["Rating"]
+    id: str
+    trace_id: str
+    value: float
+    action_id: str | None
+    author: str | None
+    detached: bool
+
+
+class ComparisonItem(BaseModel):
+    type: Literal["ReviewedComparison"]
+    id: str
+    chosen_trace_id: str
+    rejected_trace_id: str
+    chosen_action_id: str | None
+    rejected_action_id: str | None
+    reviewer: str | None
+    status: str
+    rationale: str | None
+    author: str | None
+    detached: bool
+
+
+class OutcomeItem(BaseModel):
+    type: Literal["VerifiedOutcome"]
+    id: str
+    trace_id: str
+    reward: float
+    source: str | None
+
+
+class TraceDetail(BaseModel):
+    """One trace: messages, actions, each evaluator's scores and its feedback."""
+
+    id: str
+    agent: str | None
+    domain: str | None
+    task_id: str | None
+    metadata: dict[str, Any] = Field(description="As imported.")
+    tools: list[Any]
+    contribute: bool
+    version: int
+    created_at: str = Field(description="ISO 8601, like `updated_at`.")
+    updated_at: str
+    messages: list[MessageView]
+    actions: list[ActionView]
+    shared_evaluator: SharedEvaluatorState
+    scores: list[ScoreView]
+    action_scores: list[ActionScoreView]
+    feedback: list[Annotated[CommentItem | RatingItem | ComparisonItem | OutcomeItem,
+                             Field(discriminator="type")]]
+
+
+class TraceContribution(BaseModel):
+    id: str
+    contribute: bool
+
+
+class QueueItemView(BaseModel):
+    """An item of the review queue. A trace's carries the evaluators' verdicts, a comparison's
+    its sides; keys of the other kind are absent."""
+
+    kind: Literal["trace", "comparison"]
+    id: str = Field(description="The trace id or the comparison id.")
+    trace_id: str = Field(description="The trace (a comparison's chosen side).")
+    reason: str
+    reason_text: str
+    agent: str | None
+    domain: str | None
+    task_id: str | None
+    preview: str | None = Field(description="The trace's first user message.")
+    assignee: str | None
+    status: str = Field(description="pending or skipped.")
+    created_at: str = Field(description="ISO 8601.")
+    shared_credit: float | None = Field(None, description="A trace's: the release's mean action "
+                                                          "credit.")
+    personal_verdict: float | None = Field(None, description="A trace's: the personal model's "
+                                                             "verdict, -1..+1.")
+    nearest_credit: float | None = Field(None, description="A trace's: the smallest |credit| of "
+                                                           "an action.")
+    outcome_succeeded: bool | None = None
+    chosen_trace_id: str | None = None
+    rejected_trace_id: str | None = None
+    chosen_action_id: str | None = None
+    rejected_action_id: str | None = None
+    author: str | None = None
+    rationale: str | None = None
+
+
+class ReasonView(BaseModel):
+    reason: str
+    text: str
+
+
+class ReviewQueuePage(BaseModel):
+    """A page of the queue's items not reviewed yet, in order, and the progress."""
+
+    items: list[QueueItemView]
+    total: int = Field(description="Items in scope, reviewed or not.")
+    reviewed: int
+    pending: int
+    limit: int
+    offset: int
+    next_offset: int | None
+    release: str | None
+    model_id: str | None
+    order: list[ReasonView] = Field(description="The reasons, in the queue's order.")
+
+
+class NextQueueItem(QueueItemView):
+    focus_action: str | None = Field(None, description="A trace's: the action to look at first.")
+
+
+class ReviewNext(BaseModel):
+    item: NextQueueItem | None = Field(description="None when nothing is left to review.")
+    total: int
+    reviewed: int
+    pending: int
+    release: str | None
+    model_id: str | None
+
+
+class SqlResult(BaseModel):
+    """A read-only query's result: at most `max_rows` rows, each a list in `columns`' order."""
+
+    columns: list[str]
+    rows: list[list[Any]] = Field(
+        description="JSON values: numbers, strings (times ISO 8601, bytes base64, a float that "
+                    "is not finite as its name), booleans, nulls, lists and objects.")
+    row_count: int
+    truncated: bool = Field(description="There were more rows than `max_rows`.")
+    max_rows: int
+
+
+class ActionReward(BaseModel):
+    action_id: str = Field(description="Local to the conversation: `m<i>` or `m<i>.call<k>`.")
+    tool_call: bool
+    raw: float
+    credit: float | None = Field(description="None for a model without action statistics.")
+
+
+class CandidateReward(BaseModel):
+    index: int = Field(description="Its place in `candidates` as sent.")
+    raw: float
+    calibrated: float | None
+    actions: list[ActionReward] = Field(description="The candidate message's own actions.")
+    rank: int = Field(description="1 for the best.")
+
+
+class Rewards(BaseModel):
+    """A conversation's rewards (`raw`, `calibrated`, `actions`), or candidates' (`candidates`,
+    `ranking`); the other keys are absent."""
+
+    evaluator: str = Field(description="The reward model's id or the release's version.")
+    kind: str = Field(description="personal or shared.")
+    raw: float | None = None
+    calibrated: float | None = None
+    actions: list[ActionReward] | None = None
+    candidates: list[CandidateReward] | None = None
+    ranking: list[int] | None = Field(None, description="Candidates' indexes, best first.")
+
+
+class TrustTraces(BaseModel):
+    """The traces the report read: yours that the evaluator did not train on."""
+
+    considered: int
+    trained_on_left_out: int = Field(description="Yours it trained on, left out.")
+    with_outcome: int
+    with_rating: int
+    with_score: int
+    with_action_credit: int
+    rated_actions: int
+
+
+class TrustHeldOut(BaseModel):
+    source: str = Field(description="Held-out pairs, or the release's separate benchmark.")
+    pairs: int
+    accuracy: float | None
+    interval: list[float] | None = Field(description="The 95% Wilson interval.")
+    handful: bool = Field(description="Too few pairs to read much into.")
+    note: str | None
+    unavailable: str | None = Field(description="Why there are no pairs.")
+
+
+class Separation(BaseModel):
+    """How far apart the raw rewards are, read as the evaluator's own preference."""
+
+    raw_spread: float
+    preference_at_extremes: float
+    barely_separates: bool
+    threshold: float
+    scores: int
+
+
+class TrainingPairs(BaseModel):
+    pairs: int | None
+    truncated: int | None = Field(description="Pairs cut to the window.")
+
+
+class TrustFigure(BaseModel):
+    """One figure: a metric on a slice, with its 95% interval and n."""
+
+    metric: str
+    slice_kind: str = Field(description="all, tool, domain or agent; bin for the reliability "
+                                        "curve.")
+    slice: str = Field(description="Empty for all.")
+    value: float | None
+    low: float | None
+    high: float | None
+    n: int
+    detail: dict[str, Any] = Field(description="The metric's own counts (docs/trust.md).")
+
+
+class TrustMethods(BaseModel):
+    confidence: float
+    proportion: str
+    auc: str
+    spearman: str
+
+
+class TrustReport(BaseModel):
+    """How far to trust an evaluator on your traces it did not train on (docs/trust.md)."""
+
+    evaluator: str
+    kind: Literal["shared", "personal"]
+    traces: TrustTraces
+    held_out: TrustHeldOut
+    separation: Separation | None = Field(description="Of whole-trace scores; None under two.")
+    action_separation: Separation | None = Field(description="Of action rewards.")
+    window: int | None = Field(description="Tokens each input keeps, from the end.")
+    training_pairs: TrainingPairs
+    figures: list[TrustFigure]
+    methods: TrustMethods
+    notes: list[str] = Field(description="The sentences a page shows.")
+    computed_at: str = Field(description="ISO 8601.")
+
+
+class ModelTrustReport(TrustReport):
+    name: str = Field(description="The reward model's.")
+
+
+class WeightsUrl(BaseModel):
+    url: str = Field(description="`reward-model.tar.gz`, for five minutes, without your API key.")

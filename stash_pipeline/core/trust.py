@@ -152,11 +152,17 @@ class TrustFacts:
     held_out_only: bool = False  # a checkpoint's report before it scored anyone's traces
 
 
+# The report's shape: a report saved under another format is computed again rather than served in
+# a shape the API's typed answer no longer describes. Raise it with any change to the keys.
+REPORT_FORMAT = 2
+
+
 def facts_digest(facts: TrustFacts) -> str:
-    """A digest of everything the report reads: an unchanged digest means an unchanged report.
-    Frozen dataclasses of plain values: their repr is exact (floats round-trip) and, unlike
-    ``asdict``, copies nothing."""
-    return hashlib.sha256(repr(facts).encode("utf-8", "backslashreplace")).hexdigest()
+    """A digest of everything the report reads, and of its format: an unchanged digest means an
+    unchanged report. Frozen dataclasses of plain values: their repr is exact (floats round-trip)
+    and, unlike ``asdict``, copies nothing."""
+    return hashlib.sha256(f"format {REPORT_FORMAT}: {facts!r}".encode(
+        "utf-8", "backslashreplace")).hexdigest()
 
 
 def held_out_summary(metrics: dict[str, Any]) -> dict[str, Any] | None:

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from stash_pipeline.core.reward_requests import MAX_CANDIDATES, MAX_MESSAGES
+from stash_pipeline.services.rewards import parse_body
+from stash_pipeline.serving.protocol import REWARDS_PATH, rewards_body
 from stash_pipeline.worker.serving import Engine
 from stash_pipeline_tests.support.serving_helpers import (
     Api,
@@ -30,6 +32,23 @@ LONG_TEXT = " ".join(f"Order {i} was late and the box was damaged." for i in ran
 
 def model_route(model_id: str) -> str:
     return f"/api/v1/rm/reward-models/{model_id}/rewards"
+
+
+def shape(value):
+    """Keys in order and the kinds of the values: what the API must pass on unchanged."""
+    if isinstance(value, dict):
+        return [(key, shape(item)) for key, item in value.items()]
+    if isinstance(value, list):
+        return [shape(item) for item in value]
+    return type(value).__name__
+
+
+def assert_forwarded(served: Deployment, evaluator: str, body: dict, answer: dict) -> None:
+    """The API's answer has the scoring server's own keys, nested ones included, in order."""
+    direct = served.scoring_client().post(
+        REWARDS_PATH, json=rewards_body(evaluator, parse_body(body), 60.0))
+    assert direct.status_code == 200, direct.text
+    assert shape(answer) == shape(direct.json())
 
 
 def assert_matches_stored(answer: dict, store, trace_id: str, evaluator: str) -> None:
@@ -61,6 +80,7 @@ def test_served_rewards_equal_the_stored_scores_of_the_same_trace(served: Deploy
         assert personal.status_code == 200, personal.text
         assert personal.json()["evaluator"] == model_id and personal.json()["kind"] == "personal"
         assert_matches_stored(personal.json(), served.api.store, trace["id"], model_id)
+        assert_forwarded(served, model_id, {"conversation": trace}, personal.json())
         shared = client.post("/api/v1/evaluator/rewards", json={"conversation": trace})
         assert shared.status_code == 200, shared.text
         assert shared.json()["evaluator"] == version and shared.json()["kind"] == "shared"
@@ -86,6 +106,8 @@ def test_candidates_are_ranked_by_the_conversations_they_complete(served: Deploy
     assert response.status_code == 200, response.text
     answer = response.json()
     assert len(answer["candidates"]) == 3
+    assert_forwarded(served, model_id, {"context": {"messages": context},
+                                        "candidates": candidates}, answer)
     raws = [c["raw"] for c in answer["candidates"]]
     assert answer["ranking"] == sorted(range(3), key=lambda i: -raws[i])
     assert sorted(c["rank"] for c in answer["candidates"]) == [1, 2, 3]

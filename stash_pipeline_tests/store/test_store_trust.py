@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from stash_pipeline.core import trust as core_trust
 from stash_pipeline.core.estimates import auc
 from stash_pipeline.core.feedback import VerifiedOutcome
 from stash_pipeline.core.trust import HANDFUL_NOTE, figures_of
@@ -53,6 +54,20 @@ def test_the_report_is_saved_once_per_change_of_its_facts(store: Store):
     assert changed["traces"]["with_outcome"] == 4
     with store.reading() as c:
         assert c.scalar(sa.select(sa.func.count()).select_from(schema.trust_reports)) == 1
+
+
+def test_a_report_saved_in_another_format_is_computed_again(store: Store, monkeypatch):
+    model_id = trust_sample(store)
+    first = store.trust_report("ana", model_id)
+    with store.transaction() as c:  # as an older version of the code saved it: a key since renamed
+        c.execute(schema.trust_reports.update().values(
+            report={**{k: v for k, v in first.items() if k not in ("traces", "computed_at")},
+                    "trace_counts": first["traces"]}))
+    assert "traces" not in store.trust_report("ana", model_id)  # the same format: served as saved
+    monkeypatch.setattr(core_trust, "REPORT_FORMAT", core_trust.REPORT_FORMAT + 1)
+    again = store.trust_report("ana", model_id)
+    assert again["traces"] == first["traces"] and "trace_counts" not in again
+    assert again["computed_at"] != first["computed_at"]
 
 
 def test_a_releases_report_leaves_out_its_snapshot_and_reads_its_benchmark(store: Store):

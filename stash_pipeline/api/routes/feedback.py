@@ -16,7 +16,12 @@ from stash_pipeline.api.auth import AccountDep
 from stash_pipeline.api.bodies import AUTHOR
 from stash_pipeline.api.deps import StoreDep
 from stash_pipeline.api.ids import readable_ids
-from stash_pipeline.api.responses import ContributionChanged
+from stash_pipeline.api.responses import (
+    ComparisonView,
+    ContributionChanged,
+    FeedbackApplied,
+    OutcomeView,
+)
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.feedback import (
     ReviewedComparison,
@@ -77,12 +82,13 @@ class ContributeMany(BaseModel):
     contribute: bool = Field(description="Opt in (true) or out (false).")
 
 
-def comparison_view(item: ReviewedComparison) -> dict[str, Any]:
-    return {**dataclasses.asdict(item), "independently_reviewed": item.independently_reviewed}
+def comparison_view(item: ReviewedComparison) -> ComparisonView:
+    return ComparisonView(**dataclasses.asdict(item),
+                          independently_reviewed=item.independently_reviewed)
 
 
 @router.post("/comparisons", status_code=201, responses=NOT_FOUND)
-def compare(body: ComparisonBody, account: AccountDep, store: StoreDep) -> dict[str, Any]:
+def compare(body: ComparisonBody, account: AccountDep, store: StoreDep) -> ComparisonView:
     """A comparison: `chosen` beats `rejected` (two actions or two traces of yours). The shared
     evaluator learns only from ones approved by a reviewer other than the author."""
     item = comparison_item(body.chosen, body.rejected, author=body.author,
@@ -93,7 +99,7 @@ def compare(body: ComparisonBody, account: AccountDep, store: StoreDep) -> dict[
 
 @router.post("/comparisons/{comparison_id}/review", responses=NOT_FOUND)
 def review(comparison_id: str, body: ReviewBody, account: AccountDep,
-           store: StoreDep) -> dict[str, Any]:
+           store: StoreDep) -> ComparisonView:
     """Approve or reject a comparison on your traces."""
     item = review_item(comparison_id, body.reviewer, body.status)
     validate_review(item)
@@ -104,22 +110,22 @@ def review(comparison_id: str, body: ReviewBody, account: AccountDep,
 
 @router.post("/traces/{trace_id}/outcomes", status_code=201, responses=NOT_FOUND)
 def outcome(trace_id: str, body: OutcomeBody, account: AccountDep,
-            store: StoreDep) -> dict[str, Any]:
+            store: StoreDep) -> OutcomeView:
     """A verified outcome of your trace; one per source (recording it again replaces it)."""
     trace = owned_trace(store, account.id, trace_id)
     item = outcome_item(trace.id, body.reward, body.source)
     feedback_batch.apply(store, account.id, [("body", item)])
-    return dataclasses.asdict(item)
+    return OutcomeView(**dataclasses.asdict(item))
 
 
 @router.post("/feedback", status_code=201, responses=NOT_FOUND)
-def batch(body: FeedbackBatch, account: AccountDep, store: StoreDep) -> dict[str, Any]:
+def batch(body: FeedbackBatch, account: AccountDep, store: StoreDep) -> FeedbackApplied:
     """Many feedback items in one request, all or nothing: 422 names `items[i]` and the field,
     404 names the item whose trace, action or comparison is not yours."""
     entries = feedback_batch.parse_items(body.items)
     counts = feedback_batch.apply(store, account.id, entries)
     ids = [getattr(item, "id", None) or getattr(item, "comparison_id") for _, item in entries]
-    return {"items": len(entries), "ids": ids, **counts}
+    return FeedbackApplied(items=len(entries), ids=ids, **counts)
 
 
 @router.post("/traces/contribute", responses=NOT_FOUND)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Depends
 
 from stash_pipeline.api.auth import AccountDep
 from stash_pipeline.api.deps import StoreDep
 from stash_pipeline.api.ids import readable_ids
+from stash_pipeline.api.responses import TrustReport
 from stash_pipeline.services import trust
 
 router = APIRouter(prefix="/api/v1/releases", tags=["shared evaluator"],
@@ -17,7 +16,7 @@ router = APIRouter(prefix="/api/v1/releases", tags=["shared evaluator"],
 
 @router.get("/{version}/trust", responses={
     404: {"description": "No such release (`current`: no release yet)."}})
-def get_trust(version: str, account: AccountDep, store: StoreDep) -> dict[str, Any]:
+def get_trust(version: str, account: AccountDep, store: StoreDep) -> TrustReport:
     """How far to trust a release (`current`: the latest) on your traces it did not train on:
     its separate benchmark's accuracy, AUC of mean action credit (and of whole-trace scores
     where you scored again with it) against verified outcomes, Spearman with ratings, each with

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
@@ -10,7 +10,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from stash_pipeline.api.auth import AccountDep
 from stash_pipeline.api.deps import StoreDep
 from stash_pipeline.api.ids import readable_ids
-from stash_pipeline.api.responses import ReviewAssigned, ReviewStatusChanged
+from stash_pipeline.api.responses import (
+    ReviewAssigned,
+    ReviewNext,
+    ReviewQueuePage,
+    ReviewStatusChanged,
+)
 from stash_pipeline.api.search import search_filter
 from stash_pipeline.core.trace_search import TraceFilter
 from stash_pipeline.services import review
@@ -48,17 +53,17 @@ def queue_scope(store: StoreDep, account: AccountDep,
                         model_id=model_id, assignee=assignee, unassigned=unassigned, kind=kind)
 
 
-@router.get("/queue", responses=NOT_FOUND)
+@router.get("/queue", responses=NOT_FOUND, response_model_exclude_unset=True)
 def queue(store: StoreDep, limit: int = Query(50, ge=1, le=review.MAX_PAGE),
           offset: int = Query(0, ge=0, le=2**31 - 1),
-          scope: QueueScope = Depends(queue_scope)) -> dict[str, Any]:
+          scope: QueueScope = Depends(queue_scope)) -> ReviewQueuePage:
     """Your items not reviewed yet, in the queue's order (each with its `reason`), and the
     progress: `reviewed` of `total` in scope; `order` lists the reasons in order."""
     return review.queue(store, scope, limit=limit, offset=offset)
 
 
-@router.get("/next", responses=NOT_FOUND)
-def next_item(store: StoreDep, scope: QueueScope = Depends(queue_scope)) -> dict[str, Any]:
+@router.get("/next", responses=NOT_FOUND, response_model_exclude_unset=True)
+def next_item(store: StoreDep, scope: QueueScope = Depends(queue_scope)) -> ReviewNext:
     """The first item not reviewed yet (`item` null when none is left), with the action to look
     at first (`focus_action`) and the progress."""
     return review.next_item(store, scope)

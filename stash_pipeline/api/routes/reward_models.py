@@ -10,7 +10,7 @@ from stash_pipeline.api.auth import AccountDep
 from stash_pipeline.api.bodies import REWARD_MODEL_REQUEST
 from stash_pipeline.api.deps import ObjectsDep, SettingsDep, StoreDep
 from stash_pipeline.api.ids import readable_ids
-from stash_pipeline.api.responses import RewardModels, RewardModelView
+from stash_pipeline.api.responses import ModelTrustReport, RewardModels, RewardModelView, WeightsUrl
 from stash_pipeline.core.errors import NotFoundError
 from stash_pipeline.objects import ObjectNotFoundError
 from stash_pipeline.services import reward_models, trust
@@ -57,10 +57,10 @@ def get_reward_model(model_id: str, account: AccountDep, store: StoreDep) -> Rew
 @router.get("/{model_id}/weights", responses={
     404: {"description": "Not yours, or not succeeded (no weights yet)."}})
 def get_weights(model_id: str, account: AccountDep, store: StoreDep,
-                objects: ObjectsDep) -> dict[str, str]:
+                objects: ObjectsDep) -> WeightsUrl:
     """A URL of `reward-model.tar.gz` that works for five minutes, without your API key."""
     try:
-        return {"url": reward_models.weights_url(store, objects, account.id, model_id)}
+        return WeightsUrl(url=reward_models.weights_url(store, objects, account.id, model_id))
     except ObjectNotFoundError:  # its message names the object's server path or bucket
         raise NotFoundError(f"reward model {model_id} has no stored weights") from None
 
@@ -75,7 +75,7 @@ def score_again(model_id: str, account: AccountDep, store: StoreDep) -> RewardMo
 
 @router.get("/{model_id}/trust", responses={
     404: {"description": "Not yours, not succeeded, or an account from before the rollout."}})
-def get_trust(model_id: str, account: AccountDep, store: StoreDep) -> dict[str, Any]:
+def get_trust(model_id: str, account: AccountDep, store: StoreDep) -> ModelTrustReport:
     """How far to trust the model on your traces it did not train on: held-out accuracy, AUC
     against verified outcomes, Spearman with ratings, the calibrated score's reliability curve,
     each with its 95% interval and n, overall and per tool, domain and agent (docs/trust.md)."""

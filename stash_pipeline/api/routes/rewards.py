@@ -17,6 +17,7 @@ from stash_pipeline.api.auth import AccountDep
 from stash_pipeline.api.bodies import REWARDS_REQUEST
 from stash_pipeline.api.deps import ScoringDep, StoreDep
 from stash_pipeline.api.ids import readable_ids
+from stash_pipeline.api.responses import Rewards
 from stash_pipeline.services import rewards
 
 MODEL_PATH = "/api/v1/rm/reward-models/{model_id}/rewards"
@@ -33,12 +34,12 @@ ANSWERS = {
 }
 
 
-@router.post(MODEL_PATH, openapi_extra=BODY, responses={
+@router.post(MODEL_PATH, openapi_extra=BODY, response_model_exclude_unset=True, responses={
     **ANSWERS, 404: {"description": "Not your model, not there, or an account from before the "
                                     "rollout."},
     409: {"description": "The model has not succeeded: no checkpoint to score with."}})
 async def model_rewards(model_id: str, account: AccountDep, store: StoreDep, client: ScoringDep,
-                        body: Any = Body(...)) -> dict[str, Any]:
+                        body: Any = Body(...)) -> Rewards:
     """Rewards from one of your succeeded personal models: of a conversation (its raw reward,
     calibrated score and every action's reward and credit), or of candidate next messages after
     one context, ranked."""
@@ -46,10 +47,10 @@ async def model_rewards(model_id: str, account: AccountDep, store: StoreDep, cli
     return await client.rewards(evaluator, await run_in_threadpool(rewards.parse_body, body))
 
 
-@router.post(EVALUATOR_PATH, openapi_extra=BODY, responses={
+@router.post(EVALUATOR_PATH, openapi_extra=BODY, response_model_exclude_unset=True, responses={
     **ANSWERS, 404: {"description": "No shared evaluator release yet."}})
 async def evaluator_rewards(account: AccountDep, store: StoreDep, client: ScoringDep,
-                            body: Any = Body(...)) -> dict[str, Any]:
+                            body: Any = Body(...)) -> Rewards:
     """The same from the current shared-evaluator release."""
     evaluator = await run_in_threadpool(rewards.shared_evaluator, store)
     return await client.rewards(evaluator, await run_in_threadpool(rewards.parse_body, body))

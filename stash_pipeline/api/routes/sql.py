@@ -8,7 +8,6 @@ than the statement timeout for its turn is answered 503 with ``Retry-After``.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
 
 import anyio
 from fastapi import APIRouter, HTTPException
@@ -16,6 +15,7 @@ from fastapi import APIRouter, HTTPException
 from stash_pipeline.api.auth import AccountDep
 from stash_pipeline.api.bodies import SqlBody
 from stash_pipeline.api.deps import SettingsDep, SqlDep, SqlThreadsDep
+from stash_pipeline.api.responses import SqlResult
 from stash_pipeline.services import sql
 from stash_pipeline.store.readonly_sql import SqlBusy
 
@@ -28,7 +28,7 @@ router = APIRouter(prefix="/api/v1", tags=["sql"])
     503: {"description": "The deployment has not set the SQL endpoint up (PostgreSQL role), or "
                          "every query slot stayed busy (`Retry-After`)."}})
 async def run_sql(body: SqlBody, account: AccountDep, settings: SettingsDep, readonly: SqlDep,
-                  threads: SqlThreadsDep) -> dict[str, Any]:
+                  threads: SqlThreadsDep) -> SqlResult:
     """Tables: `traces`, `scores`, `action_scores`, `reward_models`, each holding only your
     rows. At most `STASH_SQL_MAX_ROWS` rows (`truncated` says when there were more)."""
     try:

@@ -14,7 +14,15 @@ from stash_pipeline.api.auth import AccountDep
 from stash_pipeline.api.bodies import CommentBody, ContributionChange, RatingBody, ScoreAgainBody
 from stash_pipeline.api.deps import StoreDep
 from stash_pipeline.api.ids import readable_ids
-from stash_pipeline.api.responses import ScoringRequestState
+from stash_pipeline.api.responses import (
+    CommentView,
+    RatingView,
+    ScoringRequestState,
+    TraceContribution,
+    TraceDetail,
+    TracePage,
+    TracesImported,
+)
 from stash_pipeline.api.search import search_filter
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.trace_search import TraceFilter
@@ -32,7 +40,7 @@ Format = Literal["auto", *FORMATS]  # type: ignore[valid-type]
 Sort = Literal[tuple(SORTS)]  # type: ignore[valid-type]
 
 
-@router.post("", responses={
+@router.post("", response_model_exclude_unset=True, responses={
     413: {"description": "The body is larger than STASH_API_MAX_IMPORT_BYTES."},
     409: {"description": "A trace id is already taken."},
     422: {"description": "Bad input; names the record and field. Nothing was stored."}},
@@ -51,7 +59,7 @@ async def import_traces(request: Request, account: AccountDep, store: StoreDep,
                             None, max_length=256,
                             description=f"default {DEFAULT_OUTCOME_FIELD}; empty reads none; a "
                                         "path given that matches no trace is a warning")
-                        ) -> dict[str, Any]:
+                        ) -> TracesImported:
     """Import traces in any importer format, batch or single; all or nothing. Preference data
     sets take the comparisons' `author` and `reviewer`, and `skip_invalid`; `outcome_field` is
     the metadata path read as a verified outcome (empty: none). `warnings` says what you should
@@ -88,7 +96,7 @@ def list_traces(account: AccountDep, store: StoreDep, sort: Sort = "-created",
                 model_id: str | None = Query(None, max_length=64,
                                              description="Whose `latest_score`: one of your "
                                                          "reward models (default: any)."),
-                where: TraceFilter = Depends(search_filter)) -> dict[str, Any]:
+                where: TraceFilter = Depends(search_filter)) -> TracePage:
     """Your traces with `latest_score` (personal) apart from the shared evaluator's mean action
     credit and number of actions scored; `sort` by any of them (`-` for descending); the search
     parameters narrow the list (all must hold)."""
@@ -134,8 +142,8 @@ def _request_view(scoring: Any) -> ScoringRequestState:
                                **request_state_of(scoring.id))
 
 
-@router.get("/{trace_id}", responses=NOT_FOUND)
-def get_trace(trace_id: str, account: AccountDep, store: StoreDep) -> dict[str, Any]:
+@router.get("/{trace_id}", responses=NOT_FOUND, response_model_exclude_unset=True)
+def get_trace(trace_id: str, account: AccountDep, store: StoreDep) -> TraceDetail:
     """Messages, actions, `scores` and `action_scores` of each evaluator, and whether the shared
     evaluator has scored it (or the deployment still waits for its first release)."""
     return traces.detail(store, account.id, trace_id)
@@ -143,7 +151,7 @@ def get_trace(trace_id: str, account: AccountDep, store: StoreDep) -> dict[str, 
 
 @router.patch("/{trace_id}", responses=NOT_FOUND)
 def change_trace(trace_id: str, body: ContributionChange, account: AccountDep,
-                 store: StoreDep) -> dict[str, Any]:
+                 store: StoreDep) -> TraceContribution:
     """Contribution opt-in. Turning it off excludes the trace from future candidates; it cannot
     remove what previously released weights have learned."""
     return traces.set_contribution(store, account.id, trace_id,
@@ -151,7 +159,7 @@ def change_trace(trace_id: str, body: ContributionChange, account: AccountDep,
 
 
 @router.post("/{trace_id}/ratings", status_code=201, responses=NOT_FOUND)
-def rate(trace_id: str, body: RatingBody, account: AccountDep, store: StoreDep) -> dict[str, Any]:
+def rate(trace_id: str, body: RatingBody, account: AccountDep, store: StoreDep) -> RatingView:
     """A trace rating, or a step rating with `action_id`; rating again replaces the value."""
     item = feedback.rate(store, account.id, trace_id, body.value,
                          action=body.action_id, author=body.author)
@@ -160,7 +168,7 @@ def rate(trace_id: str, body: RatingBody, account: AccountDep, store: StoreDep) 
 
 @router.post("/{trace_id}/comments", status_code=201, responses=NOT_FOUND)
 def comment(trace_id: str, body: CommentBody, account: AccountDep,
-            store: StoreDep) -> dict[str, Any]:
+            store: StoreDep) -> CommentView:
     """A comment on the trace, or on one action with `action_id`."""
     item = feedback.comment(store, account.id, trace_id, body.text,
                             action=body.action_id, author=body.author)
