@@ -147,6 +147,17 @@ def pair_rewards(model: Any, pairs: list[EncodedPair], device: str, *, pad_id: i
     ``weights``: the compute copy of a ``decoder.runs_fast`` model (``TrainingCopy.weights``).
     All sides' rewards are gathered with one index into the forwards' reads.
     """
+    reads, index = side_reads(model, pairs, device, pad_id=pad_id, share_prefixes=share_prefixes,
+                              batch_tokens=batch_tokens, weights=weights)
+    rewards = reads[index].float()
+    return rewards[: len(pairs)], rewards[len(pairs):]
+
+
+def side_reads(model: Any, pairs: list[EncodedPair], device: str, *, pad_id: int,
+               share_prefixes: bool, batch_tokens: int | None, weights: DecoderWeights | None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every forward's reads in one tensor, and the index of each pair's chosen sides, then each
+    pair's rejected sides, into it (each distinct side computed once)."""
     sides = [p.chosen_ids for p in pairs] + [p.rejected_ids for p in pairs]
     rows = rows_for(model, sides, share_prefixes=share_prefixes)
     read_at: dict[Hashable, int] = {}  # a side's index among all forwards' reads
@@ -157,8 +168,7 @@ def pair_rewards(model: Any, pairs: list[EncodedPair], device: str, *, pad_id: i
         read_at.update((key, offset + i) for i, key in enumerate(keys))
         values.append(read)
     reads = values[0] if len(values) == 1 else torch.cat(values)
-    rewards = reads[long_tensor([read_at[tuple(side)] for side in sides], reads.device)].float()
-    return rewards[: len(pairs)], rewards[len(pairs):]
+    return reads, long_tensor([read_at[tuple(side)] for side in sides], reads.device)
 
 
 def pair_loss(model: Any, pairs: list[EncodedPair], device: str, *, pad_id: int,
@@ -166,17 +176,8 @@ def pair_loss(model: Any, pairs: list[EncodedPair], device: str, *, pad_id: int,
               weight: float) -> torch.Tensor:
     """``bradley_terry_loss`` of ``pair_rewards`` times ``weight``, the rewards gathered and the
     loss taken in one operation each way (``_BradleyTerry``)."""
-    sides = [p.chosen_ids for p in pairs] + [p.rejected_ids for p in pairs]
-    rows = rows_for(model, sides, share_prefixes=share_prefixes)
-    read_at: dict[Hashable, int] = {}
-    values = []
-    for keys, read, _ in forward_rows(model, rows, pad_id=pad_id, device=device,
-                                      batch_tokens=batch_tokens, weights=weights):
-        offset = sum(len(v) for v in values)
-        read_at.update((key, offset + i) for i, key in enumerate(keys))
-        values.append(read)
-    reads = values[0] if len(values) == 1 else torch.cat(values)
-    index = long_tensor([read_at[tuple(side)] for side in sides], reads.device)
+    reads, index = side_reads(model, pairs, device, pad_id=pad_id, share_prefixes=share_prefixes,
+                              batch_tokens=batch_tokens, weights=weights)
     return _BradleyTerry.apply(reads, index, weight / len(pairs))
 
 
