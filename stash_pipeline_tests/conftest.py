@@ -13,6 +13,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import boto3
@@ -32,6 +33,7 @@ from stash_pipeline_tests.support.dagster_storage import (
     created_test_instance,
 )
 from stash_pipeline_tests.support.object_helpers import ACCESS_KEY, REGION, SECRET_KEY
+from stash_pipeline_tests.support.postgres import POSTGRES_SERVER, scratch_database
 
 pytest_plugins = ["stash_pipeline_tests.support.module_order"]
 
@@ -59,26 +61,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.set_threshold(20_000, 20, 20)
 
 
-POSTGRES_SERVER = os.environ.get("STASH_TEST_POSTGRES",
-                                 "postgresql+psycopg://postgres@127.0.0.1:5432")
-
-
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
-    admin = sa.create_engine(f"{POSTGRES_SERVER}/postgres", isolation_level="AUTOCOMMIT")
-    name = f"stash_test_{uuid.uuid4().hex[:12]}"
-    try:
-        with admin.connect() as connection:
-            connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    except sa.exc.OperationalError as error:
-        pytest.fail(f"PostgreSQL at {POSTGRES_SERVER} is not reachable (start it, or deselect "
-                    f"with -m 'not postgres'): {error}")
-    try:
-        yield f"{POSTGRES_SERVER}/{name}"
-    finally:
-        with admin.connect() as connection:
-            connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with ExitStack() as stack:
+        try:
+            url = stack.enter_context(scratch_database("stash_test"))
+        except sa.exc.OperationalError as error:
+            pytest.fail(f"PostgreSQL at {POSTGRES_SERVER} is not reachable (start it, or deselect "
+                        f"with -m 'not postgres'): {error}")
+        yield url
 
 
 @pytest.fixture(scope="session")

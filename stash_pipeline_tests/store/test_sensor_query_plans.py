@@ -6,8 +6,6 @@ trace: the check can fail."""
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 
@@ -16,31 +14,25 @@ import sqlalchemy as sa
 
 from stash_pipeline.store import Store, schema, scoring_work
 from stash_pipeline_tests.support.bulk_store_helpers import fill
+from stash_pipeline_tests.support.postgres import scratch_database
 
 pytestmark = pytest.mark.postgres
 
-SERVER = os.environ.get("STASH_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432")
 SCANNED = ("traces", "reward_models", "scoring_candidates", "scores", "scoring_marks",
            "scoring_requests", "shared_training_requests")
 
 
 @pytest.fixture(scope="module")
 def big_store() -> Iterator[Store]:
-    admin = sa.create_engine(f"{SERVER}/postgres", isolation_level="AUTOCOMMIT")
-    name = f"stash_test_plans_{uuid.uuid4().hex[:12]}"
-    with admin.connect() as connection:
-        connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    store = Store(f"{SERVER}/{name}")
-    try:
-        store.migrate()
-        fill(store.engine, users=20_000, traces_per_user=5, pending=0.3, queued=1000,
-             asked=3000, requests=10_000)
-        yield store
-    finally:
-        store.dispose()
-        with admin.connect() as connection:
-            connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with scratch_database("stash_test_plans") as url:
+        store = Store(url)
+        try:
+            store.migrate()
+            fill(store.engine, users=20_000, traces_per_user=5, pending=0.3, queued=1000,
+                 asked=3000, requests=10_000)
+            yield store
+        finally:
+            store.dispose()
 
 
 def plans(store: Store, call: Callable[[], object]) -> list[str]:
