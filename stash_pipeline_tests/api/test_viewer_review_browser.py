@@ -37,16 +37,25 @@ def _press(driver, keys: str) -> None:
 
 
 def _go(driver, by: str, value: str) -> None:
-    """Click what leads to another page and wait until the page before it has gone: a click
-    can return while a form's submission is still on its way, and the next lookup would then
-    find the old page's element (stale once the new page comes)."""
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as ec
+    """Click what leads to another page and wait until the page before it has gone and the new
+    one has loaded: a click can return while a form's submission is still on its way, and the
+    next lookup would then find the old page's element. The old page is told by a mark in its
+    window, not by an element: asking Chromium about an element of a document being replaced
+    can fail ("Node with given id does not belong to the document")."""
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    before = driver.find_element(By.TAG_NAME, "html")
+    driver.execute_script("window.__pageBeforeGo = true")
     driver.find_element(by, value).click()
-    WebDriverWait(driver, 30).until(ec.staleness_of(before))
+
+    def replaced(driver) -> bool:
+        try:
+            return driver.execute_script("return window.__pageBeforeGo === undefined"
+                                         " && document.readyState === 'complete'")
+        except WebDriverException:  # asked while the documents change: ask again
+            return False
+
+    WebDriverWait(driver, 30, ignored_exceptions=()).until(replaced)
 
 
 def _choose(driver, element_id: str, value: str) -> None:
