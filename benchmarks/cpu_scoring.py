@@ -44,8 +44,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
-from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+from transformers import BertConfig, BertModel
 from transformers.utils import logging as transformers_logging
 
 from stash_pipeline.compute.job import CHECKPOINT_INPUT
@@ -93,18 +92,7 @@ def build_tiny(directory: Path, texts: list[str]) -> None:
 
 
 def build_minilm(directory: Path, texts: list[str]) -> None:
-    wordpiece = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    wordpiece.normalizer = normalizers.BertNormalizer(lowercase=True)
-    wordpiece.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    wordpiece.train_from_iterator(texts, trainers.WordPieceTrainer(
-        vocab_size=MINILM_VOCAB, special_tokens=specials, show_progress=False))
-    wordpiece.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=wordpiece, unk_token="[UNK]",
-                                        pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
-                                        mask_token="[MASK]")
-    tokenizer.save_pretrained(directory)
+    tiny_model.build_wordpiece_tokenizer(texts, MINILM_VOCAB).save_pretrained(directory)
     torch.manual_seed(0)
     # The real vocabulary's size (the learnt one is smaller): the embedding is MiniLM's.
     BertModel(BertConfig(vocab_size=MINILM_VOCAB, **MINILM)).save_pretrained(directory)

@@ -16,7 +16,16 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import torch
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import (
+    AddedToken,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+    trainers,
+)
 from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen3Config
 from transformers.utils import logging as transformers_logging
 
@@ -46,6 +55,22 @@ def build_tokenizer(texts: Iterable[str], vocab_size: int = 1024,
     bpe.add_tokens([AddedToken(t, special=False, normalized=False) for t in added_tokens])
     return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>",
                                    pad_token="<|endoftext|>")
+
+
+def build_wordpiece_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
+    """A BERT-style tokenizer (lowercased WordPiece, ``[CLS] text [SEP]``) learnt from ``texts``:
+    what an encoder such as MiniLM reads, for models of that family built from a config."""
+    wordpiece = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    wordpiece.normalizer = normalizers.BertNormalizer(lowercase=True)
+    wordpiece.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    wordpiece.train_from_iterator(texts, trainers.WordPieceTrainer(
+        vocab_size=vocab_size, special_tokens=specials, show_progress=False))
+    wordpiece.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    return PreTrainedTokenizerFast(tokenizer_object=wordpiece, unk_token="[UNK]",
+                                   pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
+                                   mask_token="[MASK]")
 
 
 def save_base_model(directory: Path, vocab_size: int, shape: str = "tiny", seed: int = 0,

@@ -6,8 +6,7 @@ import json
 
 import pytest
 import torch
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
-from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+from transformers import BertConfig, BertModel
 
 from stash_pipeline.compute.job import JobSettings, read_jsonl, read_settings, write_job
 from stash_pipeline.compute.job_log import failure_reason
@@ -15,6 +14,7 @@ from stash_pipeline.worker.modeling import load_tokenizer, tokenize
 from stash_pipeline.worker.render import render_trace
 from stash_pipeline.worker.runner import main
 from stash_pipeline.worker.scoring import RewardModel
+from stash_pipeline.worker.tiny_model import build_wordpiece_tokenizer
 from stash_pipeline_tests.support.tiny_models import corpus_text
 
 pytestmark = pytest.mark.slow
@@ -26,17 +26,7 @@ def tiny_bert(tmp_path_factory):
     """A BERT base model with a WordPiece tokenizer built with `tokenizers`, saved like a real
     one."""
     directory = tmp_path_factory.mktemp("tiny-bert")
-    wordpiece = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    wordpiece.normalizer = normalizers.BertNormalizer(lowercase=True)
-    wordpiece.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    wordpiece.train_from_iterator(
-        corpus_text(), trainers.WordPieceTrainer(vocab_size=800, special_tokens=specials))
-    wordpiece.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=wordpiece, unk_token="[UNK]",
-                                        pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
-                                        mask_token="[MASK]")
+    tokenizer = build_wordpiece_tokenizer(corpus_text(), 800)
     tokenizer.save_pretrained(directory)
     torch.manual_seed(0)
     BertModel(BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
