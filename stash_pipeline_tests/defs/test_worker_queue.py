@@ -212,7 +212,7 @@ def test_a_retried_launch_leaves_the_request_queued():
 
 
 def test_the_viewer_says_what_a_queued_model_waits_for():
-    from stash_pipeline.api.ui.pages import progress_text
+    from stash_pipeline.api.ui.progress import progress_text
 
     worker = {"waiting_for": "worker", "runs_ahead": 2}
     assert progress_text("queued", None, worker) == "Waiting for the worker: 2 runs ahead."
