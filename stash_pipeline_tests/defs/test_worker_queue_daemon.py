@@ -30,6 +30,7 @@ import yaml
 
 from stash_pipeline.api import create_app
 from stash_pipeline.cli.dev import PROJECT_ROOT
+from stash_pipeline.defs.scoring.sensors import BACKGROUND_TAG
 from stash_pipeline.defs.worker_queue import PRIORITY_TAG, worker_holders
 from stash_pipeline.defs.worker_runs import REWARD_POOL
 from stash_pipeline.instance import get_instance
@@ -42,7 +43,6 @@ from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, SERVER_START_S,
 pytestmark = pytest.mark.slow
 
 BIN = Path(sys.executable).parent
-SCORING_JOB = "shared_evaluator_scoring"
 
 
 def free_port() -> int:
@@ -142,7 +142,9 @@ def served_api(store) -> Iterator[Any]:
 
 
 def scoring_runs(instance: dg.DagsterInstance, *statuses: dg.DagsterRunStatus) -> list:
-    return instance.get_runs(filters=dg.RunsFilter(job_name=SCORING_JOB, statuses=list(statuses)))
+    """The background chunks in these states."""
+    return [run for run in instance.get_runs(filters=dg.RunsFilter(
+        job_name="trace_scoring", statuses=list(statuses))) if BACKGROUND_TAG in run.tags]
 
 
 def worker_step_start(instance: dg.DagsterInstance, run_id: str) -> float | None:
