@@ -47,7 +47,7 @@ def test_list_trace_heatmap_create_model_and_download(browser, api: Api, tmp_pat
     rows = driver.find_elements(By.CSS_SELECTOR, "#trace-table tbody tr")
     assert len(rows) == 3 and RELEASE in driver.page_source
     driver.find_element(By.CSS_SELECTOR, 'a.sort[data-sort="mean_action_credit"]').click()
-    WebDriverWait(driver, 10).until(ec.url_contains("sort=-mean_action_credit"))
+    WebDriverWait(driver, bound(REQUEST_S)).until(ec.url_contains("sort=-mean_action_credit"))
     first = driver.find_element(By.CSS_SELECTOR, "#trace-table tbody tr a.trace-link")
     assert first.text == "trace-c"
     shoot(driver, "traces", kind)
@@ -67,7 +67,7 @@ def test_list_trace_heatmap_create_model_and_download(browser, api: Api, tmp_pat
     # The menu switches to the personal model's credit (ui.js submits it on change).
     from selenium.webdriver.support.ui import Select
     Select(driver.find_element(By.ID, "evaluator")).select_by_value(world.model_id)
-    WebDriverWait(driver, 10).until(ec.url_contains(f"evaluator={world.model_id}"))
+    WebDriverWait(driver, bound(REQUEST_S)).until(ec.url_contains(f"evaluator={world.model_id}"))
     classes = {c.get_attribute("class") for c in
                driver.find_elements(By.CSS_SELECTOR, "#heatmap a.cell")}
     assert classes == {"cell credit-m3"}
@@ -83,7 +83,7 @@ def test_list_trace_heatmap_create_model_and_download(browser, api: Api, tmp_pat
     shoot(driver, "create-error", kind)
     driver.find_element(By.ID, "model-name").send_keys("from the browser")
     driver.find_element(By.ID, "create-button").click()
-    WebDriverWait(driver, 10).until(ec.url_contains("/ui/reward-models/"))
+    WebDriverWait(driver, bound(REQUEST_S)).until(ec.url_contains("/ui/reward-models/"))
     assert driver.find_element(By.ID, "model-status").text == "queued"
     created = driver.current_url.rsplit("/", 1)[1]
     assert api.store.get_reward_model(created).name == "from the browser"
@@ -95,9 +95,10 @@ def test_list_trace_heatmap_create_model_and_download(browser, api: Api, tmp_pat
     shoot(driver, "model", kind)
     link = driver.find_element(By.ID, "download").get_attribute("href")
     redirect = httpx.get(link, cookies={c["name"]: c["value"] for c in driver.get_cookies()},
-                         timeout=30)
+                         timeout=bound(REQUEST_S))
     assert redirect.status_code == 303
-    assert httpx.get(redirect.headers["location"], timeout=30).content[:2] == b"\x1f\x8b"
+    archive = httpx.get(redirect.headers["location"], timeout=bound(REQUEST_S))
+    assert archive.content[:2] == b"\x1f\x8b"
 
     driver.get(f"{api.url}/ui/releases")
     assert len(driver.find_elements(By.CSS_SELECTOR, "table.slices tbody tr")) == 3

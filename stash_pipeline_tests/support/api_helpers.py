@@ -72,8 +72,13 @@ def module_store(request, folder: Path) -> Iterator[Store]:
         store.dispose()
 
 
-def serve(app, sock: socket.socket,
-          limits: ServerSettings = ServerSettings()) -> Iterator[None]:
+# The server's timeouts where a test does not exercise them (test_api_server_limits does): a
+# client's kept-alive connection is never closed between two of its requests, however long a
+# loaded machine takes between them, nor its request head cut short.
+LIMITS = ServerSettings(header_timeout_s=bound(PATIENT_S), idle_timeout_s=bound(PATIENT_S))
+
+
+def serve(app, sock: socket.socket, limits: ServerSettings = LIMITS) -> Iterator[None]:
     """Serve ``app`` on ``sock`` as ``stash-pipeline api`` does (api.server), with ``limits``."""
     server = uvicorn.Server(api_server.config(app, limits, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
