@@ -134,7 +134,7 @@ def test_a_running_models_page_shows_its_progress_live_then_its_end(
     wait.until(lambda driver: driver.find_elements(By.ID, "failure-reason"))
     assert browser.find_element(By.ID, "model-status").text == "failed"
     assert "WorkerStopped" in browser.find_element(By.ID, "failure-reason").text
-    # Absent, asked without the implicit wait (find_elements would wait its 10 s for it).
+    # Absent, asked without the implicit wait (find_elements would wait all of it).
     assert browser.execute_script("return document.getElementById('live') === null")
 
 
@@ -223,7 +223,7 @@ def test_the_trust_reports_charts_render_from_the_model_page_and_the_releases_pa
     for metric in ("outcome_auc_mean_action_credit", "spearman_trace_rating_mean_credit"):
         chart = browser.find_element(By.CSS_SELECTOR, f"#chart-{metric} svg")
         assert chart.is_displayed() and chart.find_elements(By.CSS_SELECTOR, "g.plot-interval")
-    # 40 benchmark pairs: no handful sentence (asked without the implicit 10 s wait).
+    # 40 benchmark pairs: no handful sentence (asked without the implicit wait).
     assert browser.execute_script("return document.getElementById('held-out-handful') === null")
     shoot(browser, "trust-release", kind)
 
