@@ -21,6 +21,11 @@ from stash_pipeline_tests.support.isolation import SQL, answer, mallory, secrets
 from stash_pipeline_tests.support.waiting import PATIENT_S, REQUEST_S, bound, wait_until
 
 OVERFLOW = "abs(-9223372036854775807 - 1 + 0 * length(evaluator))"
+# Runs out of memory only when the row is visible, after 16 s of CPU writing 512 MiB (idle): the
+# victim's own answer to it comes at the statement timeout, which load decides; mallory's, which
+# sees no row, at once.
+PRINTF_2GB = ("SELECT 1 FROM scores WHERE trace_id = '{trace}' AND "
+              "length(printf('%.*c', CASE WHEN raw > 3 THEN 2000000000 ELSE 1 END, 'x')) > 0")
 # Each query raises an error, or answers differently, only when a row it names is visible.
 ORACLES = {
     "both": [
@@ -47,8 +52,7 @@ ORACLES = {
     "sqlite": [
         "SELECT 1 FROM scores WHERE trace_id = '{trace}' AND "
         "json_extract(CASE WHEN raw > 3 THEN 'not json' ELSE '{{}}' END, '$.a') IS NULL",
-        "SELECT 1 FROM scores WHERE trace_id = '{trace}' AND "
-        "length(printf('%.*c', CASE WHEN raw > 3 THEN 2000000000 ELSE 1 END, 'x')) > 0",
+        PRINTF_2GB,
         "SELECT 1 FROM scores WHERE trace_id = '{trace}' AND "
         "length(randomblob(CASE WHEN raw > 3 THEN 2000000000 ELSE 1 END)) > 0",
         "SELECT 1 FROM scores WHERE trace_id = '{trace}' AND "
@@ -78,16 +82,19 @@ def test_error_oracles_learn_nothing_about_another_account(api: Api, victim: dic
                                                            secrets: dict) -> None:
     """Mallory's answer to a query naming the victim's rows equals the answer to the same query
     naming rows that exist nowhere; the victim's own answer shows the query does tell when the
-    rows are visible, so the comparison can fail."""
+    rows are visible, so the comparison can fail (asked of every oracle but the one whose
+    visible rows cost a statement timeout)."""
     absent = {"trace": "no-such-trace", "action": "no-such-trace/m2", "model": "no-such-model"}
     telling = 0
+    asked = [q for q in oracles(api.store.engine.dialect.name) if q != PRINTF_2GB]
     for query in oracles(api.store.engine.dialect.name):
         aimed, blind = query.format(**secrets), query.format(**absent)
         assert answer(mallory, aimed) == answer(mallory, blind), aimed
         assert "secret" not in answer(mallory, aimed)[1]
-        telling += answer(victim["client"], aimed) != answer(victim["client"], blind)
+        if query in asked:
+            telling += answer(victim["client"], aimed) != answer(victim["client"], blind)
     # Most tell their own owner apart (not all: SQLite's 1/0 is NULL, its CAST never fails).
-    assert telling >= len(oracles(api.store.engine.dialect.name)) / 2, telling
+    assert telling >= len(asked) / 2, telling
 
 
 def test_the_issues_overflow_oracle_answers_alike_for_every_score(api: Api,
