@@ -31,8 +31,7 @@ INSTANCE_FILES = [ROOT / "deploy" / "dagster.yaml",
 ENV = {"DAGSTER_PG_USERNAME": "dagster", "DAGSTER_PG_PASSWORD": "secret",
        "DAGSTER_PG_HOST": "db.internal", "DAGSTER_PG_DB": "dagster", "S3_BUCKET": "checkpoints",
        "S3_REGION": "eu-west-1", "S3_ENDPOINT": "http://minio.internal:9000",
-       "S3_ACCESS_KEY": "minio", "S3_SECRET_KEY": "minio-secret",
-       "STASH_ECS_TASK_DEFINITION": "stash-pipeline:7"}
+       "S3_ACCESS_KEY": "minio", "S3_SECRET_KEY": "minio-secret"}
 
 
 @pytest.mark.parametrize("path", INSTANCE_FILES, ids=lambda p: str(p.relative_to(ROOT)))
@@ -164,11 +163,18 @@ def dockerfile(path: Path) -> list[tuple[str, str]]:
 
 
 def project_installs(path: Path) -> list[set[str]]:
-    """The extras each `pip install` of the project (`.` or `".[a,b]"`) asks for."""
+    """The extras each `pip install` of the project (`.` or `".[a,b]"`) asks for, with each
+    build argument at its default."""
     installs = []
+    defaults: dict[str, str] = {}
     for instruction, arguments in dockerfile(path):
+        if instruction == "ARG" and "=" in arguments:
+            name, value = arguments.split("=", 1)
+            defaults[name] = value
         if instruction != "RUN":
             continue
+        arguments = re.sub(r"\$\{(\w+)\}", lambda m: defaults.get(m.group(1), m.group(0)),
+                           arguments)
         for command in arguments.split("&&"):
             words = shlex.split(command)
             if words[:2] != ["pip", "install"]:

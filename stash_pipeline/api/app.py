@@ -18,6 +18,7 @@ from stash_pipeline.api.routes import (
     account,
     bulk,
     feedback,
+    health,
     objects,
     releases,
     review,
@@ -73,7 +74,7 @@ def create_app(store: Store | None = None, objects_store: ObjectStore | None = N
     )
     app.state.settings = settings
     for module in (reward_models, rewards, releases, traces, feedback, bulk, review, sql, account,
-                   objects):
+                   objects, health):
         app.include_router(module.router)
     docs.install(app)
     errors.install(app)

@@ -11,6 +11,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
 class AccountView(BaseModel):
     """Whose key this is."""
 

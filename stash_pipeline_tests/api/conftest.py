@@ -7,8 +7,10 @@ objects (the ``store`` fixture here is the served one, emptied). Clients are htt
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +23,10 @@ from stash_pipeline_tests.support.api_helpers import (
     loopback_socket,
     module_store,
     serve,
+    serve_again,
 )
+
+SHORT_SQL_TIMEOUT_S = 1.0
 
 
 @pytest.fixture(scope="module",
@@ -52,3 +57,12 @@ def store(served: Api) -> Store:
 @pytest.fixture
 def api(served: Api, store: Store) -> Api:
     return served
+
+
+@pytest.fixture
+def short_sql_timeout(api: Api, tmp_path: Path) -> Iterator[Api]:
+    """The module's store served again with a 1 s statement timeout, for the tests of the timeout
+    itself (every other server's is one load never reaches: ``SETTINGS``)."""
+    settings = dataclasses.replace(SETTINGS, sql_timeout_s=SHORT_SQL_TIMEOUT_S)
+    with serve_again(api.store, tmp_path, settings) as (served, _):
+        yield served

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import socket
 import tempfile
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from stash_pipeline_tests.support.api_helpers import SETTINGS, Api, import_traces
+from stash_pipeline_tests.support.waiting import REQUEST_S, wait_until
 
 TRACES = "/api/v1/traces"
 
@@ -25,12 +25,15 @@ def temporaries(tmp_path: Path, monkeypatch) -> Path:
     return folder
 
 
-def left_behind(folder: Path, timeout_s: float = 10.0) -> list[str]:
-    """What is still there once the server had time to finish the request."""
-    deadline = time.monotonic() + timeout_s
-    while (names := sorted(p.name for p in folder.iterdir())) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return names
+def left_behind(folder: Path) -> list[str]:
+    """What is still there once the server finished the request: nothing, once it removed its
+    temporaries (awaited, up to a request's bound); else what it left."""
+    try:
+        wait_until(lambda: not any(folder.iterdir()), timeout_s=REQUEST_S,
+                   what="the request's temporaries to be removed")
+    except AssertionError:
+        pass
+    return sorted(p.name for p in folder.iterdir())
 
 
 def test_every_kind_of_import_request_leaves_no_temporary(api: Api, temporaries: Path) -> None:
@@ -59,8 +62,7 @@ def test_a_client_gone_halfway_through_the_body_leaves_no_temporary(api: Api,
         client.sendall(f"POST {TRACES} HTTP/1.1\r\nHost: {host}\r\nAuthorization: {key}\r\n"
                        "Content-Type: application/x-ndjson\r\nContent-Length: 100000\r\n\r\n"
                        .encode() + b"x" * 5000)
-        deadline = time.monotonic() + 10
-        while not any(temporaries.iterdir()) and time.monotonic() < deadline:
-            time.sleep(0.02)  # the server has begun writing the body
+        wait_until(lambda: any(temporaries.iterdir()), timeout_s=REQUEST_S,
+                   what="the server to begin writing the body")
     assert left_behind(temporaries) == []
     assert api.store.trace_ids(owner=account_id) == []

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from stash_pipeline.store.readonly_sql import SqlRefused, postgres
 from stash_pipeline_tests.support.api_helpers import Api
 from stash_pipeline_tests.support.isolation import RM, mallory, victim  # noqa: F401 - fixtures
+from stash_pipeline_tests.support.waiting import PATIENT_S, bound
 
 
 def test_every_route_answers_404_for_another_accounts_ids(api: Api, victim: dict,
@@ -152,9 +153,10 @@ def test_the_database_alone_stops_an_escape_from_the_reader_role(api: Api, victi
         for query in escapes:
             with pytest.raises(SqlRefused, match="permission denied"):
                 postgres.run(api.store.engine, reader, "mallory", query, max_rows=10,
-                             timeout_s=5)
+                             timeout_s=bound(PATIENT_S))
         _, rows = postgres.run(api.store.engine, reader, "mallory",
-                                     "SELECT id FROM stash_sql.traces", max_rows=10, timeout_s=5)
+                               "SELECT id FROM stash_sql.traces", max_rows=10,
+                               timeout_s=bound(PATIENT_S))
         assert rows == []
     finally:
         reader.dispose()

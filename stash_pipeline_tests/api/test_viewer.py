@@ -24,6 +24,7 @@ from stash_pipeline_tests.support.viewer_helpers import (
     scored_world,
     scoring_run,
 )
+from stash_pipeline_tests.support.waiting import REQUEST_S, bound
 
 
 @pytest.fixture
@@ -159,7 +160,7 @@ def test_model_page_plots_and_download(api: Api, world: World) -> None:
     assert 'id="phases"' in page and "loss_curve" not in page
     download = client.get(f"/ui/reward-models/{world.model_id}/weights")
     assert download.status_code == 303
-    archive = httpx.get(download.headers["location"], timeout=30)
+    archive = httpx.get(download.headers["location"], timeout=bound(REQUEST_S))
     assert archive.status_code == 200 and archive.content[:2] == b"\x1f\x8b"
 
 

@@ -47,7 +47,7 @@ def test_list_trace_heatmap_create_model_and_download(browser, api: Api, tmp_pat
     rows = driver.find_elements(By.CSS_SELECTOR, "#trace-table tbody tr")
     assert len(rows) == 3 and RELEASE in driver.page_source
     driver.find_element(By.CSS_SELECTOR, 'a.sort[data-sort="mean_action_credit"]').click()
-    WebDriverWait(driver, 10).until(ec.url_contains("sort=-mean_action_credit"))
+    WebDriverWait(driver, bound(REQUEST_S)).until(ec.url_contains("sort=-mean_action_credit"))
     first = driver.find_element(By.CSS_SELECTOR, "#trace-table tbody tr a.trace-link")
     assert first.text == "trace-c"
     shoot(driver, "traces", kind)
@@ -67,7 +67,7 @@ def test_list_trace_heatmap_create_model_and_download(browser, api: Api, tmp_pat
     # The menu switches to the personal model's credit (ui.js submits it on change).
     from selenium.webdriver.support.ui import Select
     Select(driver.find_element(By.ID, "evaluator")).select_by_value(world.model_id)
-    WebDriverWait(driver, 10).until(ec.url_contains(f"evaluator={world.model_id}"))
+    WebDriverWait(driver, bound(REQUEST_S)).until(ec.url_contains(f"evaluator={world.model_id}"))
     classes = {c.get_attribute("class") for c in
                driver.find_elements(By.CSS_SELECTOR, "#heatmap a.cell")}
     assert classes == {"cell credit-m3"}
@@ -83,7 +83,7 @@ def test_list_trace_heatmap_create_model_and_download(browser, api: Api, tmp_pat
     shoot(driver, "create-error", kind)
     driver.find_element(By.ID, "model-name").send_keys("from the browser")
     driver.find_element(By.ID, "create-button").click()
-    WebDriverWait(driver, 10).until(ec.url_contains("/ui/reward-models/"))
+    WebDriverWait(driver, bound(REQUEST_S)).until(ec.url_contains("/ui/reward-models/"))
     assert driver.find_element(By.ID, "model-status").text == "queued"
     created = driver.current_url.rsplit("/", 1)[1]
     assert api.store.get_reward_model(created).name == "from the browser"
@@ -95,9 +95,10 @@ def test_list_trace_heatmap_create_model_and_download(browser, api: Api, tmp_pat
     shoot(driver, "model", kind)
     link = driver.find_element(By.ID, "download").get_attribute("href")
     redirect = httpx.get(link, cookies={c["name"]: c["value"] for c in driver.get_cookies()},
-                         timeout=30)
+                         timeout=bound(REQUEST_S))
     assert redirect.status_code == 303
-    assert httpx.get(redirect.headers["location"], timeout=30).content[:2] == b"\x1f\x8b"
+    archive = httpx.get(redirect.headers["location"], timeout=bound(REQUEST_S))
+    assert archive.content[:2] == b"\x1f\x8b"
 
     driver.get(f"{api.url}/ui/releases")
     assert len(driver.find_elements(By.CSS_SELECTOR, "table.slices tbody tr")) == 3
@@ -133,7 +134,7 @@ def test_a_running_models_page_shows_its_progress_live_then_its_end(
     wait.until(lambda driver: driver.find_elements(By.ID, "failure-reason"))
     assert browser.find_element(By.ID, "model-status").text == "failed"
     assert "WorkerStopped" in browser.find_element(By.ID, "failure-reason").text
-    # Absent, asked without the implicit wait (find_elements would wait its 10 s for it).
+    # Absent, asked without the implicit wait (find_elements would wait all of it).
     assert browser.execute_script("return document.getElementById('live') === null")
 
 
@@ -222,7 +223,7 @@ def test_the_trust_reports_charts_render_from_the_model_page_and_the_releases_pa
     for metric in ("outcome_auc_mean_action_credit", "spearman_trace_rating_mean_credit"):
         chart = browser.find_element(By.CSS_SELECTOR, f"#chart-{metric} svg")
         assert chart.is_displayed() and chart.find_elements(By.CSS_SELECTOR, "g.plot-interval")
-    # 40 benchmark pairs: no handful sentence (asked without the implicit 10 s wait).
+    # 40 benchmark pairs: no handful sentence (asked without the implicit wait).
     assert browser.execute_script("return document.getElementById('held-out-handful') === null")
     shoot(browser, "trust-release", kind)
 

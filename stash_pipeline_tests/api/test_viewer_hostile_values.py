@@ -11,7 +11,7 @@ import pytest
 
 from stash_pipeline_tests.support.api_helpers import TLS, Api
 from stash_pipeline_tests.support.viewer_helpers import World, csrf, login, scored_world
-from stash_pipeline_tests.support.waiting import REQUEST_S
+from stash_pipeline_tests.support.waiting import REQUEST_S, bound
 
 COOKIE = "stash_session"
 
@@ -29,7 +29,7 @@ def with_cookie(api: Api, value: str | bytes) -> httpx.Client:
     """A client that sends this Cookie value as raw bytes (UTF-8 for text)."""
     raw = value if isinstance(value, bytes) else value.encode("utf-8")
     return httpx.Client(base_url=api.url, headers={"cookie": COOKIE.encode() + b"=" + raw},
-                        timeout=REQUEST_S, verify=TLS)
+                        timeout=bound(REQUEST_S), verify=TLS)
 
 
 def b64(data: bytes) -> str:
@@ -156,7 +156,8 @@ def test_hostile_header_values_never_answer_500(api: Api, world: World) -> None:
                     response = httpx.request(
                         method, api.url + path, data={"csrf": token, "text": "hi"}
                         if method == "POST" else None,
-                        headers={k: v.encode("utf-8") for k, v in sent.items()}, timeout=30)
+                        headers={k: v.encode("utf-8") for k, v in sent.items()},
+                        timeout=bound(REQUEST_S))
                 except (httpx.RemoteProtocolError, httpx.LocalProtocolError):
                     continue  # refused by the HTTP layer (h11) before the app: not an answer
                 assert response.status_code < 500, (header, value, method, path,

@@ -14,6 +14,7 @@ from stash_pipeline.core.feedback import Comment, ReviewedComparison
 from stash_pipeline_tests.support.api_helpers import Api
 from stash_pipeline_tests.support.browser import browser, chromium, log_in, pytestmark, shoot  # noqa: F401
 from stash_pipeline_tests.support.viewer_helpers import AirlineWorld, airline_world
+from stash_pipeline_tests.support.waiting import REQUEST_S, bound
 
 
 @pytest.fixture
@@ -55,7 +56,7 @@ def _go(driver, by: str, value: str) -> None:
         except WebDriverException:  # asked while the documents change: ask again
             return False
 
-    WebDriverWait(driver, 30, ignored_exceptions=()).until(replaced)
+    WebDriverWait(driver, bound(REQUEST_S), ignored_exceptions=()).until(replaced)
 
 
 def _choose(driver, element_id: str, value: str) -> None:
@@ -75,7 +76,7 @@ def _choose(driver, element_id: str, value: str) -> None:
             return False
         return True
 
-    WebDriverWait(driver, 30, ignored_exceptions=()).until(chosen)
+    WebDriverWait(driver, bound(REQUEST_S), ignored_exceptions=()).until(chosen)
 
 
 def test_the_queues_keyboard_flow_end_to_end(browser, api: Api, world: AirlineWorld,
@@ -86,7 +87,7 @@ def test_the_queues_keyboard_flow_end_to_end(browser, api: Api, world: AirlineWo
 
     driver = browser
     alice = api.client(world.alice_key)
-    wait = WebDriverWait(driver, 10)
+    wait = WebDriverWait(driver, bound(REQUEST_S))
     log_in(driver, api, world.alice_key)
     driver.get(f"{api.url}/ui/review")
     queue = alice.get("/api/v1/review/queue", params={"limit": 200}).json()

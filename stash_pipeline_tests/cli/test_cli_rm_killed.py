@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import dagster as dg
@@ -18,6 +17,7 @@ from stash_pipeline.compute.job import job_directory
 from stash_pipeline.compute.run import job_dirs_of
 from stash_pipeline.pipelines.personal_training import attempt_name
 from stash_pipeline_tests.support.cli_helpers import home, last_json  # noqa: F401 - fixtures
+from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, wait_until
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -45,13 +45,6 @@ sys.exit(runner.main(sys.argv[1]))
 """
 
 
-def wait_for(condition, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -76,13 +69,15 @@ def test_a_killed_wait_fails_its_model_frees_the_pool_and_retry_succeeds(
          "--all-traces", "--base-model", str(pipeline_base_model), "--wait"],
         cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: paused_at.exists() and paused_at.read_text(), 600, "training")
+        wait_until(lambda: paused_at.exists() and paused_at.read_text(),
+                   timeout_s=PROCESS_EXIT_S, what="training", interval_s=0.1)
     finally:
         command.kill()  # SIGKILL: nothing of the command runs after this
         command.wait()
     worker = int(paused_at.read_text())
     # The worker is told its caller died (SIGTERM) and stops instead of training on.
-    wait_for(lambda: not alive(worker), 60, "the worker to stop")
+    wait_until(lambda: not alive(worker), timeout_s=PROCESS_EXIT_S, what="the worker to stop",
+               interval_s=0.1)
 
     assert main(["rm", "list", "--json"]) == 0
     [model] = last_json(capsys)["reward_models"]  # `rm list` reads the store only

@@ -21,6 +21,7 @@ from stash_pipeline.pipelines import trace_scoring
 from stash_pipeline.services import reward_models, scoring_requests
 from stash_pipeline.store import Release, Store, schema
 from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records
+from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, bound
 
 pytestmark = pytest.mark.slow
 
@@ -204,11 +205,12 @@ def test_the_storing_step_does_not_wait_behind_another_models_training(store, pi
             instance=instance, partition_key=model.id, raise_on_error=False,
             asset_selection=[dg.AssetKey("personal_scores")])), daemon=True)
         step.start()
-        step.join(timeout=300)  # with the pool it would wait for the slot, and this fails
+        # With the pool it would wait for the slot, and this fails.
+        step.join(timeout=bound(PROCESS_EXIT_S))
         try:
             assert done and done[0].success
             assert store.get_reward_model(model.id).status == "succeeded"
             assert instance.event_log_storage.get_concurrency_info(REWARD_POOL).claimed_slots
         finally:
             storage.free_concurrency_slots_for_run("next-model-run")
-            step.join(timeout=300)
+            step.join(timeout=bound(PROCESS_EXIT_S))

@@ -12,7 +12,7 @@ import pytest
 from stash_pipeline.core.reward_requests import MAX_CANDIDATES, MAX_MESSAGES
 from stash_pipeline.services.rewards import parse_body
 from stash_pipeline.serving.protocol import REWARDS_PATH, rewards_body
-from stash_pipeline.worker.serving import Engine
+from stash_pipeline_tests.support.held_engine import HeldEngine
 from stash_pipeline_tests.support.serving_helpers import (
     Api,
     Deployment,
@@ -25,6 +25,7 @@ from stash_pipeline_tests.support.serving_helpers import (
     stored_scoring,
     succeeded_model,
 )
+from stash_pipeline_tests.support.waiting import REQUEST_S, bound, wait_until
 
 pytestmark = pytest.mark.slow
 LONG_TEXT = " ".join(f"Order {i} was late and the box was damaged." for i in range(40))
@@ -223,8 +224,9 @@ def test_no_scoring_server_or_no_answer_in_time_is_503_with_retry_after(served: 
     assert response.status_code == 503 and response.json()["retryable"] is True
     assert int(response.headers["Retry-After"]) > 0
     assert "stash-pipeline serve" in response.json()["detail"]
-    # A server that gathers requests for 5 s cannot answer an API that waits 1 s.
-    with scoring_server(store, objects, engine=Engine(gather_s=5.0)) as (scoring_url, *_):
+    # A scoring server that answers nothing (its engine held) until the API gave up, after 1 s.
+    engine = HeldEngine(batch_tokens=16384)
+    with scoring_server(store, objects, engine=engine) as (scoring_url, *_), engine.held():
         with api_server(store, objects, scoring_url, scoring_timeout_s=1.0) as url:
             slow = Api(url, store, objects).client(key).post(model_route(model_id), json=body)
     assert slow.status_code == 503 and slow.headers["Retry-After"] == "1", slow.text
@@ -232,8 +234,9 @@ def test_no_scoring_server_or_no_answer_in_time_is_503_with_retry_after(served: 
 
 
 def test_concurrent_requests_are_read_in_one_forward(served: Deployment, checkpoints):
-    """Six requests sent at once through the API reach the scoring server within its gathering
-    time: one batch, one forward; each answer is the one the request gets alone."""
+    """Six requests sent together through the API, queued while the scoring engine is busy
+    (held), are read in one batch of one forward; each answer is the one the request gets
+    alone."""
     ana, client = served.account("ana")
     import_conversations(client, conversation("t1"))
     model_id = succeeded_model(served, client, ana, checkpoints["personal"], ["t1"])
@@ -242,21 +245,21 @@ def test_concurrent_requests_are_read_in_one_forward(served: Deployment, checkpo
     alone = [client.post(model_route(model_id), json=b).json() for b in bodies]
     engine = served.engine
     before = engine.stats.as_dict()
-    engine.gather_s = 1.0
     answers: dict[int, dict] = {}
     key = client.headers["Authorization"].split()[1]
-    try:
-        def ask(index: int) -> None:
-            with served.client(key) as own:
-                answers[index] = own.post(model_route(model_id), json=bodies[index]).json()
 
-        threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(bodies))]
+    def ask(index: int) -> None:
+        with served.client(key) as own:
+            answers[index] = own.post(model_route(model_id), json=bodies[index]).json()
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(bodies))]
+    with engine.held():
         for thread in threads:
             thread.start()
-        for thread in threads:
-            thread.join(timeout=120)
-    finally:
-        engine.gather_s = 0.005
+        wait_until(lambda: engine.queued() == len(bodies), timeout_s=REQUEST_S,
+                   what="the six requests to reach the scoring engine")
+    for thread in threads:
+        thread.join(timeout=bound(REQUEST_S))
     after = engine.stats.as_dict()
     assert after["requests"] - before["requests"] == 6
     assert after["batches"] - before["batches"] == 1

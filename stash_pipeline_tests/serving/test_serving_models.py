@@ -18,6 +18,7 @@ from stash_pipeline.serving.models import ModelFailed, ModelLoading, ModelRegist
 from stash_pipeline.store import Release, Store
 from stash_pipeline_tests.support.serving_helpers import local_objects
 from stash_pipeline_tests.support.store_samples import make_record, make_trace
+from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, REQUEST_S, bound
 
 
 class RecordingEngine:
@@ -73,7 +74,8 @@ def registry(deployment, *, max_models=8, chosen=(), load=None) -> tuple[ModelRe
 
 
 def settled(held: ModelRegistry) -> dict[str, dict]:
-    held._loader.submit(lambda: None).result(timeout=60)  # every load queued so far is done
+    # Every load queued so far is done.
+    held._loader.submit(lambda: None).result(timeout=bound(REQUEST_S))
     return {s["evaluator"]: s for s in held.states()}
 
 
@@ -112,9 +114,10 @@ def test_other_models_load_on_first_use_and_the_least_recently_used_go(deploymen
     held, engine = registry(deployment, max_models=2)
     first, second, third = made["ana"]
     for model_id in (first, second):
-        assert held.ready(model_id, timeout_s=60).state == "ready"
-    held.ready(first, timeout_s=60)  # first used again: second is now the least recent
-    held.ready(third, timeout_s=60)
+        assert held.ready(model_id, timeout_s=bound(REQUEST_S)).state == "ready"
+    # first used again: second is now the least recent.
+    held.ready(first, timeout_s=bound(REQUEST_S))
+    held.ready(third, timeout_s=bound(REQUEST_S))
     settled(held)
     assert set(engine.held) == {first, third}
     with pytest.raises(NotFoundError):
@@ -129,20 +132,22 @@ def test_a_checkpoint_that_fails_to_load_is_503_then_tried_again(deployment, mon
 
     def failing(path: str, device: str | None = None) -> str:
         attempts.append(path)
-        gate.wait(30)
+        gate.wait(bound(REQUEST_S))
         raise ValueError("not a checkpoint")
 
+    # No retry within the test's own steps, however slow a busy machine makes them.
+    monkeypatch.setattr(serving_models, "RETRY_FAILED_S", bound(PROCESS_EXIT_S))
     held, _ = registry(deployment, load=failing)
     model_id = made["bob"][0]
     with pytest.raises(ModelLoading):
         held.ready(model_id, timeout_s=0.05)
     gate.set()
     with pytest.raises(ModelFailed, match="not a checkpoint"):
-        held.ready(model_id, timeout_s=30)
+        held.ready(model_id, timeout_s=bound(REQUEST_S))
     with pytest.raises(ModelFailed):  # not again before RETRY_FAILED_S
-        held.ready(model_id, timeout_s=30)
+        held.ready(model_id, timeout_s=bound(REQUEST_S))
     monkeypatch.setattr(serving_models, "RETRY_FAILED_S", 0.0)
     with pytest.raises(ModelFailed):
-        held.ready(model_id, timeout_s=30)
+        held.ready(model_id, timeout_s=bound(REQUEST_S))
     assert len(attempts) == 2
     held.close()

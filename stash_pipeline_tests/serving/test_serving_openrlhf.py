@@ -18,6 +18,7 @@ from stash_pipeline_tests.support.serving_helpers import (
     scoring_server,
     succeeded_model,
 )
+from stash_pipeline_tests.support.waiting import REQUEST_S, bound
 
 QWEN_QUERY = (
     "<|im_start|>system\nYou are helpful.<|im_end|>\n"
@@ -84,7 +85,7 @@ def test_get_reward_answers_openrlhf_with_the_apis_numbers(served: Deployment, c
     with scoring_server(store, objects, openrlhf_model=model_id) as (url, engine, _):
         response = httpx.post(f"{url}/get_reward", json={
             "query": queries, "prompts": [None, prompt, prompt], "labels": [None] * 3},
-            headers={"Content-Type": "application/json"}, timeout=120)
+            headers={"Content-Type": "application/json"}, timeout=bound(REQUEST_S))
         assert response.status_code == 200, response.text
         answer = response.json()
         assert set(answer) == {"rewards", "scores", "extra_logs"}
@@ -101,12 +102,12 @@ def test_get_reward_answers_openrlhf_with_the_apis_numbers(served: Deployment, c
 def test_get_reward_needs_a_chosen_model(served: Deployment, checkpoints):
     store, objects = served.api.store, served.api.objects
     with scoring_server(store, objects) as (url, *_):
-        response = httpx.post(f"{url}/get_reward", json={"query": ["hi"]}, timeout=60)
+        response = httpx.post(f"{url}/get_reward", json={"query": ["hi"]}, timeout=bound(REQUEST_S))
         assert response.status_code == 404 and "--openrlhf-model" in response.json()["detail"]
     version = release(served, checkpoints["shared"])
     with scoring_server(store, objects, openrlhf_model="release") as (url, _, registry):
         registry.refresh()
-        response = httpx.post(f"{url}/get_reward", timeout=120, json={
+        response = httpx.post(f"{url}/get_reward", timeout=bound(REQUEST_S), json={
             "query": ["<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>"]})
         assert response.status_code == 200, response.text
         assert registry.release == version and len(response.json()["rewards"]) == 1

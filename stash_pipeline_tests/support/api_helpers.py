@@ -12,22 +12,31 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import uvicorn
 
-from stash_pipeline.api import server as api_server
+from stash_pipeline.api import create_app, server as api_server
 from stash_pipeline.api.settings import ApiSettings, ServerSettings
-from stash_pipeline.objects import LocalObjectStore, reward_model_checkpoint_key
+from stash_pipeline.objects import LocalObjectStore, UrlSigner, reward_model_checkpoint_key
 from stash_pipeline.services import accounts
 from stash_pipeline.store import Store
-from stash_pipeline_tests.support.waiting import REQUEST_S, SERVER_START_S, bound, wait_until
+from stash_pipeline_tests.support.waiting import (
+    PATIENT_S,
+    REQUEST_S,
+    SERVER_START_S,
+    bound,
+    wait_until,
+)
 
 # One TLS context for every client of the suite. httpx builds one per client by default, reading
 # this machine's whole CA bundle each time (45 ms of CPU), for servers here that speak plain HTTP.
 TLS = ssl.create_default_context()
+# Small limits, so tests reach them; a statement timeout load never reaches (the timeout's own
+# tests serve the store again with a short one: ``serve_again``).
 SETTINGS = ApiSettings(max_import_bytes=256 * 1024, max_json_bytes=64 * 1024, sql_max_rows=5,
-                       sql_timeout_s=1.0)
+                       sql_timeout_s=bound(PATIENT_S))
 
 
 @dataclass
@@ -63,8 +72,13 @@ def module_store(request, folder: Path) -> Iterator[Store]:
         store.dispose()
 
 
-def serve(app, sock: socket.socket,
-          limits: ServerSettings = ServerSettings()) -> Iterator[None]:
+# The server's timeouts where a test does not exercise them (test_api_server_limits does): a
+# client's kept-alive connection is never closed between two of its requests, however long a
+# loaded machine takes between them, nor its request head cut short.
+LIMITS = ServerSettings(header_timeout_s=bound(PATIENT_S), idle_timeout_s=bound(PATIENT_S))
+
+
+def serve(app, sock: socket.socket, limits: ServerSettings = LIMITS) -> Iterator[None]:
     """Serve ``app`` on ``sock`` as ``stash-pipeline api`` does (api.server), with ``limits``."""
     server = uvicorn.Server(api_server.config(app, limits, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -78,6 +92,18 @@ def serve(app, sock: socket.socket,
     finally:
         server.should_exit = True
         thread.join(timeout=bound(SERVER_START_S))
+
+
+@contextmanager
+def serve_again(store: Store, folder: Path, settings: ApiSettings) -> Iterator[tuple[Api, Any]]:
+    """A second server on ``store`` with other ``settings`` (its local objects under ``folder``):
+    the served ``Api`` and its app (whose ``state`` a test may read)."""
+    sock = loopback_socket()
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    objects = LocalObjectStore(folder / "objects", api_url=url, signer=UrlSigner(b"k" * 32))
+    app = create_app(store, objects, settings)
+    for _ in serve(app, sock):
+        yield Api(url, store, objects), app
 
 
 def loopback_socket() -> socket.socket:

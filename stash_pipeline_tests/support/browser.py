@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from stash_pipeline_tests.support.api_helpers import Api
+from stash_pipeline_tests.support.waiting import REQUEST_S, bound
 
 SCREENSHOTS_DIR = os.environ.get("STASH_SCREENSHOTS")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -38,7 +39,7 @@ def chromium() -> Iterator[object]:
         options.add_argument(flag)
     # An explicit driver path: Selenium Manager never downloads a browser or a driver.
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
-    driver.implicitly_wait(10)
+    driver.implicitly_wait(bound(REQUEST_S))  # a page's element may come late on a busy machine
     try:
         yield driver
     finally:

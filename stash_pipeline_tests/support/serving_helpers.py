@@ -32,7 +32,8 @@ from stash_pipeline_tests.support.api_helpers import (  # noqa: F401 - the suite
     module_store,
     serve,
 )
-from stash_pipeline_tests.support.waiting import REQUEST_S, bound
+from stash_pipeline_tests.support.held_engine import HeldEngine
+from stash_pipeline_tests.support.waiting import PATIENT_S, REQUEST_S, bound
 
 SECRET = b"k" * 32
 TOKEN = scoring_token(SECRET)
@@ -42,7 +43,7 @@ TOKEN = scoring_token(SECRET)
 class Deployment:
     api: Api
     scoring_url: str
-    engine: Engine
+    engine: HeldEngine
     registry: ModelRegistry
 
     def client(self, key: str | None = None) -> httpx.Client:
@@ -61,11 +62,11 @@ class Deployment:
 def scoring_server(store: Store, objects: Any, *, engine: Engine | None = None,
                    **settings: Any) -> Iterator[tuple[str, Engine, ModelRegistry]]:
     """The scoring server on a loopback port: (url, engine, registry)."""
-    engine = engine or Engine(batch_tokens=16384)
+    engine = engine or HeldEngine(batch_tokens=16384)
     registry = ModelRegistry(store, objects, engine, device="cpu")
     sock = loopback_socket()
     app = create_server(registry, engine, ServeSettings(
-        **{"token": TOKEN, "refresh_s": 3600.0, **settings}))
+        **{"token": TOKEN, "refresh_s": 3600.0, "timeout_s": bound(PATIENT_S), **settings}))
     for _ in serve(app, sock):
         yield f"http://127.0.0.1:{sock.getsockname()[1]}", engine, registry
 
@@ -74,8 +75,9 @@ def scoring_server(store: Store, objects: Any, *, engine: Engine | None = None,
 def api_server(store: Store, objects: Any, scoring_url: str, **settings: Any) -> Iterator[str]:
     sock = loopback_socket()
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    options = {"scoring_url": scoring_url, "scoring_token": TOKEN, "scoring_timeout_s": 30.0,
-               "max_rewards_bytes": 256 * 1024, **settings}
+    options = {"scoring_url": scoring_url, "scoring_token": TOKEN,
+               "scoring_timeout_s": bound(PATIENT_S), "max_rewards_bytes": 256 * 1024,
+               **settings}
     for _ in serve(create_api(store, objects, replace(SETTINGS, **options)), sock):
         yield url
 

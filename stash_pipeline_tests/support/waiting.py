@@ -2,7 +2,7 @@
 a process to exit.
 
 Tests wait on a condition, never on a fixed sleep, so an idle machine pays only what the work takes.
-Each bound below is an upper limit, generous for a 2-core machine running two other CPU-bound
+Each bound below is an upper limit, generous for a 2-core machine running eight other CPU-bound
 processes beside the suite (the load `docs/testing.md` describes). `STASH_TEST_TIME_SCALE`
 multiplies every bound for a machine slower still (default 1).
 """
@@ -21,6 +21,11 @@ SERVER_START_S = 120.0
 PROCESS_EXIT_S = 600.0
 # One HTTP request a test server answers.
 REQUEST_S = 120.0
+# A timeout of the product's that a test does not exercise (a statement timeout, a server's header
+# timeout, the API's wait for the scoring server): set so load never reaches it, yet below
+# REQUEST_S, so the product still answers before the test's client gives up. A test that exercises
+# a timeout sets that one short and leaves every other at this.
+PATIENT_S = 60.0
 
 
 def bound(seconds: float) -> float:

@@ -14,8 +14,10 @@ from stash_pipeline.core.reward_requests import CandidatesRequest, ConversationR
 from stash_pipeline.core.traces import Message, ToolCall
 from stash_pipeline.worker.rewards import plan, read_plans, score_requests
 from stash_pipeline.worker.scoring import RewardModel, score_traces_and_actions
-from stash_pipeline.worker.serving import DeadlinePassed, Engine, EngineBusy, ModelNotLoaded
+from stash_pipeline.worker.serving import DeadlinePassed, EngineBusy, ModelNotLoaded
+from stash_pipeline_tests.support.held_engine import HeldEngine
 from stash_pipeline_tests.support.tiny_models import random_head_checkpoint
+from stash_pipeline_tests.support.waiting import PATIENT_S, REQUEST_S, bound, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -112,22 +114,26 @@ def test_a_model_without_action_stats_gives_no_credit(without_action_stats, cont
 
 
 def test_concurrent_requests_share_one_forward(loaded, synthetic_pairs):
-    """Requests submitted at once from several threads are read in one batch of one forward, and
-    each gets the answer it gets alone."""
+    """Requests submitted from several threads while the engine is busy (held) are read in one
+    batch of one forward, and each gets the answer it gets alone."""
     traces = [p.chosen.trace for p in synthetic_pairs(20, 6)]
     alone = [score_requests(loaded, [ConversationRequest(t)])[0] for t in traces]
-    engine = Engine(batch_tokens=16384, gather_s=0.5)
+    engine = HeldEngine(batch_tokens=16384)
     engine.add_model("m", loaded)
     answers: dict[int, dict] = {}
     try:
         def ask(index: int) -> None:
-            answers[index] = engine.score("m", ConversationRequest(traces[index]), timeout_s=60)
+            answers[index] = engine.score("m", ConversationRequest(traces[index]),
+                                          timeout_s=bound(PATIENT_S))
 
         threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(traces))]
+        with engine.held():
+            for thread in threads:
+                thread.start()
+            wait_until(lambda: engine.queued() == len(traces), timeout_s=REQUEST_S,
+                       what="every request to be queued")
         for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=120)
+            thread.join(timeout=bound(REQUEST_S))
         assert engine.stats.as_dict() | {"tokens": 0} == {
             "requests": 6, "batches": 1, "forwards": 1, "tokens": 0, "largest_batch": 6}
         for index, answer in enumerate(alone):
@@ -141,27 +147,33 @@ def test_concurrent_requests_share_one_forward(loaded, synthetic_pairs):
 def test_a_batch_gathers_requests_up_to_the_token_budget(loaded, synthetic_pairs):
     traces = [p.chosen.trace for p in synthetic_pairs(30, 4)]
     tokens = max(plan(loaded, ConversationRequest(t)).tokens for t in traces)
-    engine = Engine(batch_tokens=2 * tokens, gather_s=0.5)
+    engine = HeldEngine(batch_tokens=2 * tokens)
     engine.add_model("m", loaded)
     try:
-        futures = [engine.submit("m", ConversationRequest(t), timeout_s=60) for t in traces]
-        assert all(f.result(timeout=120)["raw"] for f in futures)
+        with engine.held():
+            futures = [engine.submit("m", ConversationRequest(t), timeout_s=bound(PATIENT_S))
+                       for t in traces]
+        assert all(f.result(timeout=bound(REQUEST_S))["raw"] for f in futures)
         assert engine.stats.batches == 2 and engine.stats.largest_batch == 2
     finally:
         engine.close()
 
 
 def test_the_engine_refuses_what_it_cannot_answer_in_time(loaded, context):
-    engine = Engine(gather_s=0.3, max_queue=1)
+    """A full queue refuses at once; a request whose time limit (50 ms) is shorter than the
+    engine's gathering time (0.3 s) passes it while queued, and is answered so unread."""
+    engine = HeldEngine(gather_s=0.3, max_queue=1)
     engine.add_model("m", loaded)
     try:
         with pytest.raises(ModelNotLoaded):
             engine.submit("other", ConversationRequest(context), timeout_s=5)
-        late = engine.submit("m", ConversationRequest(context), timeout_s=0.05)
-        with pytest.raises(EngineBusy, match="waiting"):
-            engine.submit("m", ConversationRequest(context), timeout_s=5)
+        with engine.held():  # the late request stays queued, the queue full
+            late = engine.submit("m", ConversationRequest(context), timeout_s=0.05)
+            with pytest.raises(EngineBusy, match="waiting"):
+                engine.submit("m", ConversationRequest(context), timeout_s=5)
         with pytest.raises(DeadlinePassed):
-            late.result(timeout=30)
+            late.result(timeout=bound(REQUEST_S))
         assert engine.stats.requests == 1 and engine.stats.batches == 0
     finally:
         engine.close()
+

@@ -14,6 +14,13 @@ class SqlRefused(InputError):
         self.code = code  # "refused", "invalid" (the database's error) or "timeout"
 
 
+def timed_out(timeout_s: float) -> SqlRefused:
+    """The answer to a query that ran past the statement timeout (both databases)."""
+    return SqlRefused(f"the query ran past the {timeout_s:g} s statement timeout; narrow it (a "
+                      "WHERE clause, fewer rows or joins) or ask the operator for a longer "
+                      "STASH_SQL_TIMEOUT_S", code="timeout")
+
+
 class SqlUnavailable(StashError):
     """The deployment cannot run caller SQL (e.g. no reader role); the message says what to do."""
 

@@ -30,7 +30,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from stash_pipeline.store import schema
-from stash_pipeline.store.readonly_sql.errors import SqlRefused, SqlUnavailable
+from stash_pipeline.store.readonly_sql.errors import SqlRefused, SqlUnavailable, timed_out
 from stash_pipeline.store.readonly_sql.gate import SCHEMA, check_select
 from stash_pipeline.store.readonly_sql.views import VIEW_NAMES, caller_views, compile_select
 
@@ -139,7 +139,7 @@ def run(app: sa.Engine, reader: sa.Engine, owner: str, sql: str, *, max_rows: in
     threading.Thread(target=work, name="stash-sql-query", daemon=True).start()
     if not done.wait(timeout_s + KILL_GRACE_S):
         _terminate(app, pid)
-        raise _timeout(timeout_s)
+        raise timed_out(timeout_s)
     if "error" in outcome:
         raise outcome["error"]
     return outcome["rows"]
@@ -172,17 +172,13 @@ def _query(raw: Any, sql: str, *, max_rows: int,
             columns = [column.name for column in cursor.description or ()]
             rows = cursor.fetchmany(max_rows + 1)
     except psycopg.errors.QueryCanceled:
-        raise _timeout(timeout_s) from None
+        raise timed_out(timeout_s) from None
     except psycopg.errors.AdminShutdown:  # terminated by _terminate: its caller has its answer
-        raise _timeout(timeout_s) from None
+        raise timed_out(timeout_s) from None
     except psycopg.Error as error:
         message = error.diag.message_primary or str(error)
         raise SqlRefused(message, code="invalid") from None
     return columns, [tuple(row) for row in rows]
-
-
-def _timeout(timeout_s: float) -> SqlRefused:
-    return SqlRefused(f"the query ran past the {timeout_s:g} s statement timeout", code="timeout")
 
 
 def _end_session(app: sa.Engine, connection: sa.Connection, raw: Any, pid: int) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from stash_pipeline.store.readonly_sql.errors import SqlRefused, SqlUnavailable
+from stash_pipeline.store.readonly_sql.errors import SqlRefused, SqlUnavailable, timed_out
 from stash_pipeline.store.readonly_sql.functions import SQLITE_FUNCTIONS
 from stash_pipeline.store.readonly_sql.views import VIEW_NAMES, compile_select, view_selects
 
@@ -56,13 +56,9 @@ def run(engine: sa.Engine, owner: str, sql: str, *, max_rows: int,
     answer = _in_child(job, timeout_s)
     if "error" in answer:
         if answer["code"] == "timeout":
-            raise _timeout(timeout_s)
+            raise timed_out(timeout_s)
         raise SqlRefused(answer["error"], code=answer["code"])
     return answer["columns"], answer["rows"]
-
-
-def _timeout(timeout_s: float) -> SqlRefused:
-    return SqlRefused(f"the query ran past the {timeout_s:g} s statement timeout", code="timeout")
 
 
 def _in_child(job: dict, timeout_s: float) -> dict:
@@ -73,7 +69,7 @@ def _in_child(job: dict, timeout_s: float) -> dict:
     except subprocess.TimeoutExpired:
         process.kill()
         process.communicate()
-        raise _timeout(timeout_s) from None
+        raise timed_out(timeout_s) from None
     finally:
         if process.poll() is None:  # an exception of ours: never leave the child running
             process.kill()
