@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -29,66 +27,19 @@ import pytest
 import yaml
 
 from stash_pipeline.api import create_app
-from stash_pipeline.cli.dev import PROJECT_ROOT
 from stash_pipeline.defs.worker_queue import PRIORITY_TAG, worker_holders
 from stash_pipeline.defs.worker_runs import REWARD_POOL
 from stash_pipeline.instance import get_instance
 from stash_pipeline.objects import object_store_from_env
 from stash_pipeline.pipelines.trace_scoring import REQUEST_TAG
 from stash_pipeline.services import accounts
+from stash_pipeline_tests.support.deployment import BIN, Deployment
 from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records
 from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, SERVER_START_S, bound, wait_until
 
 pytestmark = pytest.mark.slow
 
-BIN = Path(sys.executable).parent
 SCORING_JOB = "shared_evaluator_scoring"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def listening(port: int) -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
-class Deployment:
-    """A code server and a daemon on the test's instance and store, each in a process group of
-    its own (ended by the test, by its id)."""
-
-    def __init__(self, home: Path, environ: dict[str, str]):
-        self.home, self.environ, self.port = home, environ, free_port()
-        self.workspace = home / "workspace.yaml"
-        self.workspace.write_text(yaml.safe_dump({"load_from": [{"grpc_server": {
-            "host": "127.0.0.1", "port": self.port, "location_name": "stash_pipeline"}}]}))
-        self.processes: dict[str, subprocess.Popen] = {}
-
-    def start(self, name: str, command: list[str]) -> None:
-        log = (self.home / f"{name}.log").open("a")
-        self.processes[name] = subprocess.Popen(
-            command, cwd=PROJECT_ROOT, env=self.environ, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)
-
-    def start_code_server(self) -> None:
-        self.start("code-server", [str(BIN / "dagster"), "api", "grpc", "-m",
-                                   "stash_pipeline.definitions", "-h", "127.0.0.1",
-                                   "-p", str(self.port)])
-        wait_until(lambda: listening(self.port) or self.processes["code-server"].poll() is not None,
-                   timeout_s=SERVER_START_S, what="the code server to listen")
-        assert self.processes["code-server"].poll() is None, self.log("code-server")
-
-    def stop(self, name: str) -> None:
-        process = self.processes.pop(name)
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=bound(PROCESS_EXIT_S))
-
-    def log(self, name: str) -> str:
-        return (self.home / f"{name}.log").read_text()
 
 
 @pytest.fixture
@@ -119,12 +70,10 @@ def deployment(home: Path, store, monkeypatch, shared_checkpoint) -> Iterator[De
     running.gate, running.key = gate, key
     try:
         running.start_code_server()
-        running.start("daemon", [str(BIN / "dagster-daemon"), "run", "-w",
-                                 str(running.workspace)])
+        running.start_daemon()
         yield running
     finally:
-        for name in list(running.processes):
-            running.stop(name)
+        running.stop_all()
 
 
 @contextmanager
