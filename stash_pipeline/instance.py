@@ -25,7 +25,7 @@ from stash_pipeline.compute.job_log import JobProgress, job_progress
 from stash_pipeline.core.home import absolute, stash_home
 from stash_pipeline.defs import abandoned_runs
 from stash_pipeline.defs.abandoned_runs import PROCESS_TAG, this_process
-from stash_pipeline.defs.sensor_cursors import RUN_KEY_TAG, SENSOR_NAME_TAG
+from stash_pipeline.defs.sensor_cursors import RUN_KEY_TAG, SENSOR_NAME_TAG, every_unstarted_request
 from stash_pipeline.run_console import command_console
 from stash_pipeline.store.migration_scripts import share_revision_maps
 
@@ -172,7 +172,8 @@ def run_sensor_requests(instance: dg.DagsterInstance, defs: dg.Definitions, sens
     while True:  # a tick reads one page: follow the cursor to the page with the wanted runs
         with dg.build_sensor_context(instance=instance, definitions=defs,
                                      instance_ref=instance.get_ref(), sensor_name=sensor_name,
-                                     resources=defs.resources, cursor=cursor) as context:
+                                     resources=defs.resources, cursor=cursor) as context, \
+                every_unstarted_request():  # the one it wants may come after many others
             data = sensor.evaluate_tick(context)
         for request in data.dynamic_partitions_requests or ():
             instance.add_dynamic_partitions(request.partitions_def_name,

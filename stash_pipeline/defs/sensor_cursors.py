@@ -13,7 +13,9 @@ but at a lookup per key: a tick asks only for the requests of its page that have
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import TypeVar
 
@@ -34,6 +36,20 @@ REQUESTS_PER_TICK = 200
 # benchmarks/sensor_ticks.py), one after another, so a tick stays within seconds; the rest are
 # asked for by the next ticks, seconds later.
 RUNS_PER_TICK = 10
+# True while a `--wait` command evaluates a sensor in its own process (instance.
+# run_sensor_requests): it creates only the run it wants, whatever the page asks for, and its
+# request may come after more than RUNS_PER_TICK others without a run.
+_every_request: ContextVar[bool] = ContextVar("every_unstarted_request", default=False)
+
+
+@contextmanager
+def every_unstarted_request() -> Iterator[None]:
+    """Within it, a tick asks for the run of every request of its page that has none."""
+    token = _every_request.set(True)
+    try:
+        yield
+    finally:
+        _every_request.reset(token)
 # How long a request may take from its stamp to its commit (and the clocks of the hosts that
 # stamp and read it may differ) before a cursor moves past it.
 SETTLE_S = 60
@@ -75,8 +91,10 @@ def parse_time_cursor(cursor: str | None) -> tuple[datetime, str] | None:
 def unstarted(context: dg.SensorEvaluationContext, items: Sequence[T],
               run_key: Callable[[T], str]) -> tuple[list[T], list[T]]:
     """Of a page of requests (oldest first), the ones whose run key has no run of this sensor yet,
-    RUNS_PER_TICK at most, and the leading part of the page they cover (what the cursor may move
-    past: every item in it has its run, or is asked for now). One query for the whole page."""
+    RUNS_PER_TICK at most (unless ``every_unstarted_request``), and the leading part of the page
+    they cover (what the cursor may move past: every item in it has its run, or is asked for
+    now). One query for the whole page."""
+    limit = None if _every_request.get() else RUNS_PER_TICK
     keys = [run_key(item) for item in items]
     started = {run.tags.get(RUN_KEY_TAG) for run in context.instance.get_runs(
         filters=dg.RunsFilter(tags={RUN_KEY_TAG: keys, SENSOR_NAME_TAG: context.sensor_name}))
@@ -85,7 +103,7 @@ def unstarted(context: dg.SensorEvaluationContext, items: Sequence[T],
     covered: list[T] = []
     for item, key in zip(items, keys):
         if key not in started:
-            if len(asked) == RUNS_PER_TICK:
+            if len(asked) == limit:
                 break
             asked.append(item)
         covered.append(item)

@@ -74,3 +74,18 @@ def test_a_models_run_the_daemon_started_is_found_by_its_partition(store, instan
     assert [r.run_id for r in runs] == ["daemon-run"]
     assert said == [f"waiting for run daemon-run of {key}, started elsewhere (a daemon)"]
     assert len(instance.get_runs()) == 1
+
+
+def test_a_wait_runs_its_model_behind_more_than_a_ticks_runs(store, instance, monkeypatch):
+    """A daemon's tick asks for RUNS_PER_TICK runs; a `--wait` command wants its own, wherever
+    it is in the page."""
+    from stash_pipeline.defs import sensor_cursors
+    from stash_pipeline.defs.personal.partitions import model_partition_key
+
+    monkeypatch.setattr(sensor_cursors, "RUNS_PER_TICK", 1)
+    ids = [queued_model(store) for _ in range(3)]
+    key = model_partition_key(store.get_reward_model(ids[-1]))
+    runs = run_sensor_requests(instance, definitions(), SENSOR, once_per_run_key=True,
+                               partition_keys=[key])
+    assert [run.tags["dagster/partition"] for run in runs] == [key]
+    assert [store.get_reward_model(i).status for i in ids] == ["queued", "queued", "failed"]
