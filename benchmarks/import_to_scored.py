@@ -3,7 +3,7 @@
 A fresh local instance (the packaged dagster_local.yaml, as `stash-pipeline dev` uses) and a SQLite
 store under a temporary STASH_HOME; a tiny shared evaluator (tiny random Qwen3, trained on the
 packaged samples' step ratings) released in it; `dagster-daemon run` on the project's definitions,
-so the `pending_action_scoring` sensor ticks and launches runs as in a deployment. Then, one at a
+so the `pending_scoring` sensor ticks and launches runs as in a deployment. Then, one at a
 time, a sample trace is imported under a fresh id and the store is polled until its action scores
 are there. The baseline is the sensor's minimum interval: the wait a trace can have before the
 sensor even looks. Prints each import's seconds, the interval, and last ``median_s: N`` over the
@@ -106,7 +106,7 @@ def main() -> None:
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="import-to-scored-"))
     configure(home)
-    from stash_pipeline.defs.shared.sensors import SCORING_INTERVAL_S
+    from stash_pipeline.defs.scoring.sensors import INTERVAL_S as SCORING_INTERVAL_S
     from stash_pipeline.store import Store
 
     store = Store(os.environ["DATABASE_URL"])

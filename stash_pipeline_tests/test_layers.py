@@ -148,6 +148,25 @@ def test_no_import_circle():
     assert circles == []
 
 
+def test_no_viewer_page_module_imports_another():
+    """The viewer's pages stand on its frame (``api/ui/frame.py``: templates, sessions, forms,
+    error pages) and on what they show alike (``views``, ``trace_list``, ``progress``); a page
+    module (one router of pages, ``*_pages.py``) imports no other page module, and nothing below
+    the pages imports one."""
+    ui = PACKAGE / "api" / "ui"
+    page_modules = {f"stash_pipeline.api.ui.{path.stem}" for path in ui.glob("*_pages.py")}
+    assert {"stash_pipeline.api.ui.login_pages", "stash_pipeline.api.ui.trace_pages",
+            "stash_pipeline.api.ui.model_pages",
+            "stash_pipeline.api.ui.progress_pages"} <= page_modules
+    graph = module_imports()
+    offenders = [
+        f"{module}: {name}"
+        for module in sorted(graph) if module.startswith("stash_pipeline.api.ui.")
+        for name in sorted(graph[module]) if name in page_modules
+    ]
+    assert offenders == []
+
+
 def test_only_the_job_contract_deletes_directories():
     """``write_job`` clears a job directory (keeping attempt-logs/), ``remove_job`` discards one:
     no caller deletes a job directory its own way."""

@@ -39,8 +39,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     score = sub.add_parser("score-pending", help="the traces the current release has not scored "
                                                  "yet; with --wait, score them now")
     score.add_argument("--wait", action="store_true",
-                       help="run the scoring sensor's batches in this process until nothing "
-                            "is pending")
+                       help="run the scoring queue's background chunks in this process until "
+                            "nothing is pending (the personal models' queued work too)")
     score.set_defaults(handler=run_score_pending)
 
     trust = sub.add_parser("trust", help="how far to trust a release on your traces it did not "
@@ -155,7 +155,7 @@ def run_score_pending(args: argparse.Namespace) -> int:
     store = open_store()
     failed = 0
     if args.wait and store.latest_release() is not None:
-        failed = pipeline.run_sensor_until_done("pending_action_scoring", on_run=say)
+        failed = pipeline.run_sensor_until_done("pending_scoring", on_run=say)
     counts = queue_counts(store)
     counts["failed_runs"] = failed
     if args.json:

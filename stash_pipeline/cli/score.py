@@ -41,7 +41,9 @@ def run(args: argparse.Namespace) -> int:
     from stash_pipeline.pipelines.trace_scoring import scorer_of
     from stash_pipeline.services import rewards
     from stash_pipeline.serving.models import download_and_load
+    from stash_pipeline.worker.threads import use_cpu_threads
 
+    use_cpu_threads()  # before anything loads torch (docs/worker.md, "CPU threads")
     requests = list(rewards.read_file(args.file, candidates=args.candidates, format=args.format))
     store = open_store()
     evaluator = rewards.evaluator(store, args.owner, args.model)

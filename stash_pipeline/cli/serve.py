@@ -58,14 +58,18 @@ def run(args: argparse.Namespace) -> int:
     from stash_pipeline.serving.models import ModelRegistry
     from stash_pipeline.serving.protocol import scoring_token_from_env
     from stash_pipeline.serving.server import ServeSettings, create_app
-    from stash_pipeline.worker.serving import Engine
+    from stash_pipeline.worker.threads import use_cpu_threads
 
     for name in ("batch_tokens", "max_queue", "max_models"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise InputError("must be a positive integer", field="--" + name.replace("_", "-"))
+    threads = use_cpu_threads()  # before anything loads torch (docs/worker.md, "CPU threads")
+    from stash_pipeline.worker.serving import Engine
+
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger(__name__).info(threads.describe())
     store = open_store()
     engine = Engine(batch_tokens=args.batch_tokens, gather_s=args.gather_ms / 1000,
                     max_queue=args.max_queue)

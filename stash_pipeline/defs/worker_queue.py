@@ -27,10 +27,10 @@ PRIORITIES = {
 }
 # The jobs with a step in the reward_worker pool: the runs that wait for the worker.
 WORKER_JOBS = frozenset({"personal_reward_model_training", "trace_scoring",
-                         "shared_evaluator_scoring", "shared_evaluator_training"})
+                         "shared_evaluator_training"})
 # Their steps in that pool: a run past the start of one no longer waits for the worker.
-WORKER_STEPS = frozenset({"personal_checkpoint", "trace_scores", "shared_action_scores",
-                          "shared_candidate", "benchmark_results"})
+WORKER_STEPS = frozenset({"personal_checkpoint", "trace_scores", "shared_candidate",
+                          "benchmark_results"})
 WAITING = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED,
            dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED]
 

@@ -1,5 +1,6 @@
-"""The shared evaluator's steps without Dagster: a candidate, its benchmark, its release, and the
-auto-scoring of every trace by the current release. The pipeline's assets call them.
+"""The shared evaluator's steps without Dagster: a candidate, its benchmark and its release. The
+pipeline's assets call them; the release's scoring of every trace is ``trace_scoring``'s, the one
+scoring path.
 
 pairs (opted-in traces split into training and benchmark, build, extract, cap) -> split -> job
 (the worker trains the candidate) -> benchmark (candidate and incumbent score the benchmark pairs;
@@ -21,7 +22,6 @@ from stash_pipeline.compute.job import (
     job_directory,
     keep_only_logs,
     read_jsonl,
-    remove_job,
     write_job,
 )
 from stash_pipeline.compute.run import run_job
@@ -42,12 +42,7 @@ from stash_pipeline.core.traces import Trace
 from stash_pipeline.core.training_settings import DEFAULT_BASE_MODEL, DEFAULT_EPOCHS
 from stash_pipeline.extraction.config import ExtractionConfig
 from stash_pipeline.pipelines.training_pairs import TrainingPairs, training_pairs
-from stash_pipeline.pipelines.worker_jobs import (
-    JobResults,
-    read_results,
-    split_stored_pairs,
-    traces_in_chunks,
-)
+from stash_pipeline.pipelines.worker_jobs import split_stored_pairs, traces_in_chunks
 from stash_pipeline.store import BenchmarkComparison, Release, Store
 
 SHARED_DIR = "shared-evaluator"  # under RM_ARTIFACT_DIR: <candidate>/train, benchmark-<evaluator>
@@ -229,36 +224,3 @@ def _trace_versions(pairs: Sequence[Any]) -> dict[str, int]:
         for side in (pair.chosen, pair.rejected):
             versions[side.trace.id] = side.trace.version
     return versions
-
-
-# Auto-scoring ---------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ScoringBatch:
-    """The traces one scoring run covers, at the versions pending when the sensor asked."""
-
-    release: str
-    traces: dict[str, int]  # {trace id: version}
-
-
-def score_batch(store: Store, batch: ScoringBatch, run: RunWorker, artifact_dir: str | Path,
-                name: str) -> JobResults:
-    """Score every action of the batch's traces with the release (each from its preceding context
-    only: the worker's one-pass scorer; credit from the release's action_reward_stats.json) and
-    store them, marking each trace scored at the version scored.
-
-    A trace reimported since is scored at its new version; a version replaced while this ran is
-    dropped by the store and stays pending.
-    """
-    release_ = store.get_release(batch.release)
-    traces = list(traces_in_chunks(store, list(batch.traces)))
-    job_dir = job_directory(artifact_dir, SHARED_DIR, batch.release, f"score-{name}")
-    settings = JobSettings(evaluator=release_.version, audience=AUDIENCE,
-                           checkpoint=CHECKPOINT_INPUT, outputs=("action_scores",))
-    results = run_job(job_dir, lambda job_dir: write_job(job_dir, settings, score_traces=traces),
-                      lambda job_dir: run(job_dir, release_.checkpoint_uri),
-                      lambda job_dir: read_results(job_dir, release_.version,
-                                                   scored={t.id: t.version for t in traces}),
-                      finished=remove_job)  # scoring runs all the time: keep no scratch
-    store.save_action_scores(release_.version, results.scored, results.action_scores)
-    return results

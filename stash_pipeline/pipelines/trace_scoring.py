@@ -1,7 +1,9 @@
-"""Scoring chosen traces with a saved checkpoint, without Dagster: the ``trace_scores`` runs of
-Score again for selected traces (the released shared evaluator by default, or a personal model;
-Score actions optional; ``services.score_again`` queues them) and the auto-scoring that keeps each
-succeeded personal model's owner's traces scored.
+"""Scoring traces with a saved checkpoint, without Dagster: every ``trace_scores`` run, the one
+scoring path. Score again for selected traces (the released shared evaluator by default, or a
+personal model; Score actions optional; ``services.score_again`` queues them), Score again of a
+model's whole owner set, and the background chunks of the scoring queue (``store.scoring_work``):
+the current release's action credit of every trace version it has not scored, and the kept-current
+personal models' scores of their owners' traces.
 
 The seed: "Score again requests a fresh run of the saved checkpoint without labeling calls or
 retraining. Advanced options let you select a personal model and choose Score actions. Older
@@ -82,16 +84,22 @@ def request_run_key(request_id: int) -> str:
 
 
 def score(store: Store, evaluator: str, traces: Mapping[str, int], *, actions: bool,
-          run: RunWorker, artifact_dir: str | Path, name: str) -> JobResults:
+          run: RunWorker, artifact_dir: str | Path, name: str,
+          whole_traces: bool = True) -> JobResults:
     """A fresh run of the evaluator's saved checkpoint over these traces: whole-trace scores
-    (raw and calibrated), and each action's credit with ``actions``; stored as one replacement of
-    that evaluator's scores of them. A trace reimported since is scored at its new version; a
-    version replaced while this ran is dropped by the store (and stays pending)."""
+    (raw and calibrated) unless ``whole_traces`` is off (a release's background chunks: action
+    credit only), and each action's credit with ``actions``; stored as one replacement of that
+    evaluator's scores of them, a release's action scores with its scoring marks. A trace
+    reimported since is scored at its new version; a version replaced while this ran is dropped
+    by the store (and stays pending)."""
     chosen = scorer_of(store, evaluator)
     if actions and not chosen.scores_actions:
         raise InputError(NEEDS_ACTION_TRAINING, field="actions")
+    if not (whole_traces or actions):
+        raise InputError("a scoring run scores whole traces, actions or both",
+                         field="whole_traces")
     scored = list(traces_in_chunks(store, list(traces)))
-    outputs = ("scores", "action_scores") if actions else ("scores",)
+    outputs = (("scores",) if whole_traces else ()) + (("action_scores",) if actions else ())
     job_dir = job_directory(artifact_dir, SCORING_DIR, evaluator, name)
     results = run_job(
         job_dir,
@@ -102,7 +110,8 @@ def score(store: Store, evaluator: str, traces: Mapping[str, int], *, actions: b
                                scored={t.id: t.version for t in scored} if actions else None),
         finished=remove_job)  # scoring runs all the time: keep no scratch
     if chosen.shared:
-        store.save_scores(results.scores)
+        if whole_traces:
+            store.save_scores(results.scores)
         if actions:
             store.save_action_scores(evaluator, results.scored, results.action_scores)
     else:
@@ -111,13 +120,44 @@ def score(store: Store, evaluator: str, traces: Mapping[str, int], *, actions: b
     return results
 
 
-def pending_batches(store: Store, *, batch_size: int, room: int,
-                    skip: set[tuple[str, str, int]],
-                    ) -> list[tuple[str, bool, list[tuple[str, int]]]]:
-    """Auto-scoring's next batches: (model id, score actions, [(trace id, version)]) for the
-    oldest queued trace versions of the kept-current personal models (store.scoring_work),
-    ``room`` traces at most, none in ``skip`` ((model id, trace id, version) already handed out).
-    Two queries whatever the number of models: the queue's page, and its models' settings."""
+@dataclass(frozen=True)
+class ScoringBatch:
+    """One background chunk of the scoring queue: the traces (at the versions queued) one
+    evaluator scores in one run, and what it stores (``score``'s ``actions``, ``whole_traces``)."""
+
+    evaluator: str
+    actions: bool
+    whole_traces: bool
+    traces: dict[str, int]  # {trace id: version}
+
+
+def pending_batches(store: Store, *, batch_size: int, runs: int,
+                    skip: set[tuple[str, str, int]]) -> list[ScoringBatch]:
+    """The scoring queue's next ``runs`` batches of ``batch_size`` traces at most, none of the
+    (evaluator, trace id, version) in ``skip`` (already handed out): first the kept-current
+    personal models' oldest work (whole-trace scores, actions when the model was trained on
+    action comparisons), then the current release's (action credit and its scoring marks, as
+    the release's auto-scoring always stored). A bounded number of queries whatever the number
+    of models: a page of each queue, and the page's models' settings."""
+    batches = _personal_batches(store, batch_size, runs * batch_size, skip)[:runs]
+    release = store.latest_release()
+    left = runs - len(batches)
+    if release is None or left <= 0:
+        return batches
+    covered = {(trace_id, version) for evaluator, trace_id, version in skip
+               if evaluator == release.version}
+    work = [(w.trace_id, w.trace_version)
+            for w in store.scoring_work(personal=False, evaluator=release.version,
+                                        limit=left * batch_size + len(covered))
+            if (w.trace_id, w.trace_version) not in covered][:left * batch_size]
+    return batches + [ScoringBatch(release.version, True, False, dict(work[i:i + batch_size]))
+                      for i in range(0, len(work), batch_size)]
+
+
+def _personal_batches(store: Store, batch_size: int, room: int,
+                      skip: set[tuple[str, str, int]]) -> list[ScoringBatch]:
+    """The kept-current personal models' oldest queued trace versions (store.scoring_work),
+    ``room`` traces at most, in batches of one model each."""
     work = [w for w in store.scoring_work(personal=True, limit=room + len(skip))
             if (w.evaluator, w.trace_id, w.trace_version) not in skip][:room]
     actions = store.scoring_models([w.evaluator for w in work])
@@ -125,6 +165,6 @@ def pending_batches(store: Store, *, batch_size: int, room: int,
     for w in work:
         if w.evaluator in actions:  # a model no longer succeeded scores nothing
             by_model.setdefault(w.evaluator, []).append((w.trace_id, w.trace_version))
-    return [(model_id, actions[model_id], pending[i:i + batch_size])
+    return [ScoringBatch(model_id, actions[model_id], True, dict(pending[i:i + batch_size]))
             for model_id, pending in by_model.items()
             for i in range(0, len(pending), batch_size)]

@@ -26,6 +26,7 @@ from stash_pipeline.worker.job_outputs import write_metrics
 from stash_pipeline.worker.progress import Progress, default_progress, logger, under_dagster_pipes
 from stash_pipeline.worker.stack import UnsupportedStackError, check_stack
 from stash_pipeline.worker.stop_signals import stop_signals_raise
+from stash_pipeline.worker.threads import use_cpu_threads
 
 
 class Phases:
@@ -62,10 +63,12 @@ def train_or_score(job_dir: Path, progress: Progress | None = None, phase: Phase
     settings = contract.read_settings(job_dir)
     attempt = settings.attempt or attempt or contract.new_attempt_id()
     # The ML libraries load only for settings that passed: a bad job fails in a fraction of a
-    # second.
+    # second. Threads first: OpenMP reads its wait policy once, when torch loads it.
+    threads = use_cpu_threads()
     from stash_pipeline.worker import jobs
 
     progress.info(versions)
+    progress.info(threads.describe())
     run = jobs.train_job if settings.is_training else jobs.score_job
     metrics = run(job_dir, settings, progress, phase)
     metrics.update(seconds=time.perf_counter() - started, attempt=attempt,

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from stash_pipeline.api.ui import pages
+from stash_pipeline.api.ui import progress as live_pages
 from stash_pipeline.core.trust import HANDFUL_NOTE
 from stash_pipeline_tests.support.api_helpers import Api
 from stash_pipeline_tests.support.browser import (  # noqa: F401 - fixtures and the skip mark
@@ -113,7 +113,7 @@ def test_a_running_models_page_shows_its_progress_live_then_its_end(
     from selenium.webdriver.support.ui import WebDriverWait
 
     if not SCREENSHOTS_DIR:  # the docs' picture shows the page as served; else no 2 s waits
-        monkeypatch.setattr(pages, "POLL_SECONDS", 0.25)
+        monkeypatch.setattr(live_pages, "POLL_SECONDS", 0.25)
     world = scored_world(api, tmp_path)
     model_id = running_model(api, world, "run-browser")
     report_progress("run-browser", "STEP_START personal_checkpoint", "phase training started",
@@ -146,7 +146,7 @@ def test_score_again_on_a_trace_page_shows_where_the_request_stands_live(
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
-    monkeypatch.setattr(pages, "POLL_SECONDS", 0.25)
+    monkeypatch.setattr(live_pages, "POLL_SECONDS", 0.25)
     world = scored_world(api, tmp_path)
     log_in(browser, api, world.alice_key)
     browser.get(f"{api.url}/ui/traces/trace-a")

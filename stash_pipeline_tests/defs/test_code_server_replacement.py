@@ -21,6 +21,7 @@ import dagster as dg
 import pytest
 
 from stash_pipeline.defs.abandoned_runs import process_gone
+from stash_pipeline.defs.scoring.sensors import BACKGROUND_TAG
 from stash_pipeline.defs.worker_queue import worker_holders
 from stash_pipeline.instance import get_instance, request_state
 from stash_pipeline.objects import object_store_from_env
@@ -33,7 +34,6 @@ from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, SERVER_START_S,
 
 pytestmark = pytest.mark.slow
 
-SCORING_JOB = "shared_evaluator_scoring"
 HEALTH_CHECK = Path(__file__).resolve().parents[2] / "deploy" / "healthcheck-code-server.sh"
 
 
@@ -110,14 +110,14 @@ def test_a_code_server_replaced_while_a_run_works(deployment, store):
 
     # Nothing lost or done twice: each background chunk ran once and succeeded, each trace was
     # scored by one of them.
-    wait_until(lambda: all(r.is_finished for r in instance.get_runs(
-        filters=dg.RunsFilter(job_name=SCORING_JOB))), timeout_s=PROCESS_EXIT_S,
-        what="every background chunk to end")
-    chunks = instance.get_runs(filters=dg.RunsFilter(job_name=SCORING_JOB))
-    assert all(r.is_success for r in chunks), [(r.run_id, r.status) for r in chunks]
-    scored = Counter(trace for r in chunks
-                     for trace in r.run_config["ops"]["shared_action_scores"]["config"]
-                     ["trace_ids"])
+    def chunks() -> list[dg.DagsterRun]:
+        return instance.get_runs(filters=dg.RunsFilter(tags={BACKGROUND_TAG: "r1"}))
+
+    wait_until(lambda: all(r.is_finished for r in chunks()), timeout_s=PROCESS_EXIT_S,
+               what="every background chunk to end")
+    assert all(r.is_success for r in chunks()), [(r.run_id, r.status) for r in chunks()]
+    scored = Counter(trace for r in chunks()
+                     for trace in r.run_config["ops"]["trace_scores"]["config"]["trace_ids"])
     assert sorted(scored) == sorted(r.trace.id for r in agentprocessbench_records(4))
     assert set(scored.values()) == {1}, scored
-    assert all(r.tags.get(RUN_PROCESS_TAG) for r in chunks)  # each a process of its own
+    assert all(r.tags.get(RUN_PROCESS_TAG) for r in chunks())  # each a process of its own

@@ -133,7 +133,7 @@ def test_the_shared_evaluator_scores_pending_traces_through_the_modal_function(
     store.save_release(Release("r1", uri, {}, {"training_traces": {}, "benchmark_traces": {}}))
     records = agentprocessbench_records(2)
     store.import_traces(records)
-    [run] = run_sensor_requests(instance, definitions(), "pending_action_scoring")
+    [run] = run_sensor_requests(instance, definitions(), "pending_scoring")
     assert run.status == dg.DagsterRunStatus.SUCCESS
     [call] = remote.calls
     assert call["checkpoint_uri"] == uri and call["upload_key"] is None

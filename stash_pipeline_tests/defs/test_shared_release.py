@@ -34,7 +34,7 @@ def train(store: Store, instance: dg.DagsterInstance, defs: dg.Definitions,
 
 
 def score_everything(instance: dg.DagsterInstance, defs: dg.Definitions) -> list[dg.DagsterRun]:
-    return run_sensor_requests(instance, defs, "pending_action_scoring")
+    return run_sensor_requests(instance, defs, "pending_scoring")
 
 
 def opt(store: Store, records, flag: bool) -> None:
@@ -111,7 +111,7 @@ def scenario(tmp_path_factory, pipeline_base_model):
                 key: instance.fetch_materializations(dg.AssetKey(key), limit=10).records
                 for key in ("shared_training_pairs", "shared_split", "shared_candidate",
                             "benchmark_results", "shared_evaluator_release",
-                            "shared_action_scores")}
+                            "trace_scores")}
             jobs = home / "jobs"
             results["scratch"] = sorted(str(p.relative_to(jobs)) for p in jobs.rglob("*")
                                         if p.is_file())
@@ -230,5 +230,5 @@ def test_the_chain_shows_in_the_ui_with_its_reports(scenario):
     assert released["heldout_accuracy"].value == \
         benchmark["candidate_accuracy"].value
     assert "separate benchmark" in released["trust"].value
-    assert records["shared_action_scores"]
+    assert records["trace_scores"]
 

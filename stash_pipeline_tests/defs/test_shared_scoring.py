@@ -1,5 +1,6 @@
-"""Auto-scoring with the database as the queue: the sensor hands pending trace versions out in
-batches, each run scores one batch with the current release, and nothing is missed or doubled."""
+"""The release's scoring with the database as the queue: the one background sensor hands pending
+trace versions out in batches, each run scores one batch with the current release (action credit
+and scoring marks), and nothing is missed or doubled."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ import dagster as dg
 import pytest
 
 from stash_pipeline.core.records import ImportedTrace
-from stash_pipeline.defs.shared.sensors import (
-    RELEASE_TAG,
-    pending_action_scoring,
-    scoring_batch_config,
+from stash_pipeline.defs.scoring.sensors import (
+    BACKGROUND_TAG,
+    MAX_SCORING_RUNS,
+    batch_config,
+    pending_scoring,
 )
 from stash_pipeline.instance import definitions, run_sensor_requests
+from stash_pipeline.pipelines.trace_scoring import ScoringBatch
 from stash_pipeline.store import Release
 from stash_pipeline_tests.support.shared_samples import trace
 
@@ -30,15 +33,22 @@ def tick(instance: dg.DagsterInstance, cursor: str | None = None):
     defs = definitions()
     context = dg.build_sensor_context(instance=instance, definitions=defs, cursor=cursor,
                                       instance_ref=instance.get_ref(), resources=defs.resources)
-    return pending_action_scoring.evaluate_tick(context)
+    return pending_scoring.evaluate_tick(context)
 
 
 def batches(result) -> list[list[tuple[str, int]]]:
     out = []
     for request in result.run_requests:
-        config = request.run_config["ops"]["shared_action_scores"]["config"]
+        config = request.run_config["ops"]["trace_scores"]["config"]
+        assert (config["evaluator"], config["actions"], config["whole_traces"]) == ("r1", True,
+                                                                                     False)
         out.append(list(zip(config["trace_ids"], config["versions"])))
     return out
+
+
+def release_batch(batch: list[tuple[str, int]]) -> dict:
+    """The run config of a background chunk of the release r1 over ``batch``."""
+    return batch_config(ScoringBatch("r1", True, False, dict(batch)))
 
 
 def test_traces_wait_before_the_first_release(store, instance):
@@ -46,7 +56,7 @@ def test_traces_wait_before_the_first_release(store, instance):
     result = tick(instance)
     assert result.run_requests == [] and "first release" in result.skip_message
     assert {row.scoring_state for row in store.list_traces()} == {"waiting"}
-    assert run_sensor_requests(instance, definitions(), "pending_action_scoring") == []
+    assert run_sensor_requests(instance, definitions(), "pending_scoring") == []
 
 
 def test_fifty_imports_between_two_ticks_are_all_scored(store, instance, release, monkeypatch):
@@ -59,9 +69,9 @@ def test_fifty_imports_between_two_ticks_are_all_scored(store, instance, release
     assert (sorted(handed_out) == sorted(store.traces_pending_scoring("r1"))
             and len(handed_out) == 50)
     assert len({r.run_key for r in first.run_requests}) == 2
-    assert {r.tags[RELEASE_TAG] for r in first.run_requests} == {"r1"}
+    assert {r.tags[BACKGROUND_TAG] for r in first.run_requests} == {"r1"}
 
-    runs = run_sensor_requests(instance, definitions(), "pending_action_scoring")
+    runs = run_sensor_requests(instance, definitions(), "pending_scoring")
     assert [run.status for run in runs] == [dg.DagsterRunStatus.SUCCESS] * 2
     assert store.traces_pending_scoring("r1") == []
     listing = store.list_traces()
@@ -75,23 +85,21 @@ def test_a_batch_in_flight_is_not_handed_out_twice_and_a_failed_one_is_again(
     monkeypatch.setenv("STASH_SCORING_BATCH", "2")
     store.import_traces([record(i) for i in range(3)])
     pending = store.traces_pending_scoring("r1")
-    job = definitions().resolve_job_def("shared_evaluator_scoring")
-    queued = instance.create_run_for_job(job, run_config=scoring_batch_config("r1", pending[:2]),
-                                         tags={RELEASE_TAG: "r1"})  # not started yet
+    job = definitions().resolve_job_def("trace_scoring")
+    queued = instance.create_run_for_job(job, run_config=release_batch(pending[:2]),
+                                         tags={BACKGROUND_TAG: "r1"})  # not started yet
     first = tick(instance, cursor="6")
     assert batches(first) == [pending[2:]]
-    assert [r.run_key for r in first.run_requests] == ["r1:7:0"]
+    assert [r.run_key for r in first.run_requests] == ["auto:r1:7:0"]
     # The queued run dies: its traces are still pending, and the next tick hands them out anew.
     instance.report_run_failed(queued)
     again = tick(instance, cursor=first.cursor)
     assert batches(again) == [pending[:2], pending[2:]]
-    assert [r.run_key for r in again.run_requests] == ["r1:8:0", "r1:8:1"]
+    assert [r.run_key for r in again.run_requests] == ["auto:r1:8:0", "auto:r1:8:1"]
 
 
 def test_a_backlog_waits_in_the_database_beyond_the_runs_in_flight(store, instance, release,
                                                                    monkeypatch):
-    from stash_pipeline.defs.shared.sensors import MAX_SCORING_RUNS
-
     monkeypatch.setenv("STASH_SCORING_BATCH", "2")
     store.import_traces([record(i) for i in range(7)])
     pending = store.traces_pending_scoring("r1")
@@ -103,7 +111,7 @@ def test_a_backlog_waits_in_the_database_beyond_the_runs_in_flight(store, instan
 def test_a_failed_scoring_run_leaves_its_traces_pending(store, instance, release, home):
     store.save_release(Release("r2", release.checkpoint_uri.replace("r1", "missing"), {}, {}))
     store.import_traces([record(i) for i in range(2)])
-    [run] = run_sensor_requests(instance, definitions(), "pending_action_scoring")
+    [run] = run_sensor_requests(instance, definitions(), "pending_scoring")
     assert run.status == dg.DagsterRunStatus.FAILURE
     assert not list((home / "jobs").rglob("*.*"))  # its job directory went with the run
     assert len(store.traces_pending_scoring("r2")) == 2
@@ -112,7 +120,7 @@ def test_a_failed_scoring_run_leaves_its_traces_pending(store, instance, release
 
 def test_a_reimport_is_requeued_with_its_old_action_scores_gone(store, instance, release):
     store.import_traces([record(0), record(1)])
-    run_sensor_requests(instance, definitions(), "pending_action_scoring")
+    run_sensor_requests(instance, definitions(), "pending_scoring")
     old = record(0)
     old_ids = {a.id for a in old.trace.actions()}
     assert {s.action_id for s in store.action_scores_for(old.trace.id, "r1")} == old_ids
@@ -124,7 +132,7 @@ def test_a_reimport_is_requeued_with_its_old_action_scores_gone(store, instance,
     row = {r.id: r for r in store.list_traces()}[old.trace.id]
     assert (row.scoring_state, row.actions_scored, row.mean_action_credit) == ("pending", 0, None)
 
-    [run] = run_sensor_requests(instance, definitions(), "pending_action_scoring")
+    [run] = run_sensor_requests(instance, definitions(), "pending_scoring")
     assert run.status == dg.DagsterRunStatus.SUCCESS
     rescored = store.action_scores_for(old.trace.id, "r1")
     assert [(s.action_id, s.trace_version) for s in rescored] == [(f"{old.trace.id}/m2.call0", 2)]
@@ -138,7 +146,7 @@ def test_each_action_is_scored_from_its_context_alone_with_the_releases_credit(
 
     imported = record(7, "retail")
     store.import_traces([imported])
-    run_sensor_requests(instance, definitions(), "pending_action_scoring")
+    run_sensor_requests(instance, definitions(), "pending_scoring")
     stored = {s.action_id: s for s in store.action_scores_for(imported.trace.id, "r1")}
     model = RewardModel(shared_checkpoint)
     assert model.audience == "shared"  # system instructions and the evaluation context
@@ -151,20 +159,13 @@ def test_each_action_is_scored_from_its_context_alone_with_the_releases_credit(
 
 
 def test_with_every_scoring_run_slot_taken_the_tick_skips(store, instance, release):
-    from stash_pipeline.defs.shared.jobs import shared_scoring_job
-    from stash_pipeline.defs.shared.sensors import (
-        MAX_SCORING_RUNS,
-        RELEASE_TAG,
-        scoring_batch_config,
-    )
-
     store.import_traces([record(i) for i in range(MAX_SCORING_RUNS + 1)])
     pending = store.traces_pending_scoring("r1")
     for index in range(MAX_SCORING_RUNS):
         instance.add_run(dg.DagsterRun(
-            job_name=shared_scoring_job.name, run_id=f"busy-{index}",
-            status=dg.DagsterRunStatus.STARTED, tags={RELEASE_TAG: "r1"},
-            run_config=scoring_batch_config("r1", [pending[index]])))
+            job_name="trace_scoring", run_id=f"busy-{index}",
+            status=dg.DagsterRunStatus.STARTED, tags={BACKGROUND_TAG: "r1"},
+            run_config=release_batch([pending[index]])))
     result = tick(instance)
     assert result.run_requests == [] and "in flight" in result.skip_message
     assert store.traces_pending_scoring("r1") == pending

@@ -58,7 +58,7 @@ def test_a_trace_imported_after_a_model_succeeded_is_scored_by_it(db, instance,
         "base_model": str(pipeline_base_model)})
     [run] = run_sensor_requests(instance, defs, "queued_reward_models")
     assert store.get_reward_model(model.id).status == "succeeded", run
-    assert run_sensor_requests(instance, defs, "pending_personal_scoring") == []
+    assert run_sensor_requests(instance, defs, "pending_scoring") == []
 
     later, changed, same = records[6:], records[0].trace, records[1].trace
     store.import_traces([*later, replace(records[0], trace=_edited(changed)), records[1]])
@@ -68,7 +68,7 @@ def test_a_trace_imported_after_a_model_succeeded_is_scored_by_it(db, instance,
     assert all(rows[i].latest_score is None for i in waiting)  # never a stale score as current
     assert rows[same.id].personal_state == "scored" and rows[same.id].version == 1
 
-    runs = run_sensor_requests(instance, defs, "pending_personal_scoring")
+    runs = run_sensor_requests(instance, defs, "pending_scoring")
     assert [r.status for r in runs] == [dg.DagsterRunStatus.SUCCESS]
     rows = _rows(store)
     assert {row.personal_state for row in rows.values()} == {"scored"}
@@ -77,7 +77,7 @@ def test_a_trace_imported_after_a_model_succeeded_is_scored_by_it(db, instance,
         assert score.trace_version == rows[trace_id].version
         assert rows[trace_id].latest_score == score.raw
         assert store.action_scores_for(trace_id, model.id)  # trained on action comparisons
-    assert run_sensor_requests(instance, defs, "pending_personal_scoring") == []
+    assert run_sensor_requests(instance, defs, "pending_scoring") == []
 
 
 def _release(store: Store, checkpoint) -> Release:
@@ -146,6 +146,35 @@ def test_score_again_for_chosen_traces_with_the_release_or_a_model(db, instance,
         scoring_requests.request(store, "ana", [agentprocessbench_records(1)[0].trace.id + "x"])
     with pytest.raises(NotFoundError):
         scoring_requests.request(store, "bo", [t1])
+
+
+def test_one_scoring_path_stores_what_the_release_and_personal_models_each_stored(
+        db, instance, shared_checkpoint):
+    """The one background sensor and the one job work both queues: the release's chunks store
+    action credit and scoring marks (no whole-trace score, as its auto-scoring always had), a
+    kept-current personal model's chunks whole-trace scores with their action scores."""
+    store, defs = db, definitions()
+    records = agentprocessbench_records(4)
+    store.import_traces(records[:1])
+    release = _release(store, shared_checkpoint)
+    model = _succeeded(store, [records[0].trace.id], release.checkpoint_uri,
+                       {"action_scoring_version": 1})
+    store.import_traces(records[1:])  # queued for the release and the kept-current model
+    assert {w.evaluator for w in store.scoring_work(personal=True, limit=10)} == {model}
+
+    runs = run_sensor_requests(instance, defs, "pending_scoring")
+    assert {run.job_name for run in runs} == {"trace_scoring"}
+    assert [r.status for r in runs] == [dg.DagsterRunStatus.SUCCESS] * 2
+    assert [run.tags["stash/background_scoring"] for run in runs] == [model, "r1"]
+    for record in records:
+        trace_id, actions = record.trace.id, len(record.trace.actions())
+        assert [s.evaluator for s in store.scores_for(trace_id)] == [model]
+        assert len(store.action_scores_for(trace_id, model)) == actions
+        assert len(store.action_scores_for(trace_id, "r1")) == actions
+        assert store.scored_version(trace_id, "r1") == 1
+    assert store.traces_pending_scoring("r1") == []
+    assert store.scoring_work(personal=True, limit=10) == []
+    assert store.scoring_work(personal=False, limit=10) == []
 
 
 def test_the_storing_step_does_not_wait_behind_another_models_training(store, pipeline_base_model):

@@ -76,12 +76,11 @@ def test_requests_run_before_background_work_and_background_comes_in_chunks(
         [run] = tick(instance, name)
         assert run.tags[PRIORITY_TAG] == "10", name
     assert REWARD_POOL not in instance.event_log_storage.get_concurrency_keys()
-    for name, op in (("pending_personal_scoring", "trace_scores"),
-                     ("pending_action_scoring", "shared_action_scores")):
-        chunks = tick(instance, name)
-        assert chunks and {r.tags[PRIORITY_TAG] for r in chunks} == {"-10"}, name
-        sizes = [len(r.run_config["ops"][op]["config"]["trace_ids"]) for r in chunks]
-        assert sizes == [2, 2], name  # STASH_SCORING_BATCH traces a run, two runs in flight
+    chunks = tick(instance, "pending_scoring")
+    assert chunks and {r.tags[PRIORITY_TAG] for r in chunks} == {"-10"}
+    configs = [r.run_config["ops"]["trace_scores"]["config"] for r in chunks]
+    # STASH_SCORING_BATCH traces a run, two runs in flight: the personal model's work first.
+    assert [(c["evaluator"], len(c["trace_ids"])) for c in configs] == [(model_id, 2)] * 2
     # The pool exists before its first run: the run queue then holds back a second chunk.
     assert REWARD_POOL in instance.event_log_storage.get_concurrency_keys()
     assert DEFAULT_SCORING_BATCH == 50
@@ -212,7 +211,7 @@ def test_a_retried_launch_leaves_the_request_queued():
 
 
 def test_the_viewer_says_what_a_queued_model_waits_for():
-    from stash_pipeline.api.ui.pages import progress_text
+    from stash_pipeline.api.ui.progress import progress_text
 
     worker = {"waiting_for": "worker", "runs_ahead": 2}
     assert progress_text("queued", None, worker) == "Waiting for the worker: 2 runs ahead."

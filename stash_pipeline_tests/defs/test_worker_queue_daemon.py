@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from stash_pipeline.api import create_app
+from stash_pipeline.defs.scoring.sensors import BACKGROUND_TAG
 from stash_pipeline.defs.worker_queue import PRIORITY_TAG, worker_holders
 from stash_pipeline.defs.worker_runs import REWARD_POOL
 from stash_pipeline.instance import get_instance
@@ -38,8 +39,6 @@ from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_reco
 from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, SERVER_START_S, bound, wait_until
 
 pytestmark = pytest.mark.slow
-
-SCORING_JOB = "shared_evaluator_scoring"
 
 
 @pytest.fixture
@@ -91,7 +90,9 @@ def served_api(store) -> Iterator[Any]:
 
 
 def scoring_runs(instance: dg.DagsterInstance, *statuses: dg.DagsterRunStatus) -> list:
-    return instance.get_runs(filters=dg.RunsFilter(job_name=SCORING_JOB, statuses=list(statuses)))
+    """The background chunks in these states."""
+    return [run for run in instance.get_runs(filters=dg.RunsFilter(
+        job_name="trace_scoring", statuses=list(statuses))) if BACKGROUND_TAG in run.tags]
 
 
 def worker_step_start(instance: dg.DagsterInstance, run_id: str) -> float | None:

@@ -11,17 +11,9 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
 
 from stash_pipeline.api.deps import StoreDep
-from stash_pipeline.api.ui.pages import (
-    MAX_FOLLOWED,
-    SECURITY_HEADERS,
-    FormDep,
-    ViewerDep,
-    _author,
-    _list_query,
-    _trace_list,
-    one,
-    redirect,
-)
+from stash_pipeline.api.ui.frame import SECURITY_HEADERS, FormDep, ViewerDep, author, one, redirect
+from stash_pipeline.api.ui.progress import MAX_FOLLOWED
+from stash_pipeline.api.ui.trace_list import list_query, trace_list
 from stash_pipeline.core.errors import InputError, NotFoundError
 from stash_pipeline.core.trace_search import parse_filter
 from stash_pipeline.services import trace_bulk, traces
@@ -44,8 +36,8 @@ def selection(request: Request, store: Store, account: Account,
 
 def _back(request: Request, done: str, count: int, followed: Sequence[int] = ()) -> Response:
     """The list as it was, saying what was done (and following the Score again requests it
-    made, ``pages.requests_view``)."""
-    query = _list_query(request)
+    made, ``progress.requests_view``)."""
+    query = list_query(request)
     params = {"sort": query["sort"], "limit": query["limit"], "model": query["model"],
               **query["params"], "done": done, "n": count,
               "requests": ",".join(map(str, followed[:MAX_FOLLOWED])) or None}
@@ -57,7 +49,7 @@ def _refused(request: Request, store: Store, account: Account, fields: dict[str,
              error: InputError | NotFoundError) -> Response:
     """The list again with the bulk form's 422 and its selection kept."""
     shown = error if isinstance(error, InputError) else InputError(str(error))
-    return _trace_list(request, store, account, status=422, error=shown,
+    return trace_list(request, store, account, status=422, error=shown,
                        chosen=tuple(fields.get("trace_ids") or ()),
                        matched=one(fields, "match") == "all", error_form="bulk")
 
@@ -86,7 +78,7 @@ def comment(request: Request, store: StoreDep, fields: FormDep,
             account: ViewerDep) -> Response:
     return _bulk(request, store, account, fields, lambda ids: (
         "comment", trace_bulk.comment(store, account.id, ids,
-                                      one(fields, "text") or "", author=_author(account))))
+                                      one(fields, "text") or "", author=author(account))))
 
 
 @router.post("/traces/bulk/score", response_class=HTMLResponse)
@@ -130,7 +122,7 @@ def save_filter(request: Request, store: StoreDep, fields: FormDep,
         traces.save_filter(store, account.id, one(fields, "name"),
                            dict(request.query_params))
     except InputError as error:
-        return _trace_list(request, store, account, status=422, error=error, error_form="save")
+        return trace_list(request, store, account, status=422, error=error, error_form="save")
     return _back(request, "saved", 1)
 
 

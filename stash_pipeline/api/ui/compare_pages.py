@@ -11,7 +11,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from stash_pipeline.api.deps import StoreDep
 from stash_pipeline.api.ui import views
-from stash_pipeline.api.ui.pages import DONE, Refused, ViewerDep, render
+from stash_pipeline.api.ui.frame import Refused, ViewerDep, render
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.trace_search import filter_params, parse_filter
 from stash_pipeline.services import traces
@@ -58,4 +58,4 @@ def side_by_side(request: Request, store: StoreDep, account: ViewerDep, a: str,
         ("a", a), ("b", b), ("ea", left["selected"] and left["selected"]["id"]),
         ("eb", right["selected"] and right["selected"]["id"])) if v})
     return render(request, "compare.html", account=account, left=left, right=right,
-                  same=a == b, here=here, done=DONE.get(done or ""))
+                  same=a == b, here=here, done=views.TRACE_DONE.get(done or ""))

@@ -17,15 +17,15 @@ from fastapi.responses import HTMLResponse, Response
 
 from stash_pipeline.api.deps import StoreDep
 from stash_pipeline.api.ui import views
-from stash_pipeline.api.ui.pages import (
+from stash_pipeline.api.ui.frame import (
     FormDep,
     Refused,
     ViewerDep,
-    _author,
-    _next,
+    author,
     one,
     redirect,
     render,
+    viewer_page,
 )
 from stash_pipeline.core.errors import InputError, NotFoundError
 from stash_pipeline.core.review_order import REASON_TEXT, REASONS
@@ -48,7 +48,7 @@ def queue_of(request: Request, store: Store, account: Account) -> tuple[QueueSco
     try:
         where = parse_filter(query)
         kind = query.get("kind") or None
-        scope = review.scope(store, account.id, reviewer=_author(account),
+        scope = review.scope(store, account.id, reviewer=author(account),
                              where=where, model_id=query.get("model") or None,
                              assignee=query.get("assignee") or None,
                              unassigned=query.get("unassigned") == "1", kind=kind)
@@ -139,7 +139,7 @@ def comparison_item(comparison_id: str, request: Request, store: StoreDep,
                   comparison=comparison, chosen=chosen, rejected=rejected,
                   chosen_focus=local(comparison["chosen_action_id"]),
                   rejected_focus=local(comparison["rejected_action_id"]),
-                  mine=comparison["author"] == _author(account), params=params,
+                  mine=comparison["author"] == author(account), params=params,
                   qs=_qs(params), page=_progress(store, scope), done=DONE.get(done or ""))
 
 
@@ -152,7 +152,7 @@ def comment(trace_id: str, request: Request, store: StoreDep, fields: FormDep,
     action = one(fields, "action_id")
     try:
         feedback.comment(store, account.id, trace_id, one(fields, "text") or "", action=action,
-                         author=_author(account))
+                         author=author(account))
     except InputError as error:
         view = views.trace_view(store, account.id, trace_id, evaluator=scope.release)
         why = review.trace_focus(store, scope, trace_id)
@@ -168,7 +168,7 @@ def _after(fields: dict[str, list[str]], params: dict[str, str], done: str | Non
     """Where a review form goes next: the page it names (``next``), else the queue's next item."""
     back = one(fields, "next")
     if back:
-        target = _next(back)
+        target = viewer_page(back)
         return redirect(target + (("&" if "?" in target else "?") + f"done={done}"
                                   if done else ""))
     return redirect("/ui/review/next" + _qs(params))
@@ -187,12 +187,12 @@ def act(kind: str, item_id: str, action: str, request: Request, store: StoreDep,
     if action in ("approve", "reject"):
         if item_id not in store.owned_comparisons([item_id], account.id):
             raise NotFoundError(f"no comparison {item_id}")
-        store.review_comparison(item_id, reviewer=_author(account),
+        store.review_comparison(item_id, reviewer=author(account),
                                 status="approved" if action == "approve" else "rejected",
                                 owner=account.id)
         return _after(fields, params, "approved" if action == "approve" else "rejected")
     review.set_status(store, account.id, [(kinds[kind], item_id)],
-                      "reviewed" if action == "done" else "skipped", reviewer=_author(account))
+                      "reviewed" if action == "done" else "skipped", reviewer=author(account))
     return _after(fields, params)
 
 

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
 from stash_pipeline.api.deps import StoreDep
-from stash_pipeline.api.ui.pages import ViewerDep, render
+from stash_pipeline.api.ui.frame import ViewerDep, render
 from stash_pipeline.core.trust import CHARTS, NOT_A_PROBABILITY, charts
 from stash_pipeline.services import trust
 from stash_pipeline.store import Account

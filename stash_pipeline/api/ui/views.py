@@ -11,6 +11,17 @@ from stash_pipeline.core.errors import NotFoundError
 from stash_pipeline.services import reward_models, traces
 from stash_pipeline.store import Store
 
+# What a form on the trace page did, as the page then says it (the side-by-side page too, where
+# a comparison is made from its picker).
+TRACE_DONE = {
+    "comment": "Saved: your comment.",
+    "compare": "Saved: your comparison. It stays pending until a reviewer other than you "
+               "approves it.",
+    "contribute-on": "This trace now contributes to shared-evaluator training.",
+    "contribute-off": "This trace no longer contributes: it is left out of future candidates "
+                      "(what released weights learned stays).",
+}
+
 
 def models_of(store: Store, owner: str) -> list[Any]:
     """The owner's reward models (none for an account from before the rollout)."""

@@ -1,6 +1,8 @@
-"""Scores of chosen traces by one saved checkpoint (a release or a personal model), in the reward
-pool: Score again for selected traces, Score again of a model's whole owner set, and the
-auto-scoring that keeps each succeeded personal model's owner's traces scored."""
+"""The one scoring path: scores of chosen traces by one saved checkpoint (a release or a personal
+model), in the reward pool. Score again for selected traces, Score again of a model's whole owner
+set, and the background chunks of the scoring queue: the current release's action credit of every
+trace version it has not scored, and the kept-current personal models' scores of their owners'
+traces."""
 
 import dagster as dg
 
@@ -16,6 +18,7 @@ GROUP = "scoring"
 class TraceScoringConfig(dg.Config):
     evaluator: str  # a release version or a personal model id
     actions: bool  # Score actions too
+    whole_traces: bool = True  # whole-trace scores (a release's background chunks: actions only)
     trace_ids: list[str] = []
     versions: list[int] = []  # the version of each trace when the run was asked for
     request_id: int | None = None  # a Score again request: its traces
@@ -35,18 +38,22 @@ def batch_traces(database: StoreResource, config: TraceScoringConfig) -> dict[st
 def trace_scores(context: dg.AssetExecutionContext, config: TraceScoringConfig,
                  database: StoreResource, objects: ObjectStoreResource,
                  compute: ComputeResource) -> dg.MaterializeResult:
-    """Whole-trace scores (and action credit when asked) of one batch of traces by one saved
-    checkpoint: a fresh run, without labelling calls or retraining."""
+    """Whole-trace scores and action credit, as the config asks, of one batch of traces by one
+    saved checkpoint: a fresh run, without labelling calls or retraining."""
     with failing_step():
         results = steps.score(
             database.store, config.evaluator, batch_traces(database, config),
-            actions=config.actions, run=compute.worker(context, objects),
-            artifact_dir=compute.scratch, name=context.run.run_id)
+            actions=config.actions, whole_traces=config.whole_traces,
+            run=compute.worker(context, objects), artifact_dir=compute.scratch,
+            name=context.run.run_id)
     raw = [score.raw for score in results.scores]
+    credits = [score.credit for score in results.action_scores if score.credit is not None]
     return dg.MaterializeResult(metadata={
-        "evaluator": config.evaluator, "scored_traces": len(results.scores),
+        "evaluator": config.evaluator, "scored_traces": len(results.scored or results.scores),
         "scored_actions": len(results.action_scores),
-        "score_histogram": metadata.histogram(raw),
+        **({"score_histogram": metadata.histogram(raw)} if raw else {}),
+        **({"credit_histogram": metadata.histogram(credits, title="Action credit",
+                                                   x_label="credit")} if credits else {}),
         "request": config.request_id if config.request_id is not None else "auto",
         **_trust(context, database, config),
     })

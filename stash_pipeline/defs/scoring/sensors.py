@@ -1,9 +1,10 @@
-"""Score again requests become scoring runs; traces a kept-current personal model has not scored
-become scoring runs too, in batches (the database is the queue, as for the shared evaluator).
+"""Score again requests become scoring runs; the scoring queue (``store.scoring_work``: what the
+current release and the kept-current personal models have yet to score) becomes scoring runs too,
+in background chunks: one sensor, one job, one way to find what is in flight.
 
-Run keys: a request's id (one run per request); for auto-scoring the sensor's tick number with
-the batch's place in it, so a failed batch, whose traces stay pending, is handed out again later.
-Batches in flight are not handed out twice.
+Run keys: a request's id (one run per request); for background chunks the sensor's tick number
+with the chunk's place in it, so a failed chunk, whose traces stay queued, is handed out again
+later. Chunks in flight are not handed out twice.
 """
 
 from __future__ import annotations
@@ -13,13 +14,21 @@ import dagster as dg
 from stash_pipeline.defs.resources import SharedEvaluatorResource, StoreResource
 from stash_pipeline.defs.scoring.jobs import trace_scoring_job
 from stash_pipeline.defs.sensor_cursors import REQUESTS_PER_TICK, settled_cursor, unstarted
-from stash_pipeline.defs.shared.sensors import IN_FLIGHT, MAX_SCORING_RUNS
 from stash_pipeline.defs.worker_queue import ensure_worker_pool, priority_tags
 from stash_pipeline.pipelines import trace_scoring
 from stash_pipeline.pipelines.trace_scoring import REQUEST_TAG
 
-AUTO_TAG = "stash/auto_scoring"  # the personal model an auto-scoring run scores with
+# The evaluator a background chunk scores with (a release version or a personal model id).
+BACKGROUND_TAG = "stash/background_scoring"
 INTERVAL_S = 5
+# Background chunks queued or running at once: the rest of the queue waits in the database. The
+# reward_worker pool runs one scoring step at a time anyway; one chunk working and one ready next
+# keep it busy without holding the deployment's run slots (deploy/dagster.yaml: 10) away from
+# training.
+MAX_SCORING_RUNS = 2
+IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED,
+             dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
+             dg.DagsterRunStatus.CANCELING]
 
 
 def scoring_config(evaluator: str, actions: bool, **fields) -> dict:
@@ -49,10 +58,16 @@ def score_again_for_traces(context: dg.SensorEvaluationContext,
                               context.cursor))
 
 
+def batch_config(batch: trace_scoring.ScoringBatch) -> dict:
+    """The run config of one background chunk."""
+    return scoring_config(batch.evaluator, batch.actions, whole_traces=batch.whole_traces,
+                          trace_ids=list(batch.traces), versions=list(batch.traces.values()))
+
+
 def in_flight(instance: dg.DagsterInstance) -> tuple[int, set[tuple[str, str, int]]]:
-    """Auto-scoring runs not finished yet, and the (model, trace, version) they cover."""
+    """Background chunks not finished yet, and the (evaluator, trace, version) they cover."""
     runs = [run for run in instance.get_runs(filters=dg.RunsFilter(
-        job_name=trace_scoring_job.name, statuses=IN_FLIGHT)) if AUTO_TAG in run.tags]
+        job_name=trace_scoring_job.name, statuses=IN_FLIGHT)) if BACKGROUND_TAG in run.tags]
     covered: set[tuple[str, str, int]] = set()
     for run in runs:
         config = run.run_config["ops"]["trace_scores"]["config"]
@@ -63,30 +78,31 @@ def in_flight(instance: dg.DagsterInstance) -> tuple[int, set[tuple[str, str, in
 
 @dg.sensor(job=trace_scoring_job, minimum_interval_seconds=INTERVAL_S,
            default_status=dg.DefaultSensorStatus.RUNNING,
-           description="Keeps personal scores current: each owner's most recent succeeded "
-                       "models (STASH_PERSONAL_SCORING_MODELS) score, in batches, the traces "
-                       "imported or changed after they succeeded.")
-def pending_personal_scoring(context: dg.SensorEvaluationContext, database: StoreResource,
-                             shared_evaluator: SharedEvaluatorResource
-                             ) -> dg.SensorResult | dg.SkipReason:
-    """Scoring runs for the trace versions a kept-current personal model has not scored: traces
-    imported or changed after it succeeded. Each owner's STASH_PERSONAL_SCORING_MODELS most
-    recent succeeded models are kept current. A tick reads one page of the scoring queue for all
-    models at once (store.scoring_work), whatever the number of models."""
+           description="Works the scoring queue in background chunks: the current shared "
+                       "release scores every trace version it has not scored (all traces after "
+                       "a release, a trace again after its reimport), and each owner's most "
+                       "recent succeeded models (STASH_PERSONAL_SCORING_MODELS) score the "
+                       "owner's traces imported or changed after they succeeded.")
+def pending_scoring(context: dg.SensorEvaluationContext, database: StoreResource,
+                    shared_evaluator: SharedEvaluatorResource) -> dg.SensorResult | dg.SkipReason:
+    """Background chunks for what the scoring queue holds: the personal models' oldest work
+    first, then the release's, MAX_SCORING_RUNS chunks in flight at most. A tick reads one page
+    of each queue whatever the number of models (store.scoring_work)."""
     size = shared_evaluator.batch_size()
     running, covered = in_flight(context.instance)
-    room = max(0, MAX_SCORING_RUNS - running) * size
+    room = max(0, MAX_SCORING_RUNS - running)
     if not room:
-        return dg.SkipReason(f"{running} personal scoring runs in flight, the most at once")
-    batches = trace_scoring.pending_batches(database.store, batch_size=size, room=room,
-                                            skip=covered)[:MAX_SCORING_RUNS - running]
+        return dg.SkipReason(f"{running} scoring chunks in flight, the most at once")
+    store = database.store
+    batches = trace_scoring.pending_batches(store, batch_size=size, runs=room, skip=covered)
+    if not batches and store.latest_release() is None:
+        return dg.SkipReason("no shared evaluator release yet: traces wait for the first release")
     tick = int(context.cursor or 0) + 1
     ensure_worker_pool(context.instance)
     return dg.SensorResult(
-        run_requests=[dg.RunRequest(
-            run_key=f"auto:{model_id}:{tick}:{index}",
-            run_config=scoring_config(model_id, actions, trace_ids=[t for t, _ in batch],
-                                      versions=[v for _, v in batch]),
-            tags={AUTO_TAG: model_id, **priority_tags("background")})
-            for index, (model_id, actions, batch) in enumerate(batches)],
+        run_requests=[dg.RunRequest(run_key=f"auto:{batch.evaluator}:{tick}:{index}",
+                                    run_config=batch_config(batch),
+                                    tags={BACKGROUND_TAG: batch.evaluator,
+                                          **priority_tags("background")})
+                      for index, batch in enumerate(batches)],
         cursor=str(tick))

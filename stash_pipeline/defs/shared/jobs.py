@@ -1,4 +1,5 @@
-"""The shared evaluator's runs: the training chain (weekly, on request, or by hand) and scoring."""
+"""The shared evaluator's run: the training chain (weekly, on request, or by hand). Its release
+scores every trace through the one scoring path (defs/scoring)."""
 
 import dagster as dg
 
@@ -9,7 +10,6 @@ from stash_pipeline.defs.shared.assets import (
     shared_split,
     shared_training_pairs,
 )
-from stash_pipeline.defs.shared.scoring import shared_action_scores
 from stash_pipeline.defs.worker_runs import MAX_RUNTIME_S
 
 shared_training_job = dg.define_asset_job(
@@ -19,9 +19,4 @@ shared_training_job = dg.define_asset_job(
     tags={"dagster/max_runtime": MAX_RUNTIME_S},
     description="Train a shared-evaluator candidate, benchmark it against the incumbent and "
                 "release it if it passes the gate.",
-)
-shared_scoring_job = dg.define_asset_job(
-    "shared_evaluator_scoring", selection=[shared_action_scores],
-    tags={"dagster/max_runtime": MAX_RUNTIME_S},
-    description="Score one batch of pending traces with the current release.",
 )
