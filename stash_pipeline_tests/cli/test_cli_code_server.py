@@ -8,7 +8,6 @@ old code server keeps serving beside its replacement.
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -20,18 +19,10 @@ from dagster._grpc.client import DagsterGrpcClient
 from dagster._serdes import deserialize_value
 
 from stash_pipeline.cli.code_server import DEFINITIONS_MODULE
-from stash_pipeline_tests.support.deployment import free_port
-from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, SERVER_START_S, bound, wait_until
+from stash_pipeline_tests.support.deployment import free_port, health_check
+from stash_pipeline_tests.support.waiting import SERVER_START_S, wait_until
 
 CLI = Path(sys.executable).with_name("stash-pipeline")
-HEALTH_CHECK = Path(__file__).resolve().parents[2] / "deploy" / "healthcheck-code-server.sh"
-
-
-def health(port: int) -> subprocess.CompletedProcess:
-    """The container's health check, as a task definition or a probe runs it."""
-    environ = {**os.environ, "PATH": f"{CLI.parent}{os.pathsep}{os.environ['PATH']}"}
-    return subprocess.run([str(HEALTH_CHECK), "127.0.0.1", str(port)], env=environ,
-                          capture_output=True, text=True, timeout=bound(PROCESS_EXIT_S))
 
 
 def serves(client: DagsterGrpcClient) -> bool:
@@ -59,7 +50,7 @@ def test_sigterm_stops_a_code_server_started_with_sigint_ignored(tmp_path):
         assert [s.attribute for s in served.repository_symbols] == ["defs"]
         assert DEFINITIONS_MODULE in repr(served.repository_code_pointer_dict)
         assert served.entry_point == [sys.executable, "-m", "dagster"]
-        healthy = health(port)
+        healthy = health_check(port)
         assert healthy.returncode == 0, healthy.stderr
         assert healthy.stdout.strip() == (f"the code server at 127.0.0.1:{port} serves the "
                                           f"definitions (from {DEFINITIONS_MODULE} import defs)")
@@ -68,7 +59,7 @@ def test_sigterm_stops_a_code_server_started_with_sigint_ignored(tmp_path):
                    what="the code server to stop on SIGTERM", interval_s=0.1)
         assert server.returncode == 0
         assert not serves(client)
-        gone = health(port)
+        gone = health_check(port)
         assert gone.returncode == 1
         assert gone.stderr.startswith(f"no answer from a code server at 127.0.0.1:{port} "), gone
     finally:
@@ -98,7 +89,7 @@ def test_a_port_that_listens_but_answers_nothing_is_unhealthy():
         thread = threading.Thread(target=accept, daemon=True)
         thread.start()
         try:
-            result = health(mute.getsockname()[1])
+            result = health_check(mute.getsockname()[1])
         finally:
             stop.set()
             thread.join()

@@ -9,10 +9,7 @@ through the new server.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,51 +21,20 @@ from stash_pipeline.defs.abandoned_runs import process_gone
 from stash_pipeline.defs.scoring.sensors import BACKGROUND_TAG
 from stash_pipeline.defs.worker_queue import worker_holders
 from stash_pipeline.instance import get_instance, request_state
-from stash_pipeline.objects import object_store_from_env
 from stash_pipeline.run_launcher import RUN_PROCESS_TAG
 from stash_pipeline.services import scoring_requests
-from stash_pipeline.store import Release
-from stash_pipeline_tests.support.deployment import BIN, Deployment
+from stash_pipeline_tests.support.deployment import Deployment, health_check, release_scoring
 from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records
 from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, SERVER_START_S, bound, wait_until
 
 pytestmark = pytest.mark.slow
 
-HEALTH_CHECK = Path(__file__).resolve().parents[2] / "deploy" / "healthcheck-code-server.sh"
-
-
-def health(deployment: Deployment) -> subprocess.CompletedProcess:
-    environ = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-    return subprocess.run([str(HEALTH_CHECK), "127.0.0.1", str(deployment.port)], env=environ,
-                          capture_output=True, text=True, timeout=bound(PROCESS_EXIT_S))
-
-
 @pytest.fixture
 def deployment(home: Path, store, monkeypatch, shared_checkpoint) -> Iterator[Deployment]:
     """The release r1 and 4 of ana's traces pending for it (two background chunks of 2); the
     worker behind a gate; a code server and a daemon running."""
-    from stash_pipeline.objects.keys import shared_evaluator_checkpoint_key
-
-    gate, python = home / "gate", home / "gated-python"
-    python.write_text(f'#!/bin/sh\nwhile [ ! -e "{gate}" ]; do sleep 0.1; done\n'
-                      f'exec "{sys.executable}" "$@"\n')
-    python.chmod(0o755)
-    monkeypatch.setenv("DAGSTER_HOME", str(home / "stash" / "dagster"))
-    monkeypatch.setenv("STASH_SCORING_BATCH", "2")
-    monkeypatch.setenv("RM_WORKER_PYTHON", str(python))
-    store.import_traces(agentprocessbench_records(4))
-    uri = object_store_from_env().put_file(shared_evaluator_checkpoint_key("r1"),
-                                           shared_checkpoint)
-    store.save_release(Release("r1", uri, {"passed": True},
-                               {"training_traces": {}, "benchmark_traces": {}}))
-    running = Deployment(home, {**os.environ, "PYTHONUNBUFFERED": "1"})
-    running.gate = gate
-    try:
-        running.start_code_server()
-        running.start_daemon()
+    with release_scoring(home, store, monkeypatch, shared_checkpoint, traces=4) as running:
         yield running
-    finally:
-        running.stop_all()
 
 
 def test_a_code_server_replaced_while_a_run_works(deployment, store):
@@ -86,12 +52,12 @@ def test_a_code_server_replaced_while_a_run_works(deployment, store):
     assert old.returncode == 0, deployment.log("code-server")
     run = instance.get_run_by_id(working)
     assert run.status == dg.DagsterRunStatus.STARTED and not process_gone(run_process)
-    unanswered = health(deployment)
+    unanswered = health_check(deployment.port)
     assert unanswered.returncode == 1 and "no answer" in unanswered.stderr, unanswered
 
     # 2. The new server on the same host and port, which the health check says serves.
     deployment.start_code_server()
-    wait_until(lambda: health(deployment).returncode == 0, timeout_s=SERVER_START_S,
+    wait_until(lambda: health_check(deployment.port).returncode == 0, timeout_s=SERVER_START_S,
                what="the new code server to pass the health check")
 
     # 3. The run finishes; the daemon's next runs come through the new server.
