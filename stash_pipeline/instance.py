@@ -25,6 +25,7 @@ from stash_pipeline.compute.job_log import JobProgress, job_progress
 from stash_pipeline.core.home import absolute, stash_home
 from stash_pipeline.defs import abandoned_runs
 from stash_pipeline.defs.abandoned_runs import PROCESS_TAG, this_process
+from stash_pipeline.defs.sensor_cursors import RUN_KEY_TAG, SENSOR_NAME_TAG, every_unstarted_request
 from stash_pipeline.run_console import command_console
 from stash_pipeline.store.migration_scripts import share_revision_maps
 
@@ -33,10 +34,6 @@ CREATED = ".stash-created"  # in the instance folder, once its storage exists
 # Runs executed here log their progress (the worker's lines among it) at INFO, not every DEBUG
 # event: run_console shows what a person needs of it.
 CONSOLE_INFO = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
-# The tags by which the sensor daemon finds a run key's existing run and skips the key
-# (dagster._daemon.sensor.fetch_existing_runs); a run without an origin matches on the name.
-RUN_KEY_TAG = "dagster/run_key"
-SENSOR_NAME_TAG = "dagster/sensor_name"
 # Names the run one call of run_sensor_requests executes, so its wait for the worker can be told.
 INVOCATION_TAG = "stash/invocation"
 WAIT_POLL_S = 1.0
@@ -175,7 +172,8 @@ def run_sensor_requests(instance: dg.DagsterInstance, defs: dg.Definitions, sens
     while True:  # a tick reads one page: follow the cursor to the page with the wanted runs
         with dg.build_sensor_context(instance=instance, definitions=defs,
                                      instance_ref=instance.get_ref(), sensor_name=sensor_name,
-                                     resources=defs.resources, cursor=cursor) as context:
+                                     resources=defs.resources, cursor=cursor) as context, \
+                every_unstarted_request():  # the one it wants may come after many others
             data = sensor.evaluate_tick(context)
         for request in data.dynamic_partitions_requests or ():
             instance.add_dynamic_partitions(request.partitions_def_name,
@@ -210,7 +208,29 @@ def run_sensor_requests(instance: dg.DagsterInstance, defs: dg.Definitions, sens
         runs.append(result.dagster_run)
         if not result.success:
             _record_failed_run(instance, defs, result)
+    if once_per_run_key:  # a sensor asks only for keys without a run (sensor_cursors.unstarted)
+        asked = [r for r in data.run_requests or () if wanted(r)]
+        for key, existing in _started_elsewhere(instance, sensor_name, asked, partition_keys,
+                                                run_keys):
+            if on_run:
+                on_run(f"waiting for run {existing.run_id} of {key}, started elsewhere "
+                       "(a daemon)")
+            runs.append(_finished(instance, existing.run_id, on_wait=on_run))
     return runs
+
+
+def _started_elsewhere(instance: dg.DagsterInstance, sensor_name: str,
+                       asked: Sequence[dg.RunRequest], partition_keys: Sequence[str] | None,
+                       run_keys: Sequence[str] | None) -> list[tuple[str, dg.DagsterRun]]:
+    """Each wanted partition or run key the tick did not ask for because it has a run of
+    ``sensor_name`` (one a daemon started), with that run (the newest)."""
+    found = []
+    for tag, keys, of in (("dagster/partition", partition_keys, lambda r: r.partition_key),
+                          (RUN_KEY_TAG, run_keys, lambda r: r.run_key)):
+        for key in sorted(set(keys or ()) - {of(request) for request in asked}):
+            found += [(key, run) for run in instance.get_runs(filters=dg.RunsFilter(
+                tags={tag: key, SENSOR_NAME_TAG: sensor_name}), limit=1)]
+    return found
 
 
 def _run_of_key(instance: dg.DagsterInstance, sensor_name: str,

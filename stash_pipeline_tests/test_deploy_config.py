@@ -255,6 +255,14 @@ def test_the_code_location_image_installs_the_worker_and_the_instance() -> None:
     assert command[:2] == ["stash-pipeline", "code-server"]
     port = command[command.index("--port") + 1]
     assert ("EXPOSE", port) in instructions
+    # The health check a task definition or a probe runs, at the path the README gives.
+    assert ["deploy/healthcheck-code-server.sh", "./deploy/"] in [
+        arguments.split() for instruction, arguments in instructions if instruction == "COPY"]
+    assert ("WORKDIR", "/opt/stash") in instructions
+    check = ROOT / "deploy" / "healthcheck-code-server.sh"
+    assert check.stat().st_mode & 0o111, "the health check is not executable"
+    assert "stash-pipeline code-server-health" in check.read_text()
+    assert f"STASH_CODE_SERVER_PORT:-{port}" in check.read_text()
 
 
 @pytest.mark.parametrize("path", [API_IMAGE, CODE_IMAGE], ids=lambda p: p.name)

@@ -173,9 +173,12 @@ def test_ecs_health_checks_ask_routes_and_run_commands_that_exist() -> None:
 
     server = ECS["stash-code-server"]["container"]
     check = server["healthCheck"]["command"]
-    assert check[:4] == ["CMD", "dagster", "api", "grpc-health-check"]
-    parsed = api_cli.commands["grpc-health-check"].make_context("grpc-health-check", check[4:])
-    assert parsed.params["port"] == int(option(server["command"], "--port"))
+    # The project's check (a deadline, the definitions served), where the image copies it.
+    assert check[:2] == ["CMD", "/opt/stash/deploy/healthcheck-code-server.sh"]
+    assert "COPY deploy/healthcheck-code-server.sh ./deploy/" in (
+        DEPLOY / "Dockerfile.code-location").read_text()
+    assert "WORKDIR /opt/stash" in (DEPLOY / "Dockerfile.code-location").read_text()
+    assert int(check[3]) == int(option(server["command"], "--port"))
     daemon = ECS["stash-daemon"]["container"]["healthCheck"]["command"]
     assert daemon[:2] == ["CMD", "dagster-daemon"]
     assert daemon[2] in create_dagster_daemon_cli().commands

@@ -24,7 +24,12 @@ IN_PROGRESS = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
 
 
 def this_process() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{_process_start(os.getpid()) or ''}"
+    return process_tag(os.getpid())
+
+
+def process_tag(pid: int) -> str:
+    """``host:pid:start`` of a process of this host (``PROCESS_TAG``'s form)."""
+    return f"{socket.gethostname()}:{pid}:{_process_start(pid) or ''}"
 
 
 def _process_start(pid: int) -> str | None:

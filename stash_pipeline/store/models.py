@@ -246,23 +246,24 @@ def score_again_requested(connection: sa.Connection, after: tuple[datetime, str]
             if row.status == "succeeded"]
 
 
-def models_to_retire(connection: sa.Connection, finished_before: datetime,
-                     limit: int) -> list[RewardModelRecord]:
-    """Models whose partition no run needs any more: finished (succeeded or failed) before
-    ``finished_before`` and not retired yet, oldest first, ``limit`` at most."""
-    return [_record(row) for row in connection.execute(
-        sa.select(rm).where(rm.c.partition_retired_at.is_(None),
-                            rm.c.finished_at < finished_before,
-                            rm.c.status.in_(("succeeded", "failed")))
-        .order_by(rm.c.partition_retired_at, rm.c.finished_at, rm.c.id).limit(limit))]
+def claim_partition_retirement(connection: sa.Connection, finished_before: datetime,
+                               limit: int) -> list[RewardModelRecord]:
+    """Stamp ``partition_retired_at`` on up to ``limit`` models whose partition no run needs any
+    more (finished, succeeded or failed, before ``finished_before``, not retired yet), oldest
+    first, read through the index on (partition_retired_at, finished_at, id); returns them.
 
-
-def mark_partitions_retired(connection: sa.Connection, model_ids: Sequence[str]) -> int:
-    """Record that these models' partitions were deleted; a model queued again meanwhile (a
-    retry, which needs its partition) is left alone."""
-    count = 0
-    for chunk in chunks(list(model_ids)):
-        count += connection.execute(
-            rm.update().where(rm.c.id.in_(chunk), rm.c.status.in_(("succeeded", "failed")))
-            .values(partition_retired_at=schema.utcnow())).rowcount
-    return count
+    Their rows stay locked until the caller's transaction ends, so a retry of one of them (which
+    needs its partition back) waits until the partitions' deletion has committed and then clears
+    the stamp; a retry that committed first leaves its model out."""
+    finished = ("succeeded", "failed")
+    ids = list(connection.scalars(
+        sa.select(rm.c.id).where(rm.c.partition_retired_at.is_(None),
+                                 rm.c.finished_at < finished_before, rm.c.status.in_(finished))
+        .order_by(rm.c.partition_retired_at, rm.c.finished_at, rm.c.id).limit(limit)))
+    if not ids:
+        return []
+    claimed = [_record(row) for row in connection.execute(
+        rm.update().where(rm.c.id.in_(ids), rm.c.partition_retired_at.is_(None),
+                          rm.c.status.in_(finished))
+        .values(partition_retired_at=schema.utcnow()).returning(*rm.c))]
+    return sorted(claimed, key=lambda m: (m.finished_at, m.id))

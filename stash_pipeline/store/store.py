@@ -327,14 +327,15 @@ class Store:
         with self.reading() as c:
             return models.score_again_requested(c, after, limit)
 
-    def models_to_retire(self, finished_before: datetime,
-                         limit: int) -> list[RewardModelRecord]:
-        with self.reading() as c:
-            return models.models_to_retire(c, finished_before, limit)
-
-    def mark_partitions_retired(self, model_ids: Sequence[str]) -> int:
+    @contextmanager
+    def retiring_partitions(self, finished_before: datetime,
+                            limit: int) -> Iterator[list[RewardModelRecord]]:
+        """Up to ``limit`` models finished before ``finished_before`` whose partitions are to be
+        deleted, stamped retired in a transaction that commits when the block ends (and rolls
+        back if it raises): a retry of one of them waits for the block
+        (models.claim_partition_retirement)."""
         with self.transaction() as c:
-            return models.mark_partitions_retired(c, model_ids)
+            yield models.claim_partition_retirement(c, finished_before, limit)
 
     def scoring_work(self, *, personal: bool, limit: int,
                      evaluator: str | None = None) -> list[ScoringWork]:

@@ -1,8 +1,11 @@
 """Partitions beyond 100,000 models (issue 43): a finished model's partition is deleted after the
-retention, its model, metrics and materializations stay, and a retry brings the partition back."""
+retention, its model, metrics and materializations stay, and a retry brings the partition back.
+A tick's work is bounded (issue 50): at most its page of models, their partitions deleted in one
+statement whatever the number of models and partitions."""
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import timedelta
 
 import dagster as dg
@@ -92,3 +95,90 @@ def test_retirement_reads_a_bounded_page(store, instance):
     with store.reading() as connection:
         assert connection.scalar(sa.select(sa.func.count()).select_from(rm).where(
             rm.c.partition_retired_at.is_(None))) == 0
+
+
+def _finished_models(store: Store, count: int, days: float = 10) -> list:
+    records = agentprocessbench_records(1)
+    store.import_traces(records)
+    models = [reward_models.create(store, "ana", {"name": f"m{i}",
+                                                  "trace_ids": [records[0].trace.id]})
+              for i in range(count)]
+    rm = schema.reward_models
+    with store.transaction() as connection:
+        connection.execute(rm.update().where(rm.c.id.in_([m.id for m in models])).values(
+            status="failed", error="no pairs",
+            finished_at=schema.utcnow() - timedelta(days=days)))
+    return models
+
+
+def _dagster_statements(instance: dg.DagsterInstance, call) -> Counter:
+    """The statements ``call`` sends to the instance's own storage, by their first word and the
+    dynamic partitions table (``DELETE dynamic_partitions``)."""
+    counted: Counter = Counter()
+    folder = str(instance.root_directory)
+
+    def count(conn, cursor, statement, parameters, context, executemany) -> None:
+        if folder in str(conn.engine.url):
+            verb = statement.split(None, 1)[0].upper()
+            counted[f"{verb} dynamic_partitions" if "dynamic_partitions" in statement
+                    else verb] += 1
+
+    sa.event.listen(sa.Engine, "before_cursor_execute", count)
+    try:
+        call()
+    finally:
+        sa.event.remove(sa.Engine, "before_cursor_execute", count)
+    return counted
+
+
+def test_a_tick_deletes_its_page_of_partitions_in_one_statement(store, instance):
+    models = _finished_models(store, 12)
+    keys = [model_partition_key(m) for m in models]
+    others = [f"recent--m{i}" for i in range(30)]  # partitions of models still in use
+    instance.add_dynamic_partitions(personal_reward_model.name, keys + [models[0].id] + others)
+
+    retired: list[str] = []
+
+    def tick() -> None:
+        retired.extend(retire_partitions(instance, store, limit=5))
+
+    first = _dagster_statements(instance, tick)
+    assert len(retired) == 5
+    assert first["DELETE dynamic_partitions"] == 1, first
+    assert sum(first.values()) == 1, first  # no lookup per key, no listing of partitions
+    by_id = {m.id: model_partition_key(m) for m in models}
+    left = set(instance.get_dynamic_partitions(personal_reward_model.name))
+    bare = set() if models[0].id in retired else {models[0].id}  # a bare-id key goes too
+    assert left == {by_id[i] for i in by_id if i not in retired} | bare | set(others)
+
+    # Two more ticks: five, then the last two; the same one statement however many there are.
+    assert _dagster_statements(instance, tick) == first
+    assert len(retired) == 10
+    assert sorted(retired + retire_partitions(instance, store, limit=5)) == sorted(by_id)
+    assert set(instance.get_dynamic_partitions(personal_reward_model.name)) == set(others)
+    assert sum(_dagster_statements(instance, lambda: retire_partitions(instance, store)
+                                   ).values()) == 0  # nothing to retire: Dagster is not asked
+
+
+def test_a_failed_delete_leaves_the_models_to_the_next_tick(store, instance, monkeypatch):
+    """The store's stamp is the cursor: it commits only once the partitions are deleted."""
+    from stash_pipeline.defs.personal import retirement
+
+    models = _finished_models(store, 3)
+    instance.add_dynamic_partitions(personal_reward_model.name,
+                                    [model_partition_key(m) for m in models])
+
+    def unavailable(*args, **kwargs):
+        raise ConnectionError("Dagster's storage is away")
+
+    monkeypatch.setattr(retirement, "delete_partitions", unavailable)
+    try:
+        retire_partitions(instance, store)
+    except ConnectionError:
+        pass
+    else:
+        raise AssertionError("the failed delete was not raised")
+    assert all(store.get_reward_model(m.id).partition_retired_at is None for m in models)
+    monkeypatch.undo()
+    assert sorted(retire_partitions(instance, store)) == sorted(m.id for m in models)
+    assert instance.get_dynamic_partitions(personal_reward_model.name) == []

@@ -1,5 +1,6 @@
 """Sensors that scale (issue 43): a tick of every store-reading sensor issues the same bounded
-number of SQL statements whatever the number of users, models, traces and requests."""
+number of SQL statements whatever the number of users, models, traces and requests, and a request
+sensor's tick asks for a bounded number of runs (issue 50)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 import dagster as dg
+import pytest
 import sqlalchemy as sa
 
 from stash_pipeline.core.requests import parse_reward_model_request
+from stash_pipeline.defs import sensor_cursors
+from stash_pipeline.defs.sensor_cursors import RUN_KEY_TAG, SENSOR_NAME_TAG
 from stash_pipeline.instance import definitions
 from stash_pipeline.store import Release, Store, TraceScore
 from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records
@@ -89,3 +93,47 @@ def test_a_ticks_statements_do_not_grow_with_users_and_models(store, instance,
     # the work of two sensors once.
     bounds = {name: 8 if name == "pending_scoring" else 4 for name in SENSORS}
     assert set(few) == set(SENSORS) and all(0 < n <= bounds[k] for k, n in few.items()), few
+
+
+REQUEST_SENSORS = ("queued_reward_models", "score_again_requests", "score_again_for_traces",
+                   "shared_training_requests")
+
+
+def _runs_as_the_daemon_creates_them(instance: dg.DagsterInstance, defs: dg.Definitions,
+                                     name: str, result: dg.SensorResult) -> None:
+    """The tick's partitions and runs, with the tags by which the daemon finds a key's run."""
+    for request in result.dynamic_partitions_requests or ():
+        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    job = defs.resolve_job_def(defs.resolve_sensor_def(name).job_name)
+    for request in result.run_requests:
+        tags = {**request.tags, RUN_KEY_TAG: request.run_key, SENSOR_NAME_TAG: name}
+        if request.partition_key:
+            tags["dagster/partition"] = request.partition_key
+        instance.create_run_for_job(job, run_config=request.run_config, tags=tags)
+
+
+@pytest.mark.parametrize("name", REQUEST_SENSORS)
+def test_a_tick_asks_for_a_bounded_number_of_runs_and_never_twice(store, instance, monkeypatch,
+                                                                   name) -> None:
+    """The daemon creates each run a tick asks for, one after another: a tick asks for
+    RUNS_PER_TICK at most, and never again for a request whose run exists, even while the cursor
+    cannot move past it yet (requests younger than SETTLE_S)."""
+    monkeypatch.setattr(sensor_cursors, "RUNS_PER_TICK", 3)
+    store.save_release(Release("r1", "file:///r1.tar.gz", {"passed": True},
+                               {"training_traces": {}}))
+    _users(store, 0, 7)
+    defs = definitions()
+    cursor, asked = None, []
+    for _ in range(4):
+        with dg.build_sensor_context(instance=instance, instance_ref=instance.get_ref(),
+                                     definitions=defs, sensor_name=name,
+                                     resources=defs.resources, cursor=cursor) as context:
+            result = defs.resolve_sensor_def(name).evaluate_tick(context)
+        keys = [request.run_key for request in result.run_requests]
+        assert len(keys) <= 3, keys
+        asked.append(keys)
+        _runs_as_the_daemon_creates_them(instance, defs, name, result)
+        cursor = result.cursor
+    assert [len(keys) for keys in asked] == [3, 3, 1, 0], asked
+    assert len({key for keys in asked for key in keys}) == 7
+    assert cursor is None  # young requests: the cursor waits, the runs' keys skip them

@@ -22,9 +22,11 @@ from stash_pipeline.defs.sensor_cursors import (
     parse_time_cursor,
     settled_cursor,
     time_cursor,
+    unstarted,
 )
 from stash_pipeline.defs.worker_queue import priority_tags
 from stash_pipeline.services import reward_models
+from stash_pipeline.store import RewardModelRecord
 
 INTERVAL_S = 10
 ABANDONED_INTERVAL_S = 30
@@ -39,14 +41,15 @@ def queued_reward_models(context: dg.SensorEvaluationContext,
                          database: StoreResource) -> dg.SensorResult:
     """One run per queued model and attempt: the run key names both, so a retry (a new attempt)
     is never blocked by the key of the attempt before it. A tick reads the models queued since
-    its cursor, REQUESTS_PER_TICK at most (sensor_cursors), so a model whose run never starts
-    holds up no other."""
-    queued = database.store.queued_models(parse_time_cursor(context.cursor), REQUESTS_PER_TICK)
+    its cursor, REQUESTS_PER_TICK at most, and asks for the runs of RUNS_PER_TICK of them that
+    have none (sensor_cursors), so a model whose run never starts holds up no other."""
+    page = database.store.queued_models(parse_time_cursor(context.cursor), REQUESTS_PER_TICK)
+    queued, covered = unstarted(context, page, _training_run_key)
     return dg.SensorResult(
-        cursor=settled_cursor(queued, lambda m: m.queued_at,
+        cursor=settled_cursor(covered, lambda m: m.queued_at,
                               lambda m: time_cursor(m.queued_at, m.id), context.cursor),
         run_requests=[dg.RunRequest(partition_key=model_partition_key(m),
-                                    run_key=f"{m.id}:{m.attempt}",
+                                    run_key=_training_run_key(m),
                                     tags={MODEL_TAG: m.id, MODEL_NAME_TAG: m.name[:200],
                                           ATTEMPT_TAG: str(m.attempt),
                                           **priority_tags("request")})
@@ -54,6 +57,10 @@ def queued_reward_models(context: dg.SensorEvaluationContext,
         dynamic_partitions_requests=_partitions_to_add(
             context, [model_partition_key(m) for m in queued]),
     )
+
+
+def _training_run_key(model: RewardModelRecord) -> str:
+    return f"{model.id}:{model.attempt}"
 
 
 @dg.sensor(job=trace_scoring_job, minimum_interval_seconds=INTERVAL_S,
@@ -64,11 +71,13 @@ def score_again_requests(context: dg.SensorEvaluationContext,
                          database: StoreResource) -> dg.SensorResult:
     """A scoring run over the owner's every trace for each Score again request of a succeeded
     model (one run key per request), with actions when it was trained on action comparisons.
-    A tick reads the models asked since its cursor, through an index (sensor_cursors)."""
-    models = database.store.score_again_requested(parse_time_cursor(context.cursor),
-                                                  REQUESTS_PER_TICK)
+    A tick reads the models asked since its cursor, through an index, and asks for the runs of
+    RUNS_PER_TICK of them that have none (sensor_cursors)."""
+    page = database.store.score_again_requested(parse_time_cursor(context.cursor),
+                                                REQUESTS_PER_TICK)
+    models, covered = unstarted(context, page, reward_models.score_again_run_key)
     return dg.SensorResult(cursor=settled_cursor(
-        models, lambda m: m.score_requested_at,
+        covered, lambda m: m.score_requested_at,
         lambda m: time_cursor(m.score_requested_at, m.id), context.cursor), run_requests=[
         dg.RunRequest(run_key=reward_models.score_again_run_key(m),
                       run_config={"ops": {"trace_scores": {"config": {
@@ -83,9 +92,9 @@ def score_again_requests(context: dg.SensorEvaluationContext,
 def _partitions_to_add(context: dg.SensorEvaluationContext,
                        keys: list[str]) -> list[dg.AddDynamicPartitionsRequest]:
     """The partitions of these keys the instance still lacks (a model's runs need its
-    partition): one lookup per key, never the list of every partition."""
-    new = [key for key in keys
-           if not context.instance.has_dynamic_partition(personal_reward_model.name, key)]
+    partition): one lookup for them all, never the list of every partition."""
+    existing = context.instance.get_existing_dynamic_partitions(personal_reward_model.name, keys)
+    new = [key for key in keys if key not in existing]
     return [personal_reward_model.build_add_request(new)] if new else []
 
 

@@ -13,7 +13,7 @@ import dagster as dg
 
 from stash_pipeline.defs.resources import SharedEvaluatorResource, StoreResource
 from stash_pipeline.defs.scoring.jobs import trace_scoring_job
-from stash_pipeline.defs.sensor_cursors import REQUESTS_PER_TICK, settled_cursor
+from stash_pipeline.defs.sensor_cursors import REQUESTS_PER_TICK, settled_cursor, unstarted
 from stash_pipeline.defs.worker_queue import ensure_worker_pool, priority_tags
 from stash_pipeline.pipelines import trace_scoring
 from stash_pipeline.pipelines.trace_scoring import REQUEST_TAG
@@ -44,16 +44,17 @@ def scoring_config(evaluator: str, actions: bool, **fields) -> dict:
 def score_again_for_traces(context: dg.SensorEvaluationContext,
                            database: StoreResource) -> dg.SensorResult:
     """One scoring run per Score again request for chosen traces, oldest first, at most
-    REQUESTS_PER_TICK a tick (sensor_cursors: the cursor moves past settled requests only)."""
-    requests = database.store.scoring_requests(after=int(context.cursor or 0),
-                                               limit=REQUESTS_PER_TICK)
+    RUNS_PER_TICK a tick (sensor_cursors: the cursor moves past settled requests only)."""
+    page = database.store.scoring_requests(after=int(context.cursor or 0),
+                                           limit=REQUESTS_PER_TICK)
+    requests, covered = unstarted(context, page, lambda r: trace_scoring.request_run_key(r.id))
     return dg.SensorResult(
         run_requests=[dg.RunRequest(run_key=trace_scoring.request_run_key(r.id),
                                     run_config=scoring_config(r.evaluator, r.actions,
                                                               request_id=r.id),
                                     tags={REQUEST_TAG: str(r.id), **priority_tags("request")})
                       for r in requests],
-        cursor=settled_cursor(requests, lambda r: r.created_at, lambda r: str(r.id),
+        cursor=settled_cursor(covered, lambda r: r.created_at, lambda r: str(r.id),
                               context.cursor))
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dagster as dg
 
 from stash_pipeline.defs.resources import StoreResource
-from stash_pipeline.defs.sensor_cursors import REQUESTS_PER_TICK, settled_cursor
+from stash_pipeline.defs.sensor_cursors import REQUESTS_PER_TICK, settled_cursor, unstarted
 from stash_pipeline.defs.shared.jobs import shared_training_job
 from stash_pipeline.defs.worker_queue import priority_tags
 
@@ -31,14 +31,16 @@ def training_run_config(base_model: str | None, epochs: int | None) -> dict:
                        "release) for each `evaluator train` request, oldest first.")
 def shared_training_requests(context: dg.SensorEvaluationContext,
                              database: StoreResource) -> dg.SensorResult:
-    """One run of the chain per `evaluator train` request, oldest first."""
-    requests = database.store.shared_training_requests(after=int(context.cursor or 0),
-                                                       limit=REQUESTS_PER_TICK)
+    """One run of the chain per `evaluator train` request, oldest first, at most RUNS_PER_TICK a
+    tick (sensor_cursors)."""
+    page = database.store.shared_training_requests(after=int(context.cursor or 0),
+                                                   limit=REQUESTS_PER_TICK)
+    requests, covered = unstarted(context, page, lambda r: request_run_key(r.id))
     return dg.SensorResult(
         run_requests=[dg.RunRequest(run_key=request_run_key(r.id),
                                     run_config=training_run_config(r.base_model, r.epochs),
                                     tags={REQUEST_TAG: str(r.id),
                                           **priority_tags("shared_training")})
                       for r in requests],
-        cursor=settled_cursor(requests, lambda r: r.created_at, lambda r: str(r.id),
+        cursor=settled_cursor(covered, lambda r: r.created_at, lambda r: str(r.id),
                               context.cursor))
