@@ -71,6 +71,23 @@ def test_the_worker_imports_only_core_and_the_job_contract_and_log():
 
 
 
+def test_the_two_http_apps_stand_on_web_and_not_on_each_other():
+    """``serving/`` (the scoring server) never imports ``api/``; ``web/``, which both stand on
+    (body limits, error shape, request ids, typed errors), imports neither; and the API reaches
+    the scoring server only through its client and protocol (no torch)."""
+    def offenders(folder: str, banned: tuple[str, ...]) -> list[str]:
+        return [f"{path.relative_to(PACKAGE)}: {name}"
+                for path in (PACKAGE / folder).rglob("*.py")
+                for name in imports_of(path) if name.startswith(banned)]
+
+    assert offenders("serving", ("stash_pipeline.api",)) == []
+    assert offenders("web", ("stash_pipeline.api", "stash_pipeline.serving",
+                             "stash_pipeline.worker")) == []
+    reached = {name for path in (PACKAGE / "api").rglob("*.py") for name in imports_of(path)
+               if name.startswith("stash_pipeline.serving")}
+    assert reached <= {"stash_pipeline.serving.client", "stash_pipeline.serving.protocol"}
+
+
 def test_the_cli_reaches_the_pipeline_through_one_module():
     """The commands reach the Dagster instance and the definitions through ``cli/pipeline.py``
     only (which imports them when called: ``--help`` pays for no Dagster)."""

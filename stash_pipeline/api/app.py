@@ -13,7 +13,6 @@ from fastapi import Depends, FastAPI
 from starlette.types import Scope
 
 from stash_pipeline.api import docs, errors, temporaries, ui
-from stash_pipeline.api.limits import BodyLimit
 from stash_pipeline.api.routes import (
     account,
     bulk,
@@ -32,6 +31,8 @@ from stash_pipeline.api.write_slots import IMPORT_PATH, REWARDS_SUFFIX, write_sl
 from stash_pipeline.objects import ObjectStore
 from stash_pipeline.store import Store
 from stash_pipeline.store.readonly_sql import ReadonlySql
+from stash_pipeline.web.limits import BodyLimit
+from stash_pipeline.web.request_ids import RequestIds
 
 
 def create_app(store: Store | None = None, objects_store: ObjectStore | None = None,
@@ -89,4 +90,5 @@ def create_app(store: Store | None = None, objects_store: ObjectStore | None = N
         return settings.max_json_bytes
 
     app.add_middleware(BodyLimit, limit_for=limit_for)
+    app.add_middleware(RequestIds)
     return app

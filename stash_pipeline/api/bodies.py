@@ -92,6 +92,10 @@ REWARDS_REQUEST: dict[str, Any] = {
             "items": {"anyOf": [{"type": "string"}, {"type": "object"}]}},
         "format": {"type": "string", "enum": ["auto", *FORMATS], "default": "auto",
                    "description": "The conversation's import format."},
+        "actions": {"type": "boolean", "default": True,
+                    "description": "Every action's reward and credit too (`actions` in the "
+                                   "answer); false: the whole reward only, one forward of at "
+                                   "most the model's window a conversation."},
     },
     "oneOf": [{"required": ["conversation"]}, {"required": ["context", "candidates"]}],
 }

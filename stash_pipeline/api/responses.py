@@ -456,34 +456,6 @@ class SqlResult(BaseModel):
     max_rows: int
 
 
-class ActionReward(BaseModel):
-    action_id: str = Field(description="Local to the conversation: `m<i>` or `m<i>.call<k>`.")
-    tool_call: bool
-    raw: float
-    credit: float | None = Field(description="None for a model without action statistics.")
-
-
-class CandidateReward(BaseModel):
-    index: int = Field(description="Its place in `candidates` as sent.")
-    raw: float
-    calibrated: float | None
-    actions: list[ActionReward] = Field(description="The candidate message's own actions.")
-    rank: int = Field(description="1 for the best.")
-
-
-class Rewards(BaseModel):
-    """A conversation's rewards (`raw`, `calibrated`, `actions`), or candidates' (`candidates`,
-    `ranking`); the other keys are absent."""
-
-    evaluator: str = Field(description="The reward model's id or the release's version.")
-    kind: str = Field(description="personal or shared.")
-    raw: float | None = None
-    calibrated: float | None = None
-    actions: list[ActionReward] | None = None
-    candidates: list[CandidateReward] | None = None
-    ranking: list[int] | None = Field(None, description="Candidates' indexes, best first.")
-
-
 class TrustTraces(BaseModel):
     """The traces the report read: yours that the evaluator did not train on."""
 

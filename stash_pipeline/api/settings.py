@@ -9,8 +9,10 @@ from dataclasses import dataclass
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.requests import base_model_dirs
 from stash_pipeline.serving.protocol import (
+    DEFAULT_REWARDS_MAX_BYTES,
     DEFAULT_SCORING_URL,
     DEFAULT_TIMEOUT_S,
+    REWARDS_MAX_BYTES_ENV,
     SCORING_TIMEOUT_ENV,
     scoring_url_from_env,
 )
@@ -25,7 +27,7 @@ class ApiSettings:
     sql_concurrency: int = 4  # queries running at once; more wait up to the timeout, then 503
     write_concurrency: int = 8  # writing requests in threads at once; more wait on the event loop
     base_model_dirs: tuple[str, ...] = ()  # where a request's local base_model may be
-    max_rewards_bytes: int = 2 * 1024 * 1024  # the /rewards routes' bodies
+    max_rewards_bytes: int = DEFAULT_REWARDS_MAX_BYTES  # the /rewards routes' bodies
     scoring_url: str = DEFAULT_SCORING_URL  # the scoring server (stash-pipeline serve)
     scoring_timeout_s: float = DEFAULT_TIMEOUT_S  # what a /rewards call waits at most
     scoring_token: str | None = None  # None: derived from the signing key when first needed
@@ -45,8 +47,8 @@ class ApiSettings:
             write_concurrency=_number(environ, "STASH_API_WRITE_CONCURRENCY",
                                       defaults.write_concurrency, int),
             base_model_dirs=base_model_dirs(environ),
-            max_rewards_bytes=_number(environ, "STASH_REWARDS_MAX_BYTES",
-                                      defaults.max_rewards_bytes, int),
+            max_rewards_bytes=_number(environ, REWARDS_MAX_BYTES_ENV, defaults.max_rewards_bytes,
+                                      int),
             scoring_url=scoring_url_from_env(environ),
             scoring_timeout_s=_number(environ, SCORING_TIMEOUT_ENV, defaults.scoring_timeout_s,
                                       float),

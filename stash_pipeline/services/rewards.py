@@ -2,11 +2,12 @@
 (``core.reward_requests``), and the evaluator that answers it.
 
 A body is ``{"conversation": C}`` or ``{"context": C, "candidates": [M, ...]}``, with an optional
-``"format"``: C is a conversation in any import format (a trace object in OpenAI's or Anthropic's
-form, an OTLP export, a tau2-bench result, an AgentProcessBench record; docs/importing.md) or a
-bare list of messages; each M is an assistant message in OpenAI's form (Anthropic's when the
-context is in it), or a string (a text reply). The importers read them, so a conversation
-scores as the same trace imported would.
+``"format"`` and ``"actions"`` (default true: every action's reward too; false: the whole reward
+only, one forward a conversation): C is a conversation in any import format (a trace object in
+OpenAI's or Anthropic's form, an OTLP export, a tau2-bench result, an AgentProcessBench record;
+docs/importing.md) or a bare list of messages; each M is an assistant message in OpenAI's form
+(Anthropic's when the context is in it), or a string (a text reply). The importers read them, so
+a conversation scores as the same trace imported would.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from stash_pipeline.importers import FORMATS, anthropic_messages, openai_chat, r
 from stash_pipeline.services import reward_models
 from stash_pipeline.store import StatusError, Store
 
-BODY_FIELDS = ("conversation", "context", "candidates", "format")
+BODY_FIELDS = ("conversation", "context", "candidates", "format", "actions")
 RELEASE = "release"  # the CLI's name of the current shared-evaluator release
 
 
@@ -46,22 +47,27 @@ def parse_body(body: Any) -> RewardRequest:
     format = body.get("format", "auto")
     if format != "auto" and format not in FORMATS:
         raise InputError(f"expected auto or one of {', '.join(FORMATS)}", field="format")
+    actions = body.get("actions", True)
+    if not isinstance(actions, bool):
+        raise InputError("expected true (every action's reward too) or false (the whole "
+                         "reward only)", field="actions")
     if "conversation" in body:
         extra = [name for name in ("context", "candidates") if name in body]
         if extra:
             raise InputError("give a conversation, or a context with candidates, not both",
                              field=extra[0])
         trace, _ = read_conversation(body["conversation"], format=format, field="conversation")
-        return check_request(ConversationRequest(trace))
+        return check_request(ConversationRequest(trace, actions))
     if "context" not in body:
         raise InputError("give 'conversation', or 'context' and 'candidates'", field="conversation")
     if "candidates" not in body:
         raise InputError("give the candidate next messages to rank", field="candidates")
-    return candidates_request(body["context"], body["candidates"], format=format)
+    return candidates_request(body["context"], body["candidates"], format=format,
+                              actions=actions)
 
 
-def candidates_request(context: Any, candidates: Any, *, format: str = "auto"
-                       ) -> CandidatesRequest:
+def candidates_request(context: Any, candidates: Any, *, format: str = "auto",
+                       actions: bool = True) -> CandidatesRequest:
     trace, found = read_conversation(context, format=format, field="context")
     if not isinstance(candidates, list):
         raise InputError("expected a list of assistant messages", field="candidates")
@@ -70,7 +76,7 @@ def candidates_request(context: Any, candidates: Any, *, format: str = "auto"
                          field="candidates")
     messages = tuple(read_candidate(c, format=found, field=f"candidates[{i}]")
                      for i, c in enumerate(candidates))
-    return check_request(CandidatesRequest(trace, messages))
+    return check_request(CandidatesRequest(trace, messages, actions))
 
 
 def read_conversation(value: Any, *, format: str = "auto", field: str) -> tuple[Trace, str]:

@@ -1,8 +1,10 @@
 """The API's client of the scoring server: one call, its answer, or the error the API answers.
 
-No server, a server that does not answer within the time limit, and a busy one are 503 with
-``Retry-After`` (``ScoringUnavailable``): nothing was changed, and the same call can succeed later.
-The server's 404 and 422 come back as ``NotFoundError`` and ``InputError``.
+No server, a server that does not answer within the time limit, and a busy one (refused at
+admission, with the server's ``Retry-After``) are 503 (``ScoringUnavailable``): nothing was
+changed, and the same call can succeed later. The server's 404 and 422 come back as
+``NotFoundError`` and ``InputError``. A call cancelled (the API's client left) closes its
+connection, and the server drops the request.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ class ScoringClient:
     async def rewards(self, evaluator: str, request: RewardRequest) -> dict[str, Any]:
         """The server's answer for ``request`` scored by ``evaluator``."""
         if self._client is None:
-            # The server answers 503 at its own deadline; the client waits a little longer.
+            # The server refuses at admission what it would answer later than the call's
+            # timeout_s; the client waits a little longer than that.
             self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s + 5, connect=2))
         try:
             response = await self._client.post(
@@ -79,7 +82,10 @@ def _answer(response: httpx.Response) -> dict[str, Any]:
     if status == 404:
         raise NotFoundError(detail)
     if status == 422:
-        raise InputError(body.get("reason") or detail, field=body.get("field"))
+        field = body.get("field")
+        # The server's detail names the field the way InputError does: said once, here.
+        reason = detail.removeprefix(f"field {field!r}: ") if field else detail
+        raise InputError(reason, field=field)
     if status == 401:
         log.error("the scoring server at %s refused this API's token: the two processes do not "
                   "share STASH_SIGNING_KEY (or STASH_HOME's signing.key)", response.url)

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from stash_pipeline.core.errors import NotFoundError, UnavailableError
-from stash_pipeline.pipelines.trace_scoring import models_kept_current, scorer_of
+from stash_pipeline.pipelines.trace_scoring import scorer_of
 from stash_pipeline.store import Store
+from stash_pipeline.store.scoring_work import models_kept_current
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_MODELS = 8

@@ -1,6 +1,7 @@
 """OpenRLHF's remote reward model protocol: ``POST /get_reward`` with ``{"query": [...]}`` (and,
 from newer OpenRLHF, ``"prompts"`` and ``"labels"``), answered ``{"rewards": [...]}`` (plus
-``"scores"``, which OpenRLHF's dynamic filtering reads, and ``"extra_logs"``).
+``"scores"``, which OpenRLHF's dynamic filtering reads, and ``"extra_logs"``). The route is
+``routes/get_reward.py``; here queries are read back into conversations.
 
 A query is the policy's prompt and response as one decoded text. It is read back into messages,
 then scored as that conversation would be stored (its whole-trace raw reward):
@@ -19,16 +20,15 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.traces import Message, ToolCall, Trace, content_trace_id
 from stash_pipeline.services.rewards import read_conversation
+from stash_pipeline.serving.bodies import GetRewardCall
 
 # Tokens that pad, begin or end a decoded sequence, never part of a message.
 PADDING = ("<|endoftext|>", "<|begin_of_text|>", "<|end_of_text|>", "<s>", "</s>", "<bos>",
            "<eos>", "<pad>", "<|pad|>")
-MAX_QUERIES = 1024
 _TURN = re.compile(r"<\|im_start\|>(system|user|assistant|tool)\n(.*?)(?:<\|im_end\|>\n?|\Z)",
                    re.S)
 _THINK = re.compile(r"^\s*<think>.*?</think>\s*", re.S)
@@ -37,22 +37,14 @@ _TOOL_RESPONSE = re.compile(r"<tool_response>\n?(.*?)\n?</tool_response>", re.S)
 _TOOL_RESPONSES = re.compile(r"(?:\s*<tool_response>.*?</tool_response>)+\s*", re.S)
 
 
-def parse_body(body: Any) -> tuple[list[str], list[str | None]]:
-    """(queries, their prompts or None) of a ``/get_reward`` body; InputError names the field."""
-    if not isinstance(body, dict):
-        raise InputError("expected a JSON object with 'query'", field="body")
-    queries = body.get("query")
-    if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
-        raise InputError("expected a list of strings", field="query")
-    if len(queries) > MAX_QUERIES:
-        raise InputError(f"at most {MAX_QUERIES} queries a request, got {len(queries)}",
-                         field="query")
-    prompts = body.get("prompts")
-    if prompts is None:
-        prompts = [None] * len(queries)
-    if not isinstance(prompts, list) or len(prompts) != len(queries):
-        raise InputError("expected one prompt per query", field="prompts")
-    return queries, [p if isinstance(p, str) else None for p in prompts]
+def queries(call: GetRewardCall) -> tuple[list[str], list[str | None]]:
+    """(queries, their prompts or None) of a ``/get_reward`` body; InputError names the field.
+    Any number of queries: the server reads them in waves (``answers.answer_all``)."""
+    prompts = call.prompts if call.prompts is not None else [None] * len(call.query)
+    if len(prompts) != len(call.query):
+        raise InputError(f"expected one prompt per query: {len(prompts)} prompts for "
+                         f"{len(call.query)} queries", field="prompts")
+    return list(call.query), [p if isinstance(p, str) else None for p in prompts]
 
 
 def query_trace(query: str, prompt: str | None, field: str) -> Trace:

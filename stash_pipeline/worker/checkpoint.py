@@ -30,7 +30,7 @@ from stash_pipeline.core.errors import InputError, NotFoundError
 from stash_pipeline.core.training_settings import MAX_LENGTH
 from stash_pipeline.worker.model_card import model_card
 from stash_pipeline.worker.modeling import load_config, load_reward_model, load_tokenizer
-from stash_pipeline.worker.render import AUDIENCES, Audience
+from stash_pipeline.worker.render import AUDIENCES, Audience, template_for_audience
 
 MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
                "chat_template.jinja")
@@ -75,7 +75,8 @@ class CheckpointWriter:
         file of the seed is there.
 
         The stats come from training pairs only: held-out pairs never set the display scale.
-        reward_stats.json also records the audience, so a downloaded model renders as it was
+        reward_stats.json also records the audience, and the chat template renders for it when
+        its caller names none (plain transformers, TRL), so a downloaded model renders as it was
         trained. The card is written from the job's own numbers (``metrics``).
         """
         if self.stored_dtype is None or self.window is None:
@@ -83,6 +84,10 @@ class CheckpointWriter:
         directory = self.directory
         (directory / REWARD_STATS_FILE).write_text(
             json.dumps({**reward_stats.to_dict(), "audience": audience}))
+        template = directory / "chat_template.jinja"
+        if template.exists():  # the model renders for its audience wherever it is loaded
+            template.write_text(template_for_audience(template.read_text(encoding="utf-8"),
+                                                      audience), encoding="utf-8")
         if action_reward_stats is not None:
             (directory / ACTION_REWARD_STATS_FILE).write_text(
                 json.dumps(action_reward_stats.to_dict()))

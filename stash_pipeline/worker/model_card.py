@@ -47,8 +47,10 @@ def model_card(*, evaluator: str, audience: str, base_model: str, window: int,
               f"{action_reward_stats.scale:.6g}))` (`action_reward_stats.json`), from -1 to +1."
               if action_reward_stats is not None else
               "This model was not trained on action comparisons: it has no action credit.")
-    systems = (", system messages included" if audience == "shared"
-               else ", system messages left out")
+    systems = ("; system messages are read, and the trace's evaluation context is passed as "
+               "`evaluation_context=`" if audience == "shared"
+               else "; the template leaves system messages out: this model was trained without "
+                    "them")
     return f"""# Reward model `{evaluator}`
 
 A Bradley-Terry reward model trained by stash-pipeline: {who}. It reads a rendered agent trace
@@ -84,7 +86,9 @@ so the end of the conversation, the part being judged, is kept.
 
 The trace is rendered with the chat template saved here (`chat_template.jinja`, which the
 tokenizer loads): OpenAI-style messages (`role`, `content`, assistant `tool_calls` as
-`{{"name", "arguments"}}`){systems}, and the trace's tools.
+`{{"name", "arguments"}}` or OpenAI's `{{"type": "function", "function": {{...}}}}`, the arguments a
+JSON string of any spacing or an object: the template writes them alike){systems}, and the trace's
+tools.
 
 ```python
 import json

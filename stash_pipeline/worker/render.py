@@ -3,13 +3,20 @@
 Rendering goes through ``tokenizer.apply_chat_template`` with the template the base model reads
 natively (``choose_template``), which is saved with every checkpoint as ``chat_template.jinja`` so
 a downloaded model renders exactly as it was trained:
-- the tokenizer's own chat template, when it is prefix-stable for the project's renderings (checked
-  on a probe trace with text, tool calls, tool results and tools: ``native_template_works``);
+- the tokenizer's own chat template, when it is prefix-stable for the project's renderings and
+  reads tool-call arguments sent as a JSON string as it reads them sent as an object (checked on a
+  probe trace with text, tool calls, tool results and tools: ``native_template_works``);
 - else, for a tokenizer with ChatML's tokens, the project's ChatML template
   (``templates/chat_template.jinja``), with Qwen3's empty think block only when the tokenizer has
   the think tokens (``CHATML_TEMPLATE`` without);
 - else (the BERT family: no chat template, no ChatML tokens) plain role-labelled text
   (``templates/plain_template.jinja``), with no markup it would split into word pieces.
+
+The project's templates write tool-call arguments in one canonical text (``json.dumps`` of the
+object) whether they come as an object or as a JSON string of any spacing
+(``templates/tool_arguments.jinja``, in both), and leave system messages and the evaluation
+context out for a personal model; a checkpoint's saved template names its audience
+(``template_for_audience``), so plain transformers and TRL render as the project does.
 """
 
 from __future__ import annotations
@@ -23,17 +30,37 @@ from stash_pipeline.core.pairs import PairSide
 from stash_pipeline.core.traces import Message, ToolCall, Trace, action_messages
 
 
-def _template(name: str) -> str:
+def _read(name: str) -> str:
     return resources.files("stash_pipeline.worker").joinpath(f"templates/{name}").read_text()
+
+
+# Where each template holds the one canonical writer of tool-call arguments: a saved template is
+# self-contained (a chat template cannot include another file).
+_ARGUMENTS_PLACE = "{#- the tool_arguments macro (templates/tool_arguments.jinja) is put here -#}"
+
+
+# The macro ``tool_arguments(arguments)``: the canonical text of tool-call arguments.
+TOOL_ARGUMENTS_MACRO: str = _read("tool_arguments.jinja").rstrip("\n")
+
+
+def _template(name: str) -> str:
+    text = _read(name)
+    if _ARGUMENTS_PLACE not in text:
+        raise ValueError(f"templates/{name} has no place for the tool_arguments macro")
+    return text.replace(_ARGUMENTS_PLACE, TOOL_ARGUMENTS_MACRO, 1)
 
 
 CHAT_TEMPLATE: str = _template("chat_template.jinja")
 # The same ChatML without the think block, for ChatML tokenizers that lack <think> (SmolLM2).
 _THINK = r"<think>\n\n</think>\n\n"
 CHATML_TEMPLATE: str = CHAT_TEMPLATE.replace(
-    "{#- stash-pipeline chat template v1:", "{#- stash-pipeline chat template v1 without think:", 1
+    "{#- stash-pipeline chat template v2:", "{#- stash-pipeline chat template v2 without think:", 1
 ).replace("'<|im_start|>assistant\\n" + _THINK + "'", "'<|im_start|>assistant\\n'")
 PLAIN_TEMPLATE: str = _template("plain_template.jinja")
+# The line of the project's templates (v2 on) that names the audience a plain
+# ``apply_chat_template`` call renders for: a checkpoint's saved template names its own.
+def _default_audience_line(audience: str) -> str:
+    return "{%- set default_audience = '" + audience + "' %}"
 # The first line of every version of the project's templates: a tokenizer loaded from a checkpoint
 # keeps the template it was trained with.
 TEMPLATE_MARKER = "{#- stash-pipeline chat template"
@@ -56,12 +83,27 @@ def template_of(tokenizer: Any) -> str:
 
 
 def template_kind(template: str) -> str:
-    """A template's name for logs and docs: native, chatml-think, chatml or plain."""
-    if template == PLAIN_TEMPLATE or template.startswith(PLAIN_TEMPLATE.partition(":")[0]):
+    """A template's name for logs and docs: native, chatml-think, chatml or plain (any version
+    of the project's templates: a checkpoint keeps the one it was trained with)."""
+    if not is_project_template(template):
+        return "native"
+    first = template.partition(":")[0]
+    if first.endswith(" plain"):
         return "plain"
-    if template.startswith(CHATML_TEMPLATE.partition(":")[0]):
-        return "chatml"
-    return "chatml-think" if is_project_template(template) else "native"
+    return "chatml" if first.endswith(" without think") else "chatml-think"
+
+
+def template_for_audience(template: str, audience: Audience) -> str:
+    """``template`` rendering for ``audience`` when a caller names none (plain transformers, TRL):
+    what a checkpoint saves. Other templates, and the project's before v2, are returned as they
+    are."""
+    if audience not in AUDIENCES:
+        raise ValueError(f"audience must be one of {AUDIENCES}, not {audience!r}")
+    for named in AUDIENCES:
+        line = _default_audience_line(named)
+        if is_project_template(template) and line in template:
+            return template.replace(line, _default_audience_line(audience), 1)
+    return template
 
 
 def choose_template(tokenizer: Any) -> str:
@@ -128,9 +170,26 @@ def native_template_works(tokenizer: Any) -> bool:
                 needed += ["Follow the refund policy.", trace.evaluation_context]
             if not all(text in full for text in needed):
                 return False
+        if not _arguments_read_alike(tokenizer, trace):
+            return False
     except Exception:  # noqa: BLE001 - any template error means the template cannot be used
         return False
     return True
+
+
+def _arguments_read_alike(tokenizer: Any, trace: Trace) -> bool:
+    """Whether tool-call arguments sent as a JSON string of other spacing (OpenAI's form, as a
+    caller of plain transformers sends them) render as the same arguments sent as an object do:
+    else a downloaded checkpoint would read other text than the project renders."""
+    messages = native_messages(trace, message_dicts(trace, "shared"), "shared")
+    as_strings = [{**m, "tool_calls": [
+        {**c, "function": {**c["function"], "arguments": json.dumps(
+            c["function"]["arguments"], separators=(",", ":"))}} for c in m["tool_calls"]]}
+        if m.get("tool_calls") else m for m in messages]
+    template = tokenizer.chat_template
+    return len({tokenizer.apply_chat_template(
+        listed, tools=list(trace.tools), chat_template=template, tokenize=False)
+        for listed in (messages, as_strings)}) == 1
 
 
 def message_dicts(trace: Trace, audience: Audience) -> list[dict[str, Any]]:
@@ -178,6 +237,7 @@ def render_trace(tokenizer: Any, trace: Trace, audience: Audience, *,
         add_generation_prompt=False,
         evaluation_context=evaluation_context_text(trace, audience),
         open_end=open_end,
+        audience=audience,
     )
 
 

@@ -81,19 +81,22 @@ def plan_action_rows(tokenizer: Any, trace: Trace, audience: Audience, *,
         full_ids, counts = tokens.ids, tokens.counts
     unsure = [i for i, count in enumerate(counts) if count is None]
     alone = dict(zip(unsure, _token_ids(tokenizer, [full[: ends[action_ids[i]]] for i in unsure])))
-    prefix_ids = [full_ids[:count] if count is not None else alone[i]
-                  for i, count in enumerate(counts)]
     head_reads: list[tuple[int, Hashable]] = []
     windows: list[Row] = []
-    for action_id, ids in zip(action_ids, prefix_ids):
-        lengths[action_id] = len(ids)
-        if not ids:
+    for index, (action_id, count) in enumerate(zip(action_ids, counts)):
+        # An action's own tokens are the trace's first ``count`` (no copy is made: a long trace
+        # has hundreds of actions, and a copy of each one's prefix would hold them all at once),
+        # or, where that is not certain, its rendering tokenised alone.
+        ids = full_ids if count is not None else alone[index]
+        length = count if count is not None else len(ids)
+        lengths[action_id] = length
+        if not length:
             raise ValueError(f"trace {trace.id}: action {action_id} renders to no tokens")
-        if len(ids) <= max_length and full_ids[: len(ids)] == ids:
-            head_reads.append((len(ids) - 1, action_id))
+        if length <= max_length and (count is not None or full_ids[:length] == ids):
+            head_reads.append((length - 1, action_id))
         else:
             # The same tokens modeling.tokenize gives this text: left truncation keeps the end.
-            window = ids[-max_length:]
+            window = ids[max(0, length - max_length):length]
             windows.append(Row(tuple(window), ((len(window) - 1, action_id),)))
     heads = []
     if head_reads:

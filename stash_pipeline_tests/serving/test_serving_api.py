@@ -14,12 +14,14 @@ from stash_pipeline.services.rewards import parse_body
 from stash_pipeline.serving.protocol import REWARDS_PATH, rewards_body
 from stash_pipeline_tests.support.held_engine import HeldEngine
 from stash_pipeline_tests.support.serving_helpers import (
+    LONG_TEXT,
     Api,
     Deployment,
     api_server,
     closed_port_url,
     conversation,
     import_conversations,
+    model_route,
     release,
     scoring_server,
     stored_scoring,
@@ -28,11 +30,6 @@ from stash_pipeline_tests.support.serving_helpers import (
 from stash_pipeline_tests.support.waiting import REQUEST_S, bound, wait_until
 
 pytestmark = pytest.mark.slow
-LONG_TEXT = " ".join(f"Order {i} was late and the box was damaged." for i in range(40))
-
-
-def model_route(model_id: str) -> str:
-    return f"/api/v1/rm/reward-models/{model_id}/rewards"
 
 
 def shape(value):
@@ -157,8 +154,10 @@ def test_keys_owners_and_statuses(served: Deployment, checkpoints):
                          json={"name": "q", "trace_ids": ["t1"]}).json()["id"]
     body = {"conversation": conversation("t1")}
     for anonymous in (served.client(), served.client("stash_not-a-key")):
-        refused = anonymous.post(model_route(model_id), json=body)
+        refused = anonymous.post(model_route(model_id), json=body,
+                                 headers={"X-Request-ID": "agent-run-9"})
         assert refused.status_code == 401 and refused.headers["WWW-Authenticate"] == "Bearer"
+        assert refused.headers["X-Request-ID"] == "agent-run-9"  # the API's, as web/ gives it
         assert anonymous.post("/api/v1/evaluator/rewards", json=body).status_code == 401
     # Another account's model answers as a model that does not exist.
     theirs = bob.post(model_route(model_id), json=body)
@@ -190,6 +189,7 @@ def test_keys_owners_and_statuses(served: Deployment, checkpoints):
      "conversation.messages"),
     ({"conversation": "hello"}, "conversation"),
     ({"conversation": [{"role": "user", "content": "hi"}], "format": "yaml"}, "format"),
+    ({"conversation": [{"role": "user", "content": "hi"}], "actions": 1}, "actions"),
 ])
 def test_bad_bodies_are_422_naming_the_field(served: Deployment, checkpoints, body, field):
     ana, client = served.account("ana")
@@ -211,8 +211,7 @@ def test_bodies_past_the_limit_and_non_json(served: Deployment, checkpoints):
     assert garbage.status_code == 422
 
 
-def test_no_scoring_server_or_no_answer_in_time_is_503_with_retry_after(served: Deployment,
-                                                                       checkpoints):
+def test_no_scoring_server_is_503_with_retry_after(served: Deployment, checkpoints):
     ana, client = served.account("ana")
     import_conversations(client, conversation("t1"))
     model_id = succeeded_model(served, client, ana, checkpoints["personal"], ["t1"])
@@ -229,8 +228,36 @@ def test_no_scoring_server_or_no_answer_in_time_is_503_with_retry_after(served: 
     with scoring_server(store, objects, engine=engine) as (scoring_url, *_), engine.held():
         with api_server(store, objects, scoring_url, scoring_timeout_s=1.0) as url:
             slow = Api(url, store, objects).client(key).post(model_route(model_id), json=body)
-    assert slow.status_code == 503 and slow.headers["Retry-After"] == "1", slow.text
+    assert slow.status_code == 503 and int(slow.headers["Retry-After"]) > 0, slow.text
     assert "within 1 s" in slow.json()["detail"]
+
+
+def test_the_whole_reward_alone_is_one_forward(served: Deployment, checkpoints):
+    """``"actions": false``: a trace longer than the window is one forward of the window (256
+    tokens), and the answer has the whole reward only; its actions take windows of their own
+    (one forward here too: the suite's engine holds 16,384 tokens a forward)."""
+    ana, client = served.account("ana")
+    import_conversations(client, conversation("t1"))
+    model_id = succeeded_model(served, client, ana, checkpoints["personal"], ["t1"])
+    trace = conversation("t2", text=LONG_TEXT)
+    forwards, tokens = [], []
+    for actions in (False, True):
+        before = served.engine.stats.as_dict()
+        answer = client.post(model_route(model_id), json={"conversation": trace,
+                                                          "actions": actions})
+        assert answer.status_code == 200, answer.text
+        forwards.append(served.engine.stats.forwards - before["forwards"])
+        tokens.append(served.engine.stats.tokens - before["tokens"])
+        assert ("actions" in answer.json()) is actions
+    assert forwards[0] == 1 and tokens[0] == 256 and tokens[1] > 3 * tokens[0]
+    assert answer.json()["raw"] == pytest.approx(client.post(model_route(model_id), json={
+        "conversation": trace, "actions": False}).json()["raw"], abs=1e-5)
+    ranked = client.post(model_route(model_id), json={
+        "context": trace["messages"][:2], "candidates": ["Yes.", "No."], "actions": False})
+    assert ranked.status_code == 200, ranked.text
+    assert all("actions" not in c for c in ranked.json()["candidates"])
+    refused = client.post(model_route(model_id), json={"conversation": trace, "actions": "no"})
+    assert refused.status_code == 422 and refused.json()["field"] == "actions"
 
 
 def test_concurrent_requests_are_read_in_one_forward(served: Deployment, checkpoints):

@@ -3,13 +3,17 @@ conversations and scored as the API scores them."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import httpx
 import pytest
 
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.traces import Message, ToolCall
 from stash_pipeline.serving import openrlhf
+from stash_pipeline.serving.bodies import GetRewardCall
 from stash_pipeline.worker.scoring import RewardModel
+from stash_pipeline_tests.support.held_engine import HeldEngine
 from stash_pipeline_tests.support.serving_helpers import (
     Deployment,
     conversation,
@@ -18,7 +22,7 @@ from stash_pipeline_tests.support.serving_helpers import (
     scoring_server,
     succeeded_model,
 )
-from stash_pipeline_tests.support.waiting import REQUEST_S, bound
+from stash_pipeline_tests.support.waiting import REQUEST_S, bound, wait_until
 
 QWEN_QUERY = (
     "<|im_start|>system\nYou are helpful.<|im_end|>\n"
@@ -55,14 +59,13 @@ def test_json_and_prompted_text_queries():
                              None, "q")
 
 
-@pytest.mark.parametrize("body, field", [
-    ([], "body"), ({"query": "one"}, "query"), ({"query": [1]}, "query"),
-    ({"query": ["a", "b"], "prompts": ["a"]}, "prompts"),
-])
-def test_bad_get_reward_bodies(body, field):
+def test_prompts_are_one_per_query():
+    call = GetRewardCall(query=["a", "b"], prompts=["a", 7])
+    assert openrlhf.queries(call) == (["a", "b"], ["a", None])
+    assert openrlhf.queries(GetRewardCall(query=["a"])) == (["a"], [None])
     with pytest.raises(InputError) as caught:
-        openrlhf.parse_body(body)
-    assert caught.value.field == field
+        openrlhf.queries(GetRewardCall(query=["a", "b"], prompts=["a"]))
+    assert caught.value.field == "prompts"
 
 
 @pytest.mark.slow
@@ -82,7 +85,7 @@ def test_get_reward_answers_openrlhf_with_the_apis_numbers(served: Deployment, c
     replies = ["<think>\n\n</think>\n\nChecking the order.", "<think>\n\n</think>\n\nNo."]
     queries = [rendered] + [prompt + r + "<|im_end|>" for r in replies]
     store, objects = served.api.store, served.api.objects
-    with scoring_server(store, objects, openrlhf_model=model_id) as (url, engine, _):
+    with scoring_server(store, objects, openrlhf_models=(model_id,)) as (url, engine, _):
         response = httpx.post(f"{url}/get_reward", json={
             "query": queries, "prompts": [None, prompt, prompt], "labels": [None] * 3},
             headers={"Content-Type": "application/json"}, timeout=bound(REQUEST_S))
@@ -105,9 +108,86 @@ def test_get_reward_needs_a_chosen_model(served: Deployment, checkpoints):
         response = httpx.post(f"{url}/get_reward", json={"query": ["hi"]}, timeout=bound(REQUEST_S))
         assert response.status_code == 404 and "--openrlhf-model" in response.json()["detail"]
     version = release(served, checkpoints["shared"])
-    with scoring_server(store, objects, openrlhf_model="release") as (url, _, registry):
+    with scoring_server(store, objects, openrlhf_models=("release",)) as (url, _, registry):
         registry.refresh()
         response = httpx.post(f"{url}/get_reward", timeout=bound(REQUEST_S), json={
             "query": ["<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>"]})
         assert response.status_code == 200, response.text
         assert registry.release == version and len(response.json()["rewards"]) == 1
+
+
+@pytest.mark.slow
+def test_get_reward_is_as_hardened_as_the_api(served: Deployment):
+    """The API's body limit (STASH_REWARDS_MAX_BYTES), a nesting limit (4xx, never 500), an
+    optional key, request ids, and a bind to loopback unless told otherwise."""
+    from stash_pipeline.cli import build_parser
+
+    assert build_parser().parse_args(["serve"]).host == "127.0.0.1"
+    store, objects = served.api.store, served.api.objects
+    body = {"query": ["<|im_start|>user\nHi<|im_end|>"]}
+    with scoring_server(store, objects, openrlhf_models=("release",), openrlhf_key="secret",
+                        max_body_bytes=64 * 1024) as (url, *_):
+        with httpx.Client(base_url=url, timeout=120) as anyone:
+            for headers in ({}, {"Authorization": "Bearer wrong"}):
+                refused = anyone.post("/get_reward", json=body, headers=headers)
+                assert refused.status_code == 401 and refused.headers["WWW-Authenticate"] == \
+                    "Bearer", refused.text
+        with httpx.Client(base_url=url, timeout=120,
+                          headers={"Authorization": "Bearer secret"}) as keyed:
+            large = keyed.post("/get_reward", json={"query": ["x" * (70 * 1024)]})
+            assert large.status_code == 413, large.text
+            for depth in (30_000, 200):  # past the recursion limit, and past ours
+                deep = keyed.post("/get_reward", content=b'{"query": ' + b"[" * depth
+                                  + b"]" * depth + b"}",
+                                  headers={"Content-Type": "application/json"})
+                assert deep.status_code == 422 and deep.json()["field"] == "body", deep.text
+            typed = keyed.post("/get_reward", json={"query": "one"})
+            assert typed.status_code == 422 and typed.json()["field"] == "query", typed.text
+            named = keyed.post("/get_reward", json={"query": [1]},
+                               headers={"X-Request-ID": "trainer-7.step-3"})
+            assert named.status_code == 422 and named.headers["X-Request-ID"] == "trainer-7.step-3"
+            assert len(keyed.get("/health").headers["X-Request-ID"]) == 32
+
+
+@pytest.mark.slow
+def test_get_reward_serves_several_models_in_batches_of_any_size(served: Deployment,
+                                                                 checkpoints):
+    """1,030 queries (103 prompts, 10 replies each: 103 requests of candidates) in one body, read
+    in waves the engine admits; each model named in the path; raw or calibrated rewards."""
+    ana, client = served.account("ana")
+    import_conversations(client, conversation("t1"))
+    model_id = succeeded_model(served, client, ana, checkpoints["personal"], ["t1"])
+    version = release(served, checkpoints["shared"])
+    prompts = [f"<|im_start|>user\nRefund order {p}, please.<|im_end|>\n<|im_start|>assistant\n"
+               for p in range(103)]
+    queries = [prompt + f"Reply {r}.<|im_end|>" for prompt in prompts for r in range(10)]
+    store, objects = served.api.store, served.api.objects
+    engine = HeldEngine(max_tokens_in_flight=400)
+    with scoring_server(store, objects, engine=engine,
+                        openrlhf_models=(model_id, "release")) as (url, _, registry):
+        registry.refresh()
+        with httpx.Client(base_url=url, timeout=600) as trainer:
+            # Held until the budget refused a wave (an event, whatever the machine's load), then
+            # read: the rest of the batch is admitted as the tokens in flight are read.
+            with engine.held(), ThreadPoolExecutor(1) as pool:
+                sent = pool.submit(trainer.post, "/get_reward", json={"query": queries})
+                wait_until(lambda: engine.stats.refused > 0 or sent.done(), timeout_s=REQUEST_S,
+                           what="the engine's budget to refuse a wave")
+            batch = sent.result()
+            assert batch.status_code == 200, batch.text
+            assert engine.stats.requests == 103 and engine.stats.refused > 0
+            rewards = batch.json()["rewards"]
+            assert len(rewards) == len(queries) == len(batch.json()["scores"])
+            alone = trainer.post(f"/get_reward/{model_id}", json={"query": queries[517:518]})
+            assert alone.json()["rewards"] == pytest.approx(rewards[517:518], abs=1e-5)
+            calibrated = trainer.post(f"/get_reward/{model_id}?output=calibrated",
+                                      json={"query": queries[:20]}).json()
+            assert calibrated["rewards"] == calibrated["scores"] == pytest.approx(
+                batch.json()["scores"][:20], abs=1e-6)
+            shared = trainer.post("/get_reward/release", json={"query": queries[:20]})
+            assert shared.status_code == 200 and registry.release == version
+            assert shared.json()["rewards"] != pytest.approx(rewards[:20], abs=1e-3)
+            unknown = trainer.post("/get_reward/other", json={"query": queries[:1]})
+            assert unknown.status_code == 404 and model_id in unknown.json()["detail"]
+            bad = trainer.post("/get_reward?output=probability", json={"query": queries[:1]})
+            assert bad.status_code == 422 and bad.json()["field"] == "output"

@@ -20,7 +20,8 @@ from stash_pipeline.objects import LocalObjectStore, reward_model_checkpoint_key
 from stash_pipeline.pipelines import trace_scoring
 from stash_pipeline.serving.models import ModelRegistry
 from stash_pipeline.serving.protocol import scoring_token
-from stash_pipeline.serving.server import ServeSettings, create_app as create_server
+from stash_pipeline.serving.server import create_app as create_server
+from stash_pipeline.serving.settings import ServeSettings
 from stash_pipeline.store import Release, Store
 from stash_pipeline.worker.runner import main as run_worker
 from stash_pipeline.worker.serving import Engine
@@ -37,6 +38,13 @@ from stash_pipeline_tests.support.waiting import PATIENT_S, REQUEST_S, bound
 
 SECRET = b"k" * 32
 TOKEN = scoring_token(SECRET)
+# A user turn that makes a conversation longer than the tiny model's window (256 tokens).
+LONG_TEXT = " ".join(f"Order {i} was late and the box was damaged." for i in range(40))
+
+
+def model_route(model_id: str) -> str:
+    """The API's /rewards route of a personal model."""
+    return f"/api/v1/rm/reward-models/{model_id}/rewards"
 
 
 @dataclass

@@ -21,6 +21,7 @@ from stash_pipeline.worker.render import (
     CHAT_TEMPLATE,
     CHATML_TEMPLATE,
     PLAIN_TEMPLATE,
+    TOOL_ARGUMENTS_MACRO,
     action_end_offsets,
     choose_template,
     cut_at_action,
@@ -30,9 +31,11 @@ from stash_pipeline.worker.render import (
 from stash_pipeline.worker.runner import main
 from stash_pipeline_tests.support.tiny_models import corpus_text
 
-# A ChatML template that renders every turn the same way, tool calls in the Hugging Face shape:
-# prefix-stable, so a tokenizer that ships it is rendered with it.
-NATIVE_TEMPLATE = (
+# A ChatML template that renders every turn the same way (prefix-stable), tool calls in the Hugging
+# Face shape, string arguments as sent: OpenAI-form arguments would read otherwise than objects.
+VERBATIM_ARGUMENTS = ("{{ c.function.arguments if c.function.arguments is string "
+                      "else c.function.arguments | tojson }}")
+VERBATIM_ARGUMENTS_TEMPLATE = (
     "{%- if tools %}<|im_start|>system\n{% if messages[0].role == 'system' %}"
     "{{ messages[0].content }}\n\n{% endif %}# Tools\n{% for t in tools %}{{ t | tojson }}\n"
     "{% endfor %}<|im_end|>\n{%- elif messages[0].role == 'system' %}<|im_start|>system\n"
@@ -42,9 +45,14 @@ NATIVE_TEMPLATE = (
     "{%- else %}<|im_start|>{{ m.role }}\n{{ m.content or '' }}"
     "{%- for c in m.tool_calls or [] %}{% if not loop.first or m.content %}\n{% endif %}"
     "<tool_call>{\"name\": \"{{ c.function.name }}\", \"arguments\": "
-    "{{ c.function.arguments | tojson }}}</tool_call>{%- endfor %}<|im_end|>\n"
+    + VERBATIM_ARGUMENTS +
+    "}</tool_call>{%- endfor %}<|im_end|>\n"
     "{%- endif %}{%- endfor %}"
 )
+# The same with arguments written as the project's macro writes them, whatever their form: a
+# tokenizer that ships it is rendered with it.
+NATIVE_TEMPLATE = TOOL_ARGUMENTS_MACRO + VERBATIM_ARGUMENTS_TEMPLATE.replace(
+    VERBATIM_ARGUMENTS, "{{ tool_arguments(c.function.arguments) }}")
 # SmolLM2-Instruct's template: ChatML, but it drops tool calls (and adds a default system turn).
 TOOL_BLIND_TEMPLATE = (
     "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
@@ -111,6 +119,15 @@ def test_chatml_tokenizer_without_think_tokens_gets_no_think_block(tmp_path, tau
 
 def test_a_tool_blind_own_template_is_not_used(tmp_path, tau2_sample):
     tokenizer = chatml_tokenizer(tmp_path, think=False, template=TOOL_BLIND_TEMPLATE)
+    assert tokenizer.chat_template == CHATML_TEMPLATE
+    assert_prefix_stable(tokenizer, tau2_sample)
+
+
+def test_an_own_template_that_writes_string_arguments_verbatim_is_not_used(tmp_path,
+                                                                           tau2_sample):
+    """Prefix-stable, but arguments sent as a JSON string (OpenAI's form) would be read as sent:
+    plain transformers would read other text than the project renders."""
+    tokenizer = chatml_tokenizer(tmp_path, think=False, template=VERBATIM_ARGUMENTS_TEMPLATE)
     assert tokenizer.chat_template == CHATML_TEMPLATE
     assert_prefix_stable(tokenizer, tau2_sample)
 

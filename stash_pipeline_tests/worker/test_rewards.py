@@ -12,12 +12,13 @@ import pytest
 from stash_pipeline.core.calibration import action_credit, calibrated_score
 from stash_pipeline.core.reward_requests import CandidatesRequest, ConversationRequest
 from stash_pipeline.core.traces import Message, ToolCall
-from stash_pipeline.worker.rewards import plan, read_plans, score_requests
+from stash_pipeline.worker import serving
+from stash_pipeline.worker.rewards import least_tokens, plan, read_plans, score_requests
 from stash_pipeline.worker.scoring import RewardModel, score_traces_and_actions
-from stash_pipeline.worker.serving import DeadlinePassed, EngineBusy, ModelNotLoaded
+from stash_pipeline.worker.serving import Engine, EngineBusy, ModelNotLoaded, RequestTooLarge
 from stash_pipeline_tests.support.held_engine import HeldEngine
 from stash_pipeline_tests.support.tiny_models import random_head_checkpoint
-from stash_pipeline_tests.support.waiting import PATIENT_S, REQUEST_S, bound, wait_until
+from stash_pipeline_tests.support.waiting import REQUEST_S, bound, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -69,6 +70,29 @@ def test_a_conversation_gets_the_numbers_stored_scoring_gives(loaded, tau2_sampl
             assert action["raw"] == stored_actions[f"{trace.id}/{action['action_id']}"]
             assert action["credit"] == action_credit(action["raw"],
                                                      loaded.action_reward_stats)
+
+
+def test_the_whole_reward_alone_is_one_forward(loaded, tau2_sample, context):
+    """Without actions a long trace (every action of which needs windows of its own) is one
+    forward of one window, and its reward is the one the full request gives; candidates are
+    their whole conversations' reads only."""
+    trace = tau2_sample[0]
+    counted = []
+    whole = plan(loaded, ConversationRequest(trace, actions=False))
+    rewards = read_plans(loaded, [whole], on_batch=lambda _keys, n: counted.append(n))
+    answer = whole.answer(rewards)
+    assert len(counted) == 1 and counted[0] == loaded.tokenizer.model_max_length
+    assert set(answer) == {"raw", "calibrated"}
+    every = plan(loaded, ConversationRequest(trace))
+    assert every.tokens > 4 * whole.tokens
+    assert answer["raw"] == pytest.approx(every.answer(read_plans(loaded, [every]))["raw"],
+                                          abs=1e-5)
+    ranked = score_requests(loaded, [CandidatesRequest(context, CANDIDATES, actions=False)])[0]
+    full = score_requests(loaded, [CandidatesRequest(context, CANDIDATES)])[0]
+    assert all("actions" not in c for c in ranked["candidates"])
+    assert ranked["ranking"] == full["ranking"]
+    assert [c["raw"] for c in ranked["candidates"]] == pytest.approx(
+        [c["raw"] for c in full["candidates"]], abs=1e-5)
 
 
 def test_candidates_score_as_the_conversations_they_complete(loaded, context):
@@ -123,8 +147,7 @@ def test_concurrent_requests_share_one_forward(loaded, synthetic_pairs):
     answers: dict[int, dict] = {}
     try:
         def ask(index: int) -> None:
-            answers[index] = engine.score("m", ConversationRequest(traces[index]),
-                                          timeout_s=bound(PATIENT_S))
+            answers[index] = engine.score("m", ConversationRequest(traces[index]))
 
         threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(traces))]
         with engine.held():
@@ -135,7 +158,9 @@ def test_concurrent_requests_share_one_forward(loaded, synthetic_pairs):
         for thread in threads:
             thread.join(timeout=bound(REQUEST_S))
         assert engine.stats.as_dict() | {"tokens": 0} == {
-            "requests": 6, "batches": 1, "forwards": 1, "tokens": 0, "largest_batch": 6}
+            "requests": 6, "batches": 1, "forwards": 1, "tokens": 0, "largest_batch": 6,
+            "refused": 0, "cancelled": 0}
+        assert engine.tokens_in_flight == 0 and engine.tokens_per_s > 0
         for index, answer in enumerate(alone):
             assert answers[index]["raw"] == pytest.approx(answer["raw"], abs=1e-5)
             assert [a["raw"] for a in answers[index]["actions"]] == pytest.approx(
@@ -151,29 +176,97 @@ def test_a_batch_gathers_requests_up_to_the_token_budget(loaded, synthetic_pairs
     engine.add_model("m", loaded)
     try:
         with engine.held():
-            futures = [engine.submit("m", ConversationRequest(t), timeout_s=bound(PATIENT_S))
-                       for t in traces]
+            futures = [engine.submit("m", ConversationRequest(t)) for t in traces]
         assert all(f.result(timeout=bound(REQUEST_S))["raw"] for f in futures)
         assert engine.stats.batches == 2 and engine.stats.largest_batch == 2
     finally:
         engine.close()
 
 
-def test_the_engine_refuses_what_it_cannot_answer_in_time(loaded, context):
-    """A full queue refuses at once; a request whose time limit (50 ms) is shorter than the
-    engine's gathering time (0.3 s) passes it while queued, and is answered so unread."""
-    engine = HeldEngine(gather_s=0.3, max_queue=1)
+def test_the_engine_admits_by_tokens_and_refuses_before_any_work(loaded, context):
+    """A request over the per-request limit is an input error; one that would take the tokens in
+    flight past their limit, or be answered after its horizon at the measured rate, is busy with
+    the seconds after which it fits; a cancelled request leaves the queue unread."""
+    request = ConversationRequest(context)
+    tokens = plan(loaded, request).tokens
+    engine = Engine(gather_s=0.0, max_tokens_in_flight=tokens)
     engine.add_model("m", loaded)
     try:
         with pytest.raises(ModelNotLoaded):
-            engine.submit("other", ConversationRequest(context), timeout_s=5)
-        with engine.held():  # the late request stays queued, the queue full
-            late = engine.submit("m", ConversationRequest(context), timeout_s=0.05)
-            with pytest.raises(EngineBusy, match="waiting"):
-                engine.submit("m", ConversationRequest(context), timeout_s=5)
-        with pytest.raises(DeadlinePassed):
-            late.result(timeout=bound(REQUEST_S))
-        assert engine.stats.requests == 1 and engine.stats.batches == 0
+            engine.submit("other", request)
+        engine.score("m", request)  # one read: the rate is measured
+        assert engine.tokens_per_s > 0
+        engine.gather_s = 3600.0  # nothing more is read while the test looks
+        waiting = engine.submit("m", request)
+        with pytest.raises(EngineBusy, match="tokens are being read or waiting") as busy:
+            engine.submit("m", request)
+        assert 1 <= busy.value.retry_after_s <= 60
+        engine.max_tokens_in_flight = 10 * tokens
+        with pytest.raises(EngineBusy, match="would come after"):
+            engine.submit("m", request, horizon_s=tokens / engine.tokens_per_s)
+        assert engine.tokens_in_flight == tokens
+        waiting.cancel()
+        assert engine.tokens_in_flight == 0
+        engine.max_request_tokens = tokens - 1
+        with pytest.raises(RequestTooLarge, match="whole reward only") as large:
+            engine.submit("m", request)
+        assert large.value.field == "conversation"
+        assert engine.stats.as_dict() | {"tokens": 0} == {
+            "requests": 1, "batches": 1, "forwards": 1, "tokens": 0, "largest_batch": 1,
+            "refused": 3, "cancelled": 1}
+    finally:
+        engine.close()
+
+
+def test_the_bound_before_planning_never_exceeds_the_plan(loaded, tau2_sample, context):
+    """``least_tokens`` is a lower bound of what planning finds (real traces, their actions and
+    not, candidates), and not a trivial one once a conversation is long: its late actions each
+    count a window."""
+    long = tau2_sample[2].with_messages(tau2_sample[2].messages * 4)
+    bounds = []
+    for trace in [*tau2_sample, long]:
+        for request in (ConversationRequest(trace), ConversationRequest(trace, actions=False)):
+            bounds.append(least_tokens(loaded, request))
+            assert bounds[-1] <= plan(loaded, request).tokens
+    candidates = CandidatesRequest(long, CANDIDATES)
+    assert 0 < least_tokens(loaded, candidates) <= plan(loaded, candidates).tokens
+    assert least_tokens(loaded, CandidatesRequest(context, CANDIDATES)) == 0
+    assert bounds[-1] == 0 and bounds[-2] >= 10 * loaded.tokenizer.model_max_length
+
+
+def test_what_is_certainly_too_large_is_refused_unplanned(loaded, tau2_sample, monkeypatch):
+    planned = []
+    monkeypatch.setattr(serving, "plan", lambda *a: planned.append(a) or plan(*a))
+    trace = tau2_sample[0]
+    request = ConversationRequest(trace.with_messages(trace.messages * 4))
+    engine = Engine(max_request_tokens=least_tokens(loaded, request) - 1)
+    engine.add_model("m", loaded)
+    try:
+        with pytest.raises(RequestTooLarge, match="at least"):
+            engine.submit("m", request)
+        assert planned == [] and engine.stats.refused == 1
+    finally:
+        engine.close()
+
+
+def test_a_batch_whose_callers_all_left_stops_between_forwards(loaded, tau2_sample):
+    """A long trace's every action: many forwards of one window each; cancelled once the first
+    is read, the rest are never run."""
+    request = ConversationRequest(tau2_sample[0])
+    window = loaded.tokenizer.model_max_length
+    engine = Engine(batch_tokens=window, gather_s=0.0)
+    engine.add_model("m", loaded)
+    try:
+        forwards = len(plan(loaded, request).rows)
+        assert forwards > 4
+        future = engine.submit("m", request)
+        wait_until(lambda: engine.stats.forwards >= 1 or future.done(), timeout_s=REQUEST_S,
+                   what="the first forward")
+        assert future.cancel()
+        wait_until(lambda: engine.tokens_in_flight == 0, timeout_s=REQUEST_S,
+                   what="the batch to stop")
+        assert engine.stats.cancelled == 1 and engine.stats.requests == 0
+        assert engine.stats.forwards < forwards
     finally:
         engine.close()
 
