@@ -176,7 +176,8 @@ def test_the_sensor_asks_once_per_attempt_and_a_retry_is_never_blocked(store, in
     model_id = request(store, [r.trace.id for r in records], "/nonexistent")
     defs = definitions()
     context = dg.build_sensor_context(instance=instance, definitions=defs,
-                                      instance_ref=instance.get_ref(), resources=defs.resources)
+                                      instance_ref=instance.get_ref(), resources=defs.resources,
+                                      sensor_name="queued_reward_models")
     first = queued_reward_models.evaluate_tick(context)
     key = f"hotpot--{model_id}"
     assert [(r.partition_key, r.run_key) for r in first.run_requests] == [(key, f"{model_id}:1")]

@@ -18,10 +18,10 @@ LOG_TAIL = ("attempt a1 started\nphase inputs started\nTraceback (most recent ca
 
 def test_every_sensor_says_what_it_does():
     sensors = list(defs().sensors)
-    # six that start runs (queued models, Score again of a model and of chosen traces, personal
-    # and shared auto-scoring, retraining requests), two that watch personal runs end, one that
-    # fails runs whose command died
-    assert len(sensors) == 10
+    # five that start runs (queued models, Score again of a model and of chosen traces, the one
+    # pending-scoring queue, retraining requests), two that watch personal runs end, one that fails
+    # runs whose command died, one that retires deleted models' partitions
+    assert len(sensors) == 9
     for sensor in sensors:
         assert sensor.description and len(sensor.description) > 40, sensor.name
 
