@@ -169,11 +169,13 @@ def test_get_reward_serves_several_models_in_batches_of_any_size(served: Deploym
         with httpx.Client(base_url=url, timeout=600) as trainer:
             # Held until the budget refused a wave (an event, whatever the machine's load), then
             # read: the rest of the batch is admitted as the tokens in flight are read.
-            with engine.held(), ThreadPoolExecutor(1) as pool:
-                sent = pool.submit(trainer.post, "/get_reward", json={"query": queries})
-                wait_until(lambda: engine.stats.refused > 0 or sent.done(), timeout_s=REQUEST_S,
-                           what="the engine's budget to refuse a wave")
-            batch = sent.result()
+            # (The engine is let go before the pool waits for the request's thread.)
+            with ThreadPoolExecutor(1) as pool:
+                with engine.held():
+                    sent = pool.submit(trainer.post, "/get_reward", json={"query": queries})
+                    wait_until(lambda: engine.stats.refused > 0 or sent.done(),
+                               timeout_s=REQUEST_S, what="the engine's budget to refuse a wave")
+                batch = sent.result()
             assert batch.status_code == 200, batch.text
             assert engine.stats.requests == 103 and engine.stats.refused > 0
             rewards = batch.json()["rewards"]
