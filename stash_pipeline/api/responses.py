@@ -39,7 +39,7 @@ class CommentsAdded(BaseModel):
 class ScoringRequestView(BaseModel):
     """A Score again request, queued for the pipeline."""
 
-    request_id: int
+    request_id: str = Field(description="A UUID.")
     evaluator: str
     trace_ids: list[str]
     actions: bool
@@ -52,7 +52,7 @@ class ScoringQueued(BaseModel):
 
 
 class SavedFilter(BaseModel):
-    id: int
+    id: str = Field(description="A UUID.")
     name: str
     match: dict[str, Any] = Field(description="The search, as `match` takes it.")
     created_at: str = Field(description="ISO 8601.")

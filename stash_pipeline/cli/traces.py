@@ -250,14 +250,14 @@ def run_score(args: argparse.Namespace) -> int:
     ok = True
     if args.wait:
         ok = run_now("score_again_for_traces",
-                     run_keys=[request_run_key(request.id)])
+                     run_keys=[request_run_key(request.run_ref)])
         if not ok:
-            error = pipeline.request_state(scoring_requests.run_tags(request.id))["error"]
+            error = pipeline.request_state(scoring_requests.run_tags(request))["error"]
             print(f"the scoring run of request {request.id} failed: "
                   f"{error or 'see the Dagster run log'}", file=sys.stderr)
     if args.json:
         print_json({**scoring_requests.request_view(request),
-                    **pipeline.request_state(scoring_requests.run_tags(request.id))})
+                    **pipeline.request_state(scoring_requests.run_tags(request))})
     return 0 if ok else 1
 
 

@@ -78,9 +78,10 @@ def owner_traces(store: Store, model_id: str) -> dict[str, int]:
 REQUEST_TAG = "stash/scoring_request"
 
 
-def request_run_key(request_id: int) -> str:
-    """One scoring run per Score again request."""
-    return f"scoring-request:{request_id}"
+def request_run_key(run_ref: str) -> str:
+    """One scoring run per Score again request (``ScoringRequest.run_ref``: a request made before
+    0012 keeps the key its integer id gave it)."""
+    return f"scoring-request:{run_ref}"
 
 
 def score(store: Store, evaluator: str, traces: Mapping[str, int], *, actions: bool,

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from stash_pipeline.core.errors import InputError, NotFoundError
+from stash_pipeline.core.record_ids import parse_record_id
 from stash_pipeline.core.validation import check_id, check_trace_id
 from stash_pipeline.pipelines.trace_scoring import (
     NEEDS_ACTION_TRAINING,
@@ -71,17 +72,20 @@ def request(store: Store, owner: str, trace_ids: Sequence[Any], *, model_id: str
                                  traces={t: mine[t] for t in wanted}, actions=actions)
 
 
-def get(store: Store, owner: str, request_id: int) -> ScoringRequest:
-    """The owner's request; NotFoundError for another account's (ids leak nothing)."""
-    scoring = store.get_scoring_request(request_id)
+def get(store: Store, owner: str, request_id: str | int) -> ScoringRequest:
+    """The owner's request by its id as given (a URL's text: its UUID, or the integer id of a
+    request made before 0012); InputError for text that is neither, NotFoundError for another
+    account's (ids leak nothing)."""
+    key = parse_record_id(request_id, field="request_id", what="a Score again request")
+    scoring = store.get_scoring_request(key)
     if scoring.owner != owner:
-        raise NotFoundError(f"no scoring request {request_id}")
+        raise NotFoundError(f"no scoring request {key}")
     return scoring
 
 
-def run_tags(request_id: int) -> dict[str, str]:
+def run_tags(scoring: ScoringRequest) -> dict[str, str]:
     """The tag that names the request's run (the ``score_again_for_traces`` sensor sets it)."""
-    return {REQUEST_TAG: str(request_id)}
+    return {REQUEST_TAG: scoring.run_ref}
 
 
 def request_view(scoring: ScoringRequest) -> dict[str, Any]:

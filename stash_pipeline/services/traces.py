@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_pipeline.core.errors import InputError, NotFoundError, OwnershipError
+from stash_pipeline.core.record_ids import parse_record_id
 from stash_pipeline.core.serialize import message_to_dict
 from stash_pipeline.core.trace_search import FILTER_PARAMS, parse_filter
 from stash_pipeline.core.traces import Trace
@@ -174,3 +175,11 @@ def save_filter(store: Store, owner: str, name: Any, params: dict[str, str]) -> 
     parse_filter(params)
     kept = {key: value for key, value in params.items() if key in FILTER_PARAMS and value}
     return store.save_filter(owner, name, kept)
+
+
+def remove_filter(store: Store, owner: str, filter_id: str | int) -> None:
+    """Remove the owner's saved filter by its id as given (a URL's text: its UUID, or the integer
+    id of one saved before 0012); InputError for text that is neither, NotFoundError for another
+    account's."""
+    store.remove_filter(owner, parse_record_id(filter_id, field="filter_id",
+                                               what="a saved filter"))

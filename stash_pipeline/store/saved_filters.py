@@ -1,4 +1,5 @@
-"""Searches of the trace list kept under a name, one account's own."""
+"""Searches of the trace list kept under a name, one account's own. Ids are random UUIDs
+(core.record_ids); a filter saved before 0012 is named by its integer id too."""
 
 from __future__ import annotations
 
@@ -13,12 +14,11 @@ from stash_pipeline.store.batching import dialect_insert
 
 f = schema.saved_filters
 MAX_SAVED_FILTERS = 200  # an account's
-MAX_FILTER_ID = 2**31 - 1  # saved_filters.id is a 32-bit integer on PostgreSQL
 
 
 @dataclass(frozen=True)
 class SavedFilter:
-    id: int
+    id: str  # a UUID
     owner: str
     name: str
     params: dict[str, str]  # core.trace_search.filter_params
@@ -51,18 +51,23 @@ def saved_filters(connection: sa.Connection, owner: str) -> list[SavedFilter]:
         sa.select(f).where(f.c.owner == owner).order_by(f.c.name))]
 
 
+def _named(filter_id: str | int) -> sa.ColumnElement[bool]:
+    """The filter of this id: its UUID, or its integer id before 0012 (core.record_ids)."""
+    return (f.c.legacy_id if isinstance(filter_id, int) else f.c.id) == filter_id
+
+
 def saved_filter(connection: sa.Connection, owner: str, *, name: str | None = None,
-                 filter_id: int | None = None) -> SavedFilter:
+                 filter_id: str | int | None = None) -> SavedFilter:
     """The owner's saved filter by name or id; NotFoundError otherwise (another account's too)."""
     query = sa.select(f).where(f.c.owner == owner)
-    query = query.where(f.c.name == name) if name is not None else query.where(f.c.id == filter_id)
+    query = query.where(f.c.name == name) if name is not None else query.where(_named(filter_id))
     row = connection.execute(query).one_or_none()
     if row is None:
         raise NotFoundError(f"no saved filter {name if name is not None else filter_id}")
     return _record(row)
 
 
-def remove_filter(connection: sa.Connection, owner: str, filter_id: int) -> None:
-    if connection.execute(f.delete().where(f.c.owner == owner, f.c.id == filter_id)
+def remove_filter(connection: sa.Connection, owner: str, filter_id: str | int) -> None:
+    if connection.execute(f.delete().where(f.c.owner == owner, _named(filter_id))
                           ).rowcount != 1:
         raise NotFoundError(f"no saved filter {filter_id}")

@@ -11,6 +11,8 @@ from datetime import datetime, timezone
 
 import sqlalchemy as sa
 
+from stash_pipeline.core.record_ids import new_record_id
+
 metadata = sa.MetaData(naming_convention={
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -21,6 +23,8 @@ metadata = sa.MetaData(naming_convention={
 
 ID = sa.String(64)  # trace UUIDs, feedback uuid5s, model ids
 ACTION_ID = sa.String(160)  # "<trace id>/m<i>.call<k>"
+# A record an account makes and names in URLs: a random UUID's text (core.record_ids).
+RECORD_ID = sa.String(36)
 NOW = sa.func.current_timestamp()
 
 
@@ -295,12 +299,15 @@ shared_training_requests = sa.Table(
 # scoring sensor turns into one run (run key = the request's id), with the release or a model.
 scoring_requests = sa.Table(
     "scoring_requests", metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("id", RECORD_ID, primary_key=True, default=new_record_id),
+    sa.Column("legacy_id", sa.Integer, unique=True),  # its id before 0012 (core.record_ids)
     sa.Column("owner", ID, sa.ForeignKey("accounts.id"), nullable=False),
     sa.Column("evaluator", sa.String(128), nullable=False),  # a release version or a model id
     sa.Column("traces", sa.JSON, nullable=False),  # {trace id: version} when asked
     sa.Column("actions", sa.Boolean, nullable=False),  # Score actions too
     _created(),
+    # The request sensor's page: requests oldest first, past its cursor (created at, id).
+    sa.Index("ix_scoring_requests_created_at", "created_at", "id"),
 )
 
 # The review queue's state of an item (a trace, or a comparison waiting for review) that is not
@@ -321,7 +328,8 @@ review_items = sa.Table(
 # A search of the trace list kept under a name (its parameters, core.trace_search.filter_params).
 saved_filters = sa.Table(
     "saved_filters", metadata,
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("id", RECORD_ID, primary_key=True, default=new_record_id),
+    sa.Column("legacy_id", sa.Integer, unique=True),  # its id before 0012 (core.record_ids)
     sa.Column("owner", ID, sa.ForeignKey("accounts.id"), nullable=False),
     sa.Column("name", sa.String(256), nullable=False),
     sa.Column("params", sa.JSON, nullable=False),

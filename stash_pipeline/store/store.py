@@ -175,11 +175,12 @@ class Store:
             return scoring_requests.request_scoring(c, owner=owner, evaluator=evaluator,
                                                     traces=traces, actions=actions)
 
-    def scoring_requests(self, after: int = 0, limit: int | None = None) -> list[ScoringRequest]:
+    def scoring_requests(self, after: tuple[datetime, str] | int | None = None,
+                         limit: int | None = None) -> list[ScoringRequest]:
         with self.reading() as c:
             return scoring_requests.scoring_requests(c, after, limit)
 
-    def get_scoring_request(self, request_id: int) -> ScoringRequest:
+    def get_scoring_request(self, request_id: str | int) -> ScoringRequest:
         with self.reading() as c:
             return scoring_requests.get_scoring_request(c, request_id)
 
@@ -256,11 +257,11 @@ class Store:
             return saved_filters.saved_filters(c, owner)
 
     def saved_filter(self, owner: str, *, name: str | None = None,
-                     filter_id: int | None = None) -> saved_filters.SavedFilter:
+                     filter_id: str | int | None = None) -> saved_filters.SavedFilter:
         with self.reading() as c:
             return saved_filters.saved_filter(c, owner, name=name, filter_id=filter_id)
 
-    def remove_filter(self, owner: str, filter_id: int) -> None:
+    def remove_filter(self, owner: str, filter_id: str | int) -> None:
         with self.transaction() as c:
             saved_filters.remove_filter(c, owner, filter_id)
 

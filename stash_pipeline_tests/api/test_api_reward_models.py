@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -156,7 +157,9 @@ def test_score_again_for_chosen_traces(api: Api, ana: httpx.Client, tmp_path) ->
     assert (body["status"], body["error"], body["wait"]) == ("queued", None, waiting)
     polled = ana.get(f"{score}/{body['request_id']}")
     assert polled.status_code == 200 and polled.json() == body
-    assert ana.get(f"{score}/{body['request_id'] + 1}").status_code == 404
+    assert ana.get(f"{score}/{uuid.uuid4()}").status_code == 404
+    assert ana.get(f"{score}/{stored.legacy_id or 1}").status_code == 404  # made since UUIDs
+    assert ana.get(f"{score}/not-an-id").status_code == 422
     shown = ana.get(f"{RM}/{model['id']}").json()
     assert (shown["wait"], shown["score_again"]) == (None, None)  # succeeded, never rescored
     queued_model = ana.post(RM, json={"name": "q", "trace_ids": ["t1"]}).json()

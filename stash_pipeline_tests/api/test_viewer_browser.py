@@ -161,7 +161,7 @@ def test_score_again_on_a_trace_page_shows_where_the_request_stands_live(
             f"const e = document.getElementById('{element}'); return e ? e.textContent : ''")
 
     wait.until(ec.url_contains("requests="))
-    request_id = int(browser.current_url.split("requests=")[1].split("#")[0])
+    request_id = browser.current_url.split("requests=")[1].split("#")[0]
     wait.until(lambda _: shown("progress").endswith("Waiting for the pipeline to start its run."))
     browser.execute_script("document.body.dataset.loadedBefore = 'yes'")  # gone on a reload
     scoring_run("ahead-of-it")

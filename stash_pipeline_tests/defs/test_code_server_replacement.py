@@ -67,7 +67,7 @@ def test_a_code_server_replaced_while_a_run_works(deployment, store):
     assert instance.get_run_by_id(working).is_success, deployment.log("daemon")
     trace_id = agentprocessbench_records(1)[0].trace.id
     request = scoring_requests.request(store, "ana", [trace_id])
-    tags = scoring_requests.run_tags(request.id)
+    tags = scoring_requests.run_tags(request)
     wait_until(lambda: request_state(tags, instance)["status"] in ("succeeded", "failed"),
                timeout_s=PROCESS_EXIT_S, what="the Score again request made after the replacement")
     assert request_state(tags, instance)["status"] == "succeeded", deployment.log("daemon")

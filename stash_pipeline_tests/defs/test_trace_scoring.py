@@ -110,7 +110,7 @@ def test_score_again_for_chosen_traces_with_the_release_or_a_model(db, instance,
     def run_requests(*requests) -> None:
         """The sensor's runs of these requests (a tick here starts from no cursor)."""
         runs = run_sensor_requests(instance, defs, "score_again_for_traces", run_keys=[
-            trace_scoring.request_run_key(r.id) for r in requests])
+            trace_scoring.request_run_key(r.run_ref) for r in requests])
         assert [r.status for r in runs] == [dg.DagsterRunStatus.SUCCESS] * len(requests)
 
     run_requests(scoring_requests.request(store, "ana", [t1, t2]))  # the release, whole traces

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,6 +37,8 @@ from stash_pipeline.services import accounts
 from stash_pipeline_tests.support.deployment import BIN, Deployment, release_scoring
 from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records
 from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, SERVER_START_S, bound, wait_until
+
+SCORE = "/api/v1/traces/score"
 
 pytestmark = pytest.mark.slow
 
@@ -99,15 +102,18 @@ def test_a_score_again_runs_before_the_queued_background_chunks(deployment, stor
             client = api.client(deployment.key)
 
             def request_waits() -> bool:
-                wait = client.get("/api/v1/traces/score/1").json().get("wait")
+                asked = store.scoring_requests()
+                wait = asked and client.get(f"{SCORE}/{asked[0].id}").json().get("wait")
                 return bool(wait) and wait["waiting_for"] == "worker"
 
             wait_until(request_waits, timeout_s=SERVER_START_S,
                        what="the Score again request's run to wait for the worker")
-            shown = client.get("/api/v1/traces/score/1").json()
+            [asked] = store.scoring_requests()
+            shown = client.get(f"{SCORE}/{asked.id}").json()
             # Runs ahead: the chunk holding the worker, and any run of this same request made
             # before this one (a daemon's tick racing the command's own); never a queued chunk.
-            earlier = [r for r in instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: "1"}))
+            earlier = [r for r in instance.get_runs(filters=dg.RunsFilter(
+                           tags={REQUEST_TAG: asked.run_ref}))
                        if r.run_id != shown["run_id"]
                        and instance.get_run_record_by_id(r.run_id).storage_id
                        < instance.get_run_record_by_id(shown["run_id"]).storage_id]
@@ -115,12 +121,12 @@ def test_a_score_again_runs_before_the_queued_background_chunks(deployment, stor
             assert shown["wait"]["runs_ahead"] == 1 + len(earlier), shown
             assert shown["wait"]["text"].startswith("waiting for the worker: ")
             assert shown["trace_ids"] == [trace_id] and shown["evaluator"] == "r1"
-            assert client.get("/api/v1/traces/score/2").status_code == 404
+            assert client.get(f"{SCORE}/{uuid.uuid4()}").status_code == 404
 
             deployment.gate.touch()  # the background chunk's worker runs now
             out, err = cli.communicate(timeout=bound(PROCESS_EXIT_S))
             assert cli.returncode == 0, (out, err)
-            done = client.get("/api/v1/traces/score/1").json()
+            done = client.get(f"{SCORE}/{asked.id}").json()
             assert (done["status"], done["wait"], done["error"]) == ("succeeded", None, None)
     finally:
         if cli.poll() is None:
@@ -128,11 +134,11 @@ def test_a_score_again_runs_before_the_queued_background_chunks(deployment, stor
             cli.communicate()
     said = [int(n) for n in re.findall(r"^waiting for the worker: (\d+) runs ahead$", err, re.M)]
     assert said and said[0] >= 1, err
-    assert "Score again requested (request 1)" in out
+    assert f"Score again requested (request {asked.id})" in out
     assert [s.evaluator for s in store.scores_for(trace_id)] == ["r1"]
 
     # The request's run had the worker before every chunk that was queued when it was asked.
-    [request_run, *_] = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: "1"}))
+    [request_run, *_] = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: asked.run_ref}))
     asked_started = worker_step_start(instance, request_run.run_id)
     assert request_run.tags[PRIORITY_TAG] == "10" and asked_started is not None
     for run_id in queued_chunks:
@@ -158,7 +164,7 @@ def test_a_request_queued_while_the_code_server_is_away_is_done_without_it(deplo
     request = scoring_requests.request(store, "ana", [trace_id])
 
     def request_run() -> dg.DagsterRun | None:
-        runs = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: str(request.id)}))
+        runs = instance.get_runs(filters=dg.RunsFilter(tags=scoring_requests.run_tags(request)))
         return runs[0] if runs else None
 
     wait_until(lambda: request_run() is not None
@@ -168,7 +174,7 @@ def test_a_request_queued_while_the_code_server_is_away_is_done_without_it(deplo
     storage.free_concurrency_slots_for_run("holder")
     wait_until(lambda: request_run().is_finished, timeout_s=PROCESS_EXIT_S,
                what="the request's run to end with the code server away")
-    state = request_state({REQUEST_TAG: str(request.id)})
+    state = request_state(scoring_requests.run_tags(request))
     assert state["status"] == "succeeded", (state, deployment.log("daemon"))
     assert [s.evaluator for s in store.scores_for(trace_id)] == ["r1"]
     messages = [r.event_log_entry.dagster_event.message or "" for r in instance.get_records_for_run(

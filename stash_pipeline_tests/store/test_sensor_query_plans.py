@@ -70,7 +70,11 @@ HOT = {
     "score again past a cursor": lambda s: s.score_again_requested(
         (schema.utcnow() - timedelta(seconds=500), "m1"), 200),
     "partitions to retire": lambda s: _retiring_undone(s),
-    "scoring requests": lambda s: s.scoring_requests(after=5000, limit=200),
+    "scoring requests": lambda s: s.scoring_requests(None, limit=200),
+    "scoring requests past a cursor": lambda s: s.scoring_requests(
+        (schema.utcnow() - timedelta(seconds=500), "0"), limit=200),
+    "scoring requests past a cursor from before 0012": lambda s: s.scoring_requests(
+        after=5000, limit=200),
     "shared training requests": lambda s: s.shared_training_requests(after=5000, limit=200),
 }
 

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import uuid
+from datetime import datetime, timedelta, timezone
 
 import pytest
 import sqlalchemy as sa
@@ -143,3 +145,106 @@ def store_as_of_0006(engine: sa.Engine, traces, tmp_path) -> None:
                     target.execute(then.insert(), rows)
     finally:
         today.dispose()
+
+
+def _rows_as_of_0011(store: Store) -> datetime:
+    """Score again requests (ana's 1 and 3, bo's 2) and saved filters (ana's 1, bo's 2) as
+    stored before 0012, with integer ids; the time of the first."""
+    first = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    requests = sa.table("scoring_requests", *map(sa.column, (
+        "owner", "evaluator", "traces", "actions", "created_at")), sa.column("id"))
+    filters = sa.table("saved_filters", *map(sa.column, ("owner", "name", "params")),
+                       sa.column("id"))
+    with store.engine.begin() as connection:
+        for owner in ("ana", "bo"):
+            connection.execute(sa.text("INSERT INTO accounts (id) VALUES (:id)"), {"id": owner})
+        for n, owner in enumerate(("ana", "bo", "ana")):
+            connection.execute(requests.insert().values(
+                owner=owner, evaluator="r1", traces=sa.literal({f"t{n}": 1}, sa.JSON),
+                actions=False, created_at=first + timedelta(seconds=n)))
+        for owner in ("ana", "bo"):
+            connection.execute(filters.insert().values(owner=owner, name="failures",
+                                                       params=sa.literal({"q": "x"}, sa.JSON)))
+        assert connection.execute(sa.select(requests.c.id).order_by(requests.c.id)
+                                  ).scalars().all() == [1, 2, 3]
+    return first
+
+
+def test_records_made_before_uuid_ids_keep_their_integer_ids(fresh_url: str) -> None:
+    """0012: every Score again request and saved filter gets a random UUID; one made before keeps
+    its integer id, which still finds it (the API's and the viewer's ids as given, services'
+    parsing), still keys and tags its scoring run as the sensor did, and a sensor cursor kept
+    from before still reads the requests after it."""
+    from stash_pipeline.core.errors import NotFoundError
+    from stash_pipeline.pipelines.trace_scoring import REQUEST_TAG, request_run_key
+    from stash_pipeline.services import scoring_requests, traces
+    from stash_pipeline.store.engine import migrate
+
+    store = Store(fresh_url)
+    try:
+        migrate(store.engine, "0011_sensor_indexes")
+        _rows_as_of_0011(store)
+        store.migrate()
+        before = store.scoring_requests()
+        assert [(r.legacy_id, r.owner) for r in before] == [(1, "ana"), (2, "bo"), (3, "ana")]
+        assert all(uuid.UUID(r.id).version == 4 for r in before)
+        assert len({r.id for r in before}) == 3 and before[0].traces == {"t0": 1}
+        for given in ("1", 1, before[0].id, before[0].id.upper()):
+            assert scoring_requests.get(store, "ana", given) == before[0]
+        with pytest.raises(NotFoundError):
+            scoring_requests.get(store, "ana", "2")  # bo's
+        assert [request_run_key(r.run_ref) for r in before] == [
+            "scoring-request:1", "scoring-request:2", "scoring-request:3"]  # the runs' keys then
+        assert scoring_requests.run_tags(before[2]) == {REQUEST_TAG: "3"}
+        made = store.request_scoring(owner="ana", evaluator="r1", traces={"t9": 1},
+                                     actions=False)
+        assert made.legacy_id is None and made.run_ref == made.id and uuid.UUID(made.id)
+        assert store.scoring_requests(after=1) == [*before[1:], made]  # a cursor from before
+        assert store.scoring_requests(after=3) == [made]
+        assert store.scoring_requests(after=(before[1].created_at, before[1].id)) == [before[2],
+                                                                                     made]
+
+        [kept] = store.saved_filters("ana")
+        assert uuid.UUID(kept.id).version == 4 and kept.params == {"q": "x"}
+        assert store.saved_filter("ana", filter_id=1) == kept
+        with pytest.raises(NotFoundError):
+            traces.remove_filter(store, "ana", "2")  # bo's
+        again = store.save_filter("ana", "failures", {"q": "y"})
+        assert again.id == kept.id  # saving a name again replaces its search, keeps its id
+        traces.remove_filter(store, "ana", "1")
+        assert store.saved_filters("ana") == []
+        fresh = store.save_filter("ana", "new", {})
+        assert uuid.UUID(fresh.id).version == 4
+        assert [f.id for f in store.saved_filters("bo")] != [fresh.id]
+    finally:
+        store.dispose()
+
+
+def test_uuid_ids_downgrade_to_integers_and_back(fresh_url: str) -> None:
+    """0012's downgrade: a record's integer id again (its legacy id, or the next ones for those
+    made since), and integer ids given again by the database."""
+    from alembic import command
+
+    from stash_pipeline.store.engine import migrate
+
+    store = Store(fresh_url)
+    try:
+        migrate(store.engine, "0011_sensor_indexes")
+        _rows_as_of_0011(store)
+        store.migrate()
+        store.request_scoring(owner="bo", evaluator="r1", traces={}, actions=False)
+        store.save_filter("bo", "new", {})
+        with store.engine.begin() as connection:
+            command.downgrade(alembic_config(connection), "0011_sensor_indexes")
+        with store.engine.begin() as connection:
+            for table in ("scoring_requests", "saved_filters"):
+                assert connection.execute(sa.text(f"SELECT id FROM {table} ORDER BY id")
+                                          ).scalars().all() == ([1, 2, 3, 4] if table ==
+                                                                "scoring_requests" else [1, 2, 3])
+            connection.execute(sa.text("INSERT INTO saved_filters (owner, name, params) "
+                                       "VALUES ('ana', 'later', '{}')"))
+            assert connection.scalar(sa.text("SELECT max(id) FROM saved_filters")) == 4
+        store.migrate()
+        assert [r.legacy_id for r in store.scoring_requests()] == [1, 2, 3, 4]
+    finally:
+        store.dispose()

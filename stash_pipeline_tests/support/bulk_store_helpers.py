@@ -60,8 +60,9 @@ _FILL = [
              AS e(evaluator, personal)
         WHERE random() < :pending"""),
     ("scoring_requests", """
-        INSERT INTO scoring_requests (owner, evaluator, traces, actions, created_at)
-        SELECT 'u' || (1 + g % :users), 'm' || (1 + g % :users), '{}', false, now()
+        INSERT INTO scoring_requests (id, owner, evaluator, traces, actions, created_at)
+        SELECT gen_random_uuid()::text, 'u' || (1 + g % :users), 'm' || (1 + g % :users), '{}',
+               false, now() - (g % 1000) * interval '1 second'
         FROM generate_series(1, :requests) g"""),
     ("shared_training_requests", """
         INSERT INTO shared_training_requests (created_at)

@@ -181,7 +181,7 @@ def error_of(page: str, element: str) -> str:
     return found.group(1)
 
 
-def scoring_run(run_id: str, request_id: int | None = None, *, to: str = "queued",
+def scoring_run(run_id: str, request_id: str | None = None, *, to: str = "queued",
                 reason: str = "") -> None:
     """Score again run ``run_id`` (request ``request_id``'s, by its tag) on the test's Dagster
     instance, as the request sensor makes it: ``queued`` (made, waiting for the worker behind

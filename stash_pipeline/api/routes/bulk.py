@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -24,7 +24,6 @@ from stash_pipeline.api.search import TraceSearch
 from stash_pipeline.services import scoring_requests, trace_bulk, traces
 from stash_pipeline.services.feedback import MAX_COMMENT_LENGTH
 from stash_pipeline.store import Account, Store
-from stash_pipeline.store.saved_filters import MAX_FILTER_ID
 
 router = APIRouter(prefix="/api/v1", tags=["bulk"], dependencies=[Depends(readable_ids)])
 NOT_FOUND = {404: {"description": "A trace or model that is not yours (nothing was changed)."}}
@@ -138,6 +137,7 @@ def save_filter(body: SavedFilterBody, account: AccountDep, store: StoreDep) -> 
 
 @router.delete("/saved-filters/{filter_id}", status_code=204,
                responses={404: {"description": "No saved filter of yours with this id."}})
-def remove_filter(account: AccountDep, store: StoreDep,
-                  filter_id: int = Path(ge=1, le=MAX_FILTER_ID)) -> None:
-    store.remove_filter(account.id, filter_id)
+def remove_filter(filter_id: str, account: AccountDep, store: StoreDep) -> None:
+    """One of your saved searches, by its id (a UUID; one saved before UUIDs, its integer id
+    too)."""
+    traces.remove_filter(store, account.id, filter_id)

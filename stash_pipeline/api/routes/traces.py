@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Path as PathParam, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
 
 from stash_pipeline.api import temporaries, write_slots
@@ -29,6 +29,7 @@ from stash_pipeline.core.trace_search import TraceFilter
 from stash_pipeline.importers import DEFAULT_OUTCOME_FIELD, FORMATS
 from stash_pipeline.services import feedback, scoring_requests, traces
 from stash_pipeline.services.imports import ImportReport
+from stash_pipeline.store.scoring_requests import ScoringRequest
 from stash_pipeline.store.trace_pages import SORTS
 
 log = logging.getLogger(__name__)
@@ -118,28 +119,29 @@ def score_again(body: ScoreAgainBody, account: AccountDep,
 
 
 @router.get("/score/{request_id}", responses={404: {"description": "No such request of yours."}})
-def get_score_again(account: AccountDep, store: StoreDep,
-                    request_id: int = PathParam(ge=1, le=2**31 - 1)) -> ScoringRequestState:
-    """A Score again request: `status` (queued, running, succeeded, failed), `error` (why it
-    failed), `wait` (while queued: what it waits for, and `runs_ahead` of it for the worker)."""
+def get_score_again(request_id: str, account: AccountDep,
+                    store: StoreDep) -> ScoringRequestState:
+    """A Score again request (its UUID; a request made before UUIDs, its integer id too):
+    `status` (queued, running, succeeded, failed), `error` (why it failed), `wait` (while
+    queued: what it waits for, and `runs_ahead` of it for the worker)."""
     return _request_view(scoring_requests.get(store, account.id, request_id))
 
 
-def request_state_of(request_id: int) -> dict[str, Any]:
-    """Where Score again request ``request_id`` stands (``instance.request_state``); every field
-    None when the run queue cannot be read (the API's JSON and the viewer's pages say so)."""
+def request_state_of(scoring: ScoringRequest) -> dict[str, Any]:
+    """Where a Score again request stands (``instance.request_state``); every field None when
+    the run queue cannot be read (the API's JSON and the viewer's pages say so)."""
     from stash_pipeline.instance import request_state
 
     try:
-        return request_state(scoring_requests.run_tags(request_id))
+        return request_state(scoring_requests.run_tags(scoring))
     except Exception as error:  # noqa: BLE001 - the request is stored; its state is a courtesy
         log.warning("the run queue is unreadable: %s", error)
         return {"status": None, "error": None, "wait": None, "run_id": None}
 
 
-def _request_view(scoring: Any) -> ScoringRequestState:
+def _request_view(scoring: ScoringRequest) -> ScoringRequestState:
     return ScoringRequestState(**scoring_requests.request_view(scoring),
-                               **request_state_of(scoring.id))
+                               **request_state_of(scoring))
 
 
 @router.get("/{trace_id}", responses=NOT_FOUND, response_model_exclude_unset=True)

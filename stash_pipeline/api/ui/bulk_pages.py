@@ -18,7 +18,6 @@ from stash_pipeline.core.errors import InputError, NotFoundError
 from stash_pipeline.core.trace_search import parse_filter
 from stash_pipeline.services import trace_bulk, traces
 from stash_pipeline.store import Account, Store
-from stash_pipeline.store.saved_filters import MAX_FILTER_ID
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -34,13 +33,13 @@ def selection(request: Request, store: Store, account: Account,
     return trace_bulk.select(store, account.id, trace_ids=ticked)
 
 
-def _back(request: Request, done: str, count: int, followed: Sequence[int] = ()) -> Response:
+def _back(request: Request, done: str, count: int, followed: Sequence[str] = ()) -> Response:
     """The list as it was, saying what was done (and following the Score again requests it
     made, ``progress.requests_view``)."""
     query = list_query(request)
     params = {"sort": query["sort"], "limit": query["limit"], "model": query["model"],
               **query["params"], "done": done, "n": count,
-              "requests": ",".join(map(str, followed[:MAX_FOLLOWED])) or None}
+              "requests": ",".join(followed[:MAX_FOLLOWED]) or None}
     return redirect("/ui/traces?" + urlencode({k: v for k, v in params.items()
                                                if v is not None}))
 
@@ -56,7 +55,7 @@ def _refused(request: Request, store: Store, account: Account, fields: dict[str,
 
 def _bulk(request: Request, store: Store, account: Account, fields: dict[str, list[str]],
           act: Callable[[list[str]], tuple[str, int]],
-          followed: Sequence[int] = ()) -> Response:
+          followed: Sequence[str] = ()) -> Response:
     try:
         done, count = act(selection(request, store, account, fields))
     except (InputError, NotFoundError) as error:
@@ -84,7 +83,7 @@ def comment(request: Request, store: StoreDep, fields: FormDep,
 @router.post("/traces/bulk/score", response_class=HTMLResponse)
 def score(request: Request, store: StoreDep, fields: FormDep,
           account: ViewerDep) -> Response:
-    followed: list[int] = []  # the list then shows where these requests stand
+    followed: list[str] = []  # the list then shows where these requests stand
 
     def act(ids: list[str]) -> tuple[str, int]:
         try:
@@ -127,9 +126,7 @@ def save_filter(request: Request, store: StoreDep, fields: FormDep,
 
 
 @router.post("/saved-filters/{filter_id}/remove", response_class=HTMLResponse)
-def remove_filter(filter_id: int, request: Request, store: StoreDep, fields: FormDep,
+def remove_filter(filter_id: str, request: Request, store: StoreDep, fields: FormDep,
                   account: ViewerDep) -> Response:
-    if not 1 <= filter_id <= MAX_FILTER_ID:
-        raise NotFoundError(f"no saved filter {filter_id}")
-    store.remove_filter(account.id, filter_id)
+    traces.remove_filter(store, account.id, filter_id)
     return _back(request, "removed", 1)

@@ -12,8 +12,9 @@ from typing import Any
 
 from fastapi import Request
 
-from stash_pipeline.api.ui.frame import digits
+from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.failures import reason_line
+from stash_pipeline.core.record_ids import parse_record_id
 from stash_pipeline.services import scoring_requests
 from stash_pipeline.store import Store
 
@@ -81,21 +82,22 @@ def live_view(model: Any) -> dict[str, Any]:
             "text": progress_text(model.status, progress, wait)}
 
 
-# The Score again requests a page follows after Score again (``requests=5,6``): a bulk action
-# makes one request per MAX_TRACES_PER_REQUEST traces; the page follows its first ones.
+# The Score again requests a page follows after Score again (``requests=<id>,<id>``, UUIDs or the
+# integer ids of requests made before them): a bulk action makes one request per
+# MAX_TRACES_PER_REQUEST traces; the page follows its first ones.
 MAX_FOLLOWED = 20
 REQUEST_TEXT = {"running": "Running: the worker is scoring it.",
                 "succeeded": "Done: the page shows its new scores."}
 
 
-def request_ids(text: str | None) -> list[int]:
-    """The requests of a page's ``requests`` parameter; none for a malformed one."""
-    ids = []
-    for part in (text or "").split(",")[:MAX_FOLLOWED]:
-        if not digits(part) or len(part) > 10 or not 1 <= int(part) < 2**31:
-            return []
-        ids.append(int(part))
-    return ids
+def request_ids(text: str | None) -> list[str]:
+    """The requests of a page's ``requests`` parameter (core.record_ids); none for a malformed
+    one."""
+    try:
+        return [str(parse_record_id(part, field="requests", what="a Score again request"))
+                for part in text.split(",")[:MAX_FOLLOWED]] if text else []
+    except InputError:
+        return []
 
 
 def request_text(state: dict[str, Any]) -> str:
@@ -109,7 +111,7 @@ def request_text(state: dict[str, Any]) -> str:
     return REQUEST_TEXT[state["status"]]
 
 
-def requests_view(store: Store, owner: str, ids: Sequence[int]) -> dict[str, Any] | None:
+def requests_view(store: Store, owner: str, ids: Sequence[str]) -> dict[str, Any] | None:
     """What a page shows of the Score again requests it follows: each one's status and sentence,
     the status that leads (running, queued, failed, succeeded), and whether any is still live
     (queued or running: the page polls it as a model's page polls the model). None for none;
@@ -120,8 +122,7 @@ def requests_view(store: Store, owner: str, ids: Sequence[int]) -> dict[str, Any
         return None
     shown = []
     for request_id in ids:
-        scoring_requests.get(store, owner, request_id)
-        state = request_state_of(request_id)
+        state = request_state_of(scoring_requests.get(store, owner, request_id))
         shown.append({"request_id": request_id, "status": state["status"],
                       "text": request_text(state)})
     order = ("running", "queued", None, "failed", "succeeded")
@@ -135,5 +136,5 @@ def requests_view(store: Store, owner: str, ids: Sequence[int]) -> dict[str, Any
 def followed(request: Request, store: Store, owner: str) -> dict[str, Any]:
     """A page's context for the Score again requests its ``requests`` parameter follows."""
     ids = request_ids(request.query_params.get("requests"))
-    return {"scoring": requests_view(store, owner, ids), "followed": ",".join(map(str, ids)),
+    return {"scoring": requests_view(store, owner, ids), "followed": ",".join(ids),
             "poll_seconds": POLL_SECONDS}

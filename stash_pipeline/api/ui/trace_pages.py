@@ -88,7 +88,7 @@ def score_trace(trace_id: str, request: Request, store: StoreDep, fields: FormDe
                 account: ViewerDep) -> Response:
     """Score again for this trace: the release, or (Advanced) a personal model, actions too."""
 
-    queued: list[int] = []
+    queued: list[str] = []
 
     def give() -> None:
         traces.owned_trace(store, account.id, trace_id)

@@ -21,14 +21,19 @@ class TraceScoringConfig(dg.Config):
     whole_traces: bool = True  # whole-trace scores (a release's background chunks: actions only)
     trace_ids: list[str] = []
     versions: list[int] = []  # the version of each trace when the run was asked for
-    request_id: int | None = None  # a Score again request: its traces
+    request: str | None = None  # a Score again request (its id): its traces
+    request_id: int | None = None  # the same, in runs asked for before 0012 (integer ids)
     whole_owner: bool = False  # every trace of the model's owner (`rm score`)
+
+
+def _request(config: TraceScoringConfig) -> str | int | None:
+    return config.request if config.request is not None else config.request_id
 
 
 def batch_traces(database: StoreResource, config: TraceScoringConfig) -> dict[str, int]:
     store = database.store
-    if config.request_id is not None:
-        return store.get_scoring_request(config.request_id).traces
+    if _request(config) is not None:
+        return store.get_scoring_request(_request(config)).traces
     if config.whole_owner:
         return steps.owner_traces(store, config.evaluator)
     return dict(zip(config.trace_ids, config.versions))
@@ -54,7 +59,7 @@ def trace_scores(context: dg.AssetExecutionContext, config: TraceScoringConfig,
         **({"score_histogram": metadata.histogram(raw)} if raw else {}),
         **({"credit_histogram": metadata.histogram(credits, title="Action credit",
                                                    x_label="credit")} if credits else {}),
-        "request": config.request_id if config.request_id is not None else "auto",
+        "request": str(_request(config) or "auto"),
         **_trust(context, database, config),
     })
 
@@ -64,8 +69,8 @@ def _trust(context: dg.AssetExecutionContext, database: StoreResource,
     """Score again asked by a person: the evaluator's trust report on their traces, made now.
     Auto-scoring's batches leave it to the next look (each would read the owner's every trace)."""
     store = database.store
-    if config.request_id is not None:
-        owner = store.get_scoring_request(config.request_id).owner
+    if _request(config) is not None:
+        owner = store.get_scoring_request(_request(config)).owner
     elif config.whole_owner:
         owner = store.get_reward_model(config.evaluator).owner
     else:

@@ -9,11 +9,19 @@ later. Chunks in flight are not handed out twice.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import dagster as dg
 
 from stash_pipeline.defs.resources import SharedEvaluatorResource, StoreResource
 from stash_pipeline.defs.scoring.jobs import trace_scoring_job
-from stash_pipeline.defs.sensor_cursors import REQUESTS_PER_TICK, settled_cursor, unstarted
+from stash_pipeline.defs.sensor_cursors import (
+    REQUESTS_PER_TICK,
+    parse_time_cursor,
+    settled_cursor,
+    time_cursor,
+    unstarted,
+)
 from stash_pipeline.defs.worker_queue import ensure_worker_pool, priority_tags
 from stash_pipeline.pipelines import trace_scoring
 from stash_pipeline.pipelines.trace_scoring import REQUEST_TAG
@@ -45,17 +53,23 @@ def score_again_for_traces(context: dg.SensorEvaluationContext,
                            database: StoreResource) -> dg.SensorResult:
     """One scoring run per Score again request for chosen traces, oldest first, at most
     RUNS_PER_TICK a tick (sensor_cursors: the cursor moves past settled requests only)."""
-    page = database.store.scoring_requests(after=int(context.cursor or 0),
+    page = database.store.scoring_requests(after=request_cursor(context.cursor),
                                            limit=REQUESTS_PER_TICK)
-    requests, covered = unstarted(context, page, lambda r: trace_scoring.request_run_key(r.id))
+    requests, covered = unstarted(context, page,
+                                  lambda r: trace_scoring.request_run_key(r.run_ref))
     return dg.SensorResult(
-        run_requests=[dg.RunRequest(run_key=trace_scoring.request_run_key(r.id),
+        run_requests=[dg.RunRequest(run_key=trace_scoring.request_run_key(r.run_ref),
                                     run_config=scoring_config(r.evaluator, r.actions,
-                                                              request_id=r.id),
-                                    tags={REQUEST_TAG: str(r.id), **priority_tags("request")})
+                                                              request=r.id),
+                                    tags={REQUEST_TAG: r.run_ref, **priority_tags("request")})
                       for r in requests],
-        cursor=settled_cursor(covered, lambda r: r.created_at, lambda r: str(r.id),
-                              context.cursor))
+        cursor=settled_cursor(covered, lambda r: r.created_at,
+                              lambda r: time_cursor(r.created_at, r.id), context.cursor))
+
+
+def request_cursor(cursor: str | None) -> tuple[datetime, str] | int | None:
+    """(created at, id); a cursor kept from before migration 0012 is a request's integer id."""
+    return int(cursor) if cursor and cursor.isdigit() else parse_time_cursor(cursor)
 
 
 def batch_config(batch: trace_scoring.ScoringBatch) -> dict:
