@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stash_pipeline.core.requests import parse_reward_model_request
 from stash_pipeline.importers import read_path
+from stash_pipeline.services import trust as trust_service
 from stash_pipeline.store import ActionScore, Release, Store, TraceScore, schema
 
 from import_throughput import with_fresh_ids
@@ -84,14 +85,14 @@ def main() -> None:
         def changed() -> None:
             with store.transaction() as c:
                 c.execute(schema.trust_reports.delete())
-            store.trust_report(OWNER, model.id)
+            trust_service.report(store, OWNER, model.id)
 
         page = shown("trace list page (50)", timed(
             lambda: store.page_traces(OWNER, shared_evaluator="v1", limit=50), args.rounds))
         shown("trust report, facts changed (computed and saved)", timed(changed, args.rounds))
         same = shown("trust report, facts unchanged (read, digested)", timed(
-            lambda: store.trust_report(OWNER, model.id), args.rounds))
-        report = store.trust_report(OWNER, model.id)
+            lambda: trust_service.report(store, OWNER, model.id), args.rounds))
+        report = trust_service.report(store, OWNER, model.id)
         print(f"{len(report['figures'])} figures on {report['traces']['considered']} traces")
         store.dispose()
     print(f"trust_report_over_trace_page: {same / page:.1f}")

@@ -11,6 +11,7 @@ import dagster as dg
 from stash_pipeline.core import plots
 from stash_pipeline.core.curves import downsample
 from stash_pipeline.core.trust import charts
+from stash_pipeline.services import trust as trust_service
 
 
 def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> dg.MetadataValue:
@@ -135,7 +136,7 @@ def saved_trust(store: Any, owner: str, evaluator: str,
     the API, the viewer and the SQL endpoint show). Scores are stored by then: a report that
     cannot be made is a warning (the next look at it makes it), never a failed step."""
     try:
-        return trust(store.trust_report(owner, evaluator))
+        return trust(trust_service.report(store, owner, evaluator))
     except Exception as error:  # noqa: BLE001 - metadata must not fail stored results
         warn(f"no trust report for {evaluator}: {error}")
         return {}

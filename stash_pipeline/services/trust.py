@@ -8,13 +8,31 @@ account's own traces.
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 
 from stash_pipeline.core.errors import NotFoundError
+from stash_pipeline.core.trust import facts_digest, trust_report
 from stash_pipeline.services import reward_models
 from stash_pipeline.store import Store
 
 CURRENT = "current"  # the release version that names the current release
+
+
+def report(store: Store, owner: str, evaluator: str) -> dict[str, Any]:
+    """The evaluator's trust report on the owner's traces it did not train on (``core.trust``),
+    from the facts as they are now (NotFoundError for no such release or model). Saved, whole
+    and as the SQL view's figures, when the facts changed since it was last saved;
+    ``computed_at`` says when that was."""
+    facts = store.trust_facts(owner, evaluator)
+    stored = store.stored_trust_report(owner, evaluator)
+    digest = facts_digest(facts)
+    if stored is not None and stored[1] == digest:
+        saved, _, computed_at = stored
+        return {**saved, "computed_at": computed_at.isoformat()}
+    computed, computed_at = trust_report(facts), datetime.now(timezone.utc)
+    store.save_trust_report(owner, evaluator, computed, digest, computed_at)
+    return {**computed, "computed_at": computed_at.isoformat()}
 
 
 def model_report(store: Store, owner: str, model_id: str) -> dict[str, Any]:
@@ -22,7 +40,7 @@ def model_report(store: Store, owner: str, model_id: str) -> dict[str, Any]:
     model = reward_models.get(store, owner, model_id)
     if model.status != "succeeded":
         raise NotFoundError(f"reward model {model_id} has no trust report: it is {model.status}")
-    return {**store.trust_report(owner, model.id), "name": model.name}
+    return {**report(store, owner, model.id), "name": model.name}
 
 
 def release_version(store: Store, version: str) -> str:
@@ -37,5 +55,5 @@ def release_version(store: Store, version: str) -> str:
 
 def release_report(store: Store, owner: str, version: str) -> dict[str, Any]:
     """The report of a shared release on the caller's traces."""
-    return store.trust_report(owner, release_version(store, version))
+    return report(store, owner, release_version(store, version))
 
