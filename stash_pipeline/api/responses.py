@@ -512,6 +512,41 @@ class TrustMethods(BaseModel):
     proportion: str
     auc: str
     spearman: str
+    clustered: str = Field(description="Which intervals are task-clustered, and how.")
+    verdict: str = Field(description="When a figure draws a verdict.")
+
+
+class TrustGrouping(BaseModel):
+    rule: str = Field(description="Which traces share a task (the metadata field named, or the "
+                                  "default rule).")
+    groups: int = Field(description="Tasks among the traces considered.")
+    traces_alone: int = Field(description="Traces in no task: each is its own group.")
+
+
+class TrustBaseline(BaseModel):
+    metric: str
+    baseline: str = Field(description="What it is, e.g. the trace-length rule.")
+    value: float | None
+    low: float | None
+    high: float | None
+    difference: float = Field(description="The model's figure minus the baseline's, on the "
+                                          "same traces.")
+    difference_low: float | None = Field(description="Its paired, task-clustered 95% interval.")
+    difference_high: float | None
+
+
+class TrustVerdict(BaseModel):
+    """What the report may claim: its overall outcome AUC against its baselines."""
+
+    metric: str
+    value: float
+    low: float
+    high: float
+    label: str = Field(description="e.g. 'no better than the trace-length rule (shorter "
+                                   "succeeded)', 'too few tasks (4) to judge'.")
+    judged: bool = Field(description="False on fewer than 10 tasks.")
+    beats_baselines: bool
+    baselines: list[TrustBaseline]
 
 
 class TrustReport(BaseModel):
@@ -527,6 +562,8 @@ class TrustReport(BaseModel):
     training_pairs: TrainingPairs
     figures: list[TrustFigure]
     methods: TrustMethods
+    grouping: TrustGrouping
+    verdict: TrustVerdict | None = Field(description="None without verified outcomes.")
     notes: list[str] = Field(description="The sentences a page shows.")
     computed_at: str = Field(description="ISO 8601.")
 

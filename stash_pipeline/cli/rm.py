@@ -8,7 +8,7 @@ from typing import Any
 from stash_pipeline.cli import pipeline
 from stash_pipeline.cli.output import print_json, print_table
 from stash_pipeline.cli.store import open_store
-from stash_pipeline.cli.trust import held_out_line
+from stash_pipeline.cli.trust import GROUP_BY_HELP, held_out_line
 from stash_pipeline.cli.waiting import WAIT_HELP, fail_abandoned_runs, run_now
 from stash_pipeline.core.failures import reason_line
 from stash_pipeline.core.traces import DEFAULT_OWNER
@@ -68,6 +68,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     trust = sub.add_parser("trust", help="how far to trust a succeeded model on your traces it "
                                          "did not train on (docs/trust.md)")
     trust.add_argument("model_id", metavar="ID")
+    trust.add_argument("--group-by", metavar="FIELD", help=GROUP_BY_HELP)
     trust.set_defaults(handler=run_trust)
 
     for command in (create, listing, show, weights, score, retry, trust):
@@ -124,7 +125,7 @@ def run_trust(args: argparse.Namespace) -> int:
     from stash_pipeline.cli.trust import print_report
     from stash_pipeline.services import trust
 
-    report = trust.model_report(open_store(), args.owner, args.model_id)
+    report = trust.model_report(open_store(), args.owner, args.model_id, args.group_by)
     print_json(report) if args.json else print_report(report)
     return 0
 

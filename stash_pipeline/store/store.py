@@ -466,10 +466,11 @@ class Store:
             return releases.list_benchmark_comparisons(c, candidate)
 
     # How far to trust an evaluator (services.trust computes the report)
-    def trust_facts(self, owner: str, evaluator: str) -> TrustFacts:
+    def trust_facts(self, owner: str, evaluator: str, group_by: str | None = None
+                    ) -> TrustFacts:
         """What the evaluator's report on the owner's traces reads (``store.trust``)."""
         with self.reading() as c:
-            return trust.trust_facts(c, owner, evaluator)
+            return trust.trust_facts(c, owner, evaluator, group_by)
 
     def stored_trust_report(self, owner: str, evaluator: str
                             ) -> tuple[dict[str, Any], str, datetime] | None:

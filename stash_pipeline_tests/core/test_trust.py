@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from stash_pipeline.core.clustered import t_quantile
 from stash_pipeline.core.estimates import auc, auc_interval, wilson_interval
 from stash_pipeline.core.trust import (
     HANDFUL_NOTE,
@@ -65,8 +66,13 @@ def test_outcome_auc_per_slice_with_its_interval_and_n():
     report = trust_report(facts(traces))
     overall = figure(report, "outcome_auc_trace_score")
     assert overall["value"] == auc([2.0, 0.5], [1.0, -1.0]) == 0.75
-    assert (overall["low"], overall["high"]) == pytest.approx(auc_interval(0.75, 2, 2))
-    assert overall["n"] == 4 and overall["detail"] == {"succeeded": 2, "failed": 2}
+    # Four traces of no task: four groups, so t with 3 degrees of freedom, no design effect.
+    assert (overall["low"], overall["high"]) == pytest.approx(
+        auc_interval(0.75, 2, 2, t_quantile(3)))
+    assert overall["n"] == 4
+    assert overall["detail"] | {"succeeded": 2, "failed": 2, "groups": 4,
+                                "design_effect": 1.0} == overall["detail"]
+    assert overall["detail"]["verdict"] == "too few tasks (4) to judge"
     # A trace belongs to each tool it calls, to its domain and to its agent.
     cancel = figure(report, "outcome_auc_trace_score", "tool", "cancel")
     assert (cancel["value"], cancel["n"]) == (0.0, 2)  # s2 0.5 below f1 1.0
@@ -103,7 +109,8 @@ def test_the_reliability_curve_and_the_sentence_that_it_is_no_probability():
     bins = figures_of(report, "success_rate_by_calibrated_score")
     assert [(b["slice"], b["n"], b["detail"]["successes"]) for b in bins] == [
         ("0.0-0.1", 2, 1), ("0.5-0.6", 3, 2), ("0.9-1.0", 1, 1)]
-    assert (bins[1]["low"], bins[1]["high"]) == pytest.approx(wilson_interval(2, 3))
+    assert (bins[1]["low"], bins[1]["high"]) == pytest.approx(
+        wilson_interval(2, 3, t_quantile(2)))
     assert report["methods"]["proportion"] == "Wilson score interval"
 
 
@@ -113,15 +120,17 @@ def test_a_model_whose_raw_scores_span_006_barely_separates_anything():
     assert separation["raw_spread"] == pytest.approx(0.06)
     assert separation["preference_at_extremes"] == pytest.approx(0.515, abs=1e-3)
     assert separation["barely_separates"]
-    assert any(n.startswith("This model barely separates anything: its raw scores span only "
-                            "0.06") for n in report["notes"])
+    note = next(n for n in report["notes"] if n.startswith("Its raw scores span only 0.06:"))
+    # One sentence: what the spread means, and that the ranking is for outcomes to show.
+    assert "weak preferences rather than confident ones" in note
+    assert "only verified outcomes can show" in note and "mean little" not in note
     wide = trust_report(facts(raw_scores=[-1.0, 1.0]))
     assert not wide["separation"]["barely_separates"]
-    assert not any("barely" in n for n in wide["notes"])
+    assert not any("span only" in n for n in wide["notes"])
     assert trust_report(facts(raw_scores=[1.0]))["separation"] is None
     actions = trust_report(facts(action_raw_range=(0.10, 0.12, 30)))
     assert actions["action_separation"]["barely_separates"]
-    assert any("its raw action rewards span only 0.02" in n for n in actions["notes"])
+    assert any("Its raw action rewards span only 0.02" in n for n in actions["notes"])
 
 
 def test_inputs_cut_to_the_window_are_counted():

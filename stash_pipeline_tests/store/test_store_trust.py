@@ -25,7 +25,10 @@ def test_a_models_report_counts_only_the_owners_traces_it_did_not_train_on(store
                  if f["slice_kind"] == "all")
     # c succeeded (-1.0) against d (0.0) and e (-2.0); bob's trace is not ana's.
     assert whole["value"] == auc([-1.0], [0.0, -2.0]) == 0.5
-    assert whole["detail"] == {"succeeded": 1, "failed": 2}
+    assert whole["detail"] | {"succeeded": 1, "failed": 2} == whole["detail"]
+    # One task: no clustered interval can be estimated, and no verdict drawn.
+    assert (whole["low"], whole["high"], whole["detail"]["groups"]) == (0.0, 1.0, 1)
+    assert report["verdict"]["label"] == "too few tasks (1) to judge"
     tools = {f["slice"] for f in figures_of(report, "outcome_auc_trace_score")
              if f["slice_kind"] == "tool"}
     assert tools == {"get_reservation", "get_user"}
