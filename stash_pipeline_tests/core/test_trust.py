@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from stash_pipeline.core.clustered import t_quantile
@@ -174,3 +176,76 @@ def test_the_digest_follows_the_facts():
     assert facts_digest(base) == facts_digest(facts([TraceFacts("t", succeeded=True, score=1.0)]))
     assert facts_digest(base) != facts_digest(facts([TraceFacts("t", succeeded=False,
                                                                 score=1.0)]))
+
+
+def _tasks(score, tasks=40, trials=4, seed=7):
+    """Traces of ``tasks`` tasks x ``trials``: short traces succeed (failing agents loop), and
+    ``score(rng, succeeded, length)`` is the evaluator's score."""
+    rng = random.Random(seed)
+    traces = []
+    for task in range(tasks):
+        hard = rng.random()
+        for trial in range(trials):
+            length = int(6 + 20 * hard + rng.randint(0, 8))
+            succeeded = rng.random() < 1.2 - length / 30
+            traces.append(TraceFacts(f"t{task}-{trial}", succeeded=succeeded,
+                                     score=score(rng, succeeded, length), group=f"task-{task}",
+                                     length=length))
+    return traces
+
+
+def test_a_tiny_random_model_is_labelled_as_not_beating_its_baselines():
+    report = trust_report(facts(_tasks(lambda rng, ok, n: rng.gauss(0.0, 1.0)),
+                                raw_scores=[0.01, 0.05]))
+    verdict = report["verdict"]
+    assert not verdict["beats_baselines"] and verdict["judged"]
+    assert verdict["label"] in ("not above chance",
+                                "no better than the trace-length rule (shorter succeeded)")
+    length = figure(report, "baseline_length_auc")
+    assert length["value"] > 0.7 and length["detail"]["direction"] == "shorter"
+    model = figure(report, "outcome_auc_trace_score")
+    assert length["detail"]["model"] == model["value"]
+    assert length["detail"]["difference"] == pytest.approx(model["value"] - length["value"])
+    assert length["detail"]["difference_high"] < 0  # the length rule is plainly better
+    # Its separation sentence and its ranking say one thing.
+    note = next(n for n in report["notes"] if n.startswith("Its raw scores span only"))
+    assert verdict["label"] in note
+    assert report["notes"][0].startswith("Verdict: the AUC of its whole-trace score")
+
+
+def test_a_model_that_reads_length_is_no_better_than_the_length_rule():
+    report = trust_report(facts(_tasks(lambda rng, ok, n: -n + rng.gauss(0.0, 3.0))))
+    model = figure(report, "outcome_auc_trace_score")
+    assert model["low"] > 0.5  # above chance, and drawn so ...
+    assert model["detail"]["verdict"] == \
+        "no better than the trace-length rule (shorter succeeded)"  # ... but not better
+    assert not report["verdict"]["beats_baselines"]
+
+
+def test_a_model_that_sees_success_beats_its_baselines_within_tasks_too():
+    report = trust_report(facts(_tasks(lambda rng, ok, n: 2.0 * ok + rng.gauss(0.0, 0.3))))
+    assert report["verdict"]["beats_baselines"]
+    within = figure(report, "within_task_accuracy_trace_score")
+    assert within["value"] > 0.9 and within["detail"]["groups"] >= 10
+    assert within["detail"]["verdict"].startswith("better than the trace-length rule")
+    baseline = figure(report, "baseline_length_within_task")
+    assert baseline["detail"]["pairs"] == within["detail"]["pairs"]  # the same pairs
+
+
+def test_the_length_rules_direction_comes_from_the_traces_it_trained_on():
+    traces = _tasks(lambda rng, ok, n: rng.gauss(0.0, 1.0))
+    longer = [(30, True), (31, True), (5, False), (6, False)]
+    report = trust_report(facts(traces, trained_lengths=longer))
+    length = figure(report, "baseline_length_auc")
+    assert length["detail"]["direction"] == "longer" and length["value"] < 0.5
+    default = figure(trust_report(facts(traces)), "baseline_length_auc")["detail"]
+    assert default["direction"] == "shorter" and "by default" in default["direction_from"]
+
+
+def test_a_slice_of_few_tasks_says_so_instead_of_a_verdict():
+    report = trust_report(facts(_tasks(lambda rng, ok, n: 2.0 * ok + rng.gauss(0.0, 0.3),
+                                       tasks=6)))
+    model = figure(report, "outcome_auc_trace_score")
+    assert model["detail"]["too_few_groups"] and model["detail"]["groups"] == 6
+    assert model["detail"]["verdict"] == "too few tasks (6) to judge"
+    assert not report["verdict"]["judged"] and not report["verdict"]["beats_baselines"]
