@@ -416,6 +416,21 @@ class ReasonView(BaseModel):
     text: str
 
 
+class ReviewYield(BaseModel):
+    action: str
+    becomes_pairs: bool = Field(description="Whether it becomes training pairs here.")
+    so_far: int = Field(description="How many of the reviewer's on these traces so far.")
+    text: str
+
+
+class ReviewYields(BaseModel):
+    """What a review yields, said before a reviewer starts (docs/viewer.md)."""
+
+    reviewer: str
+    extraction_configured: bool
+    actions: list[ReviewYield]
+
+
 class ReviewQueuePage(BaseModel):
     """A page of the queue's items not reviewed yet, in order, and the progress."""
 
@@ -427,8 +442,12 @@ class ReviewQueuePage(BaseModel):
     offset: int
     next_offset: int | None
     release: str | None
-    model_id: str | None
+    model_id: str | None = Field(description="The personal model whose verdicts order it.")
+    model_set_aside: str | None = Field(
+        description="A personal model it does not read, and why: it does not beat its "
+                    "baselines (docs/trust.md).")
     order: list[ReasonView] = Field(description="The reasons, in the queue's order.")
+    yields: ReviewYields
 
 
 class NextQueueItem(QueueItemView):
@@ -442,6 +461,8 @@ class ReviewNext(BaseModel):
     pending: int
     release: str | None
     model_id: str | None
+    model_set_aside: str | None
+    yields: ReviewYields
 
 
 class SqlResult(BaseModel):

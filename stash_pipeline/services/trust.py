@@ -38,6 +38,16 @@ def report(store: Store, owner: str, evaluator: str,
     return {**computed, "computed_at": computed_at.isoformat()}
 
 
+def model_verdict(store: Store, owner: str, model_id: str) -> dict[str, Any] | None:
+    """The verdict of the model's report as last saved (``core.trust.headline_verdict``),
+    computed now when there is none in the current format; None without outcomes to judge."""
+    stored = store.stored_trust_report(owner, model_id)
+    saved = stored[0] if stored is not None else None
+    if saved is None or "verdict" not in saved:
+        saved = report(store, owner, model_id)
+    return saved["verdict"]
+
+
 def model_report(store: Store, owner: str, model_id: str,
                  group_by: str | None = None) -> dict[str, Any]:
     """The report of the caller's succeeded personal model; NotFoundError otherwise."""

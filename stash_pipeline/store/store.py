@@ -223,6 +223,10 @@ class Store:
             return (review_queue.queue_page(c, scope, limit=limit, offset=offset),
                     review_queue.queue_counts(c, scope))
 
+    def review_yield(self, owner: str, reviewer: str) -> review_queue.ReviewYield:
+        with self.reading() as c:
+            return review_queue.review_yield(c, owner, reviewer)
+
     def set_review_status(self, owner: str, items: Sequence[tuple[str, str]],
                           status: str | None, *, reviewer: str | None,
                           versions: dict[str, int] | None = None) -> None:
