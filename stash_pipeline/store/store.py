@@ -384,11 +384,12 @@ class Store:
     def mark_succeeded(self, model_id: str, *, metrics: dict[str, Any], checkpoint_uri: str,
                        scored: Mapping[str, int] | None = None,
                        scores: Sequence[TraceScore] = (),
-                       action_scores: Sequence[ActionScore] = ()) -> None:
+                       action_scores: Sequence[ActionScore] = (),
+                       untrained: Sequence[TraceScore] = ()) -> None:
         with self.transaction() as c:
             models.mark_succeeded(c, model_id, metrics=metrics, checkpoint_uri=checkpoint_uri,
                                   scored=dict(scored or {}), scores=scores,
-                                  action_scores=action_scores)
+                                  action_scores=action_scores, untrained=untrained)
 
     def mark_failed(self, model_id: str, error: str) -> None:
         with self.transaction() as c:

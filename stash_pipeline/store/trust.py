@@ -70,6 +70,11 @@ def trust_facts(connection: sa.Connection, owner: str, evaluator: str,
         sa.select(s.c.trace_id, s.c.raw, s.c.calibrated, s.c.input_tokens)
         .join(t, sa.and_(t.c.id == s.c.trace_id, t.c.version == s.c.trace_version))
         .where(t.c.owner == owner, s.c.evaluator == evaluator))}
+    u = schema.untrained_scores
+    untrained = {row.trace_id: row.raw for row in connection.execute(
+        sa.select(u.c.trace_id, u.c.raw)
+        .join(t, sa.and_(t.c.id == u.c.trace_id, t.c.version == u.c.trace_version))
+        .where(t.c.owner == owner, u.c.evaluator == evaluator))}
     # Action scores in aggregates (a trace has tens of actions): per trace its mean credit and
     # how many have a token count; all of them, their raw range; the cut ones, their lengths.
     scored = sa.select().select_from(a).join(
@@ -98,7 +103,8 @@ def trust_facts(connection: sa.Connection, owner: str, evaluator: str,
         calibrated=whole_of(trace_id, "calibrated"),
         mean_credit=per_trace[trace_id].mean_credit if trace_id in per_trace else None,
         input_tokens=whole_of(trace_id, "input_tokens"),
-        group=task_group(owned[trace_id], group_by), length=owned[trace_id].message_count)
+        group=task_group(owned[trace_id], group_by), length=owned[trace_id].message_count,
+        untrained=untrained.get(trace_id))
         for trace_id in kept]
     return TrustFacts(
         evaluator=evaluator, kind=kind, traces=facts,

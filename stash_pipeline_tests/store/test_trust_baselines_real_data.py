@@ -59,10 +59,12 @@ def test_the_length_baseline_on_real_tau2_traces_is_recomputed_exactly(store: St
     store.save_split({p.id: "train" for p in pairs}, reward_model_id=model.id)
     rng = random.Random(0)
     raw = {t: rng.gauss(0.0, 0.02) for t in traces}  # a tiny random model's scores
+    base = {t: rng.gauss(0.0, 1.0) for t in list(traces)[::2]}  # the untrained base's, on half
     store.mark_running(model.id)
     store.mark_succeeded(model.id, checkpoint_uri="file:///x", scored={t: 1 for t in traces},
                          metrics={"eval_pairs": 0, "eval_accuracy": None},
-                         scores=[TraceScore(t, 1, model.id, v, 0.5 + v) for t, v in raw.items()])
+                         scores=[TraceScore(t, 1, model.id, v, 0.5 + v) for t, v in raw.items()],
+                         untrained=[TraceScore(t, 1, model.id, v) for t, v in base.items()])
 
     report = trust_service.model_report(store, account.id, model.id)
 
@@ -92,6 +94,17 @@ def test_the_length_baseline_on_real_tau2_traces_is_recomputed_exactly(store: St
     assert within["detail"]["pairs"] == len(pairs_within)
     assert within["value"] == pytest.approx(_naive_auc_pairs(
         [(sign * length[w], sign * length[x]) for w, x in pairs_within]))
+    # The untrained base: on the traces it scored, the model's figure on exactly those beside it.
+    untrained = _overall(report, "baseline_untrained_auc")
+    scored_wins = [t for t in wins if t in base]
+    scored_losses = [t for t in losses if t in base]
+    assert untrained["n"] == len(scored_wins) + len(scored_losses)
+    assert untrained["value"] == pytest.approx(
+        _naive_auc([base[t] for t in scored_wins], [base[t] for t in scored_losses]))
+    assert untrained["detail"]["model"] == pytest.approx(
+        _naive_auc([raw[t] for t in scored_wins], [raw[t] for t in scored_losses]))
+    assert {b["metric"] for b in report["verdict"]["baselines"]} == {
+        "baseline_length_auc", "baseline_untrained_auc"}
     assert not report["verdict"]["beats_baselines"] and report["verdict"]["judged"]
 
 

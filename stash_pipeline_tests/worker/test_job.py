@@ -32,7 +32,8 @@ METRIC_FIELDS = {
     "num_pairs", "eval_unavailable_reason", "max_length", "chat_template", "loss_curve",
     "truncated_pairs", "eval_slices", "truncated_traces", "truncated_actions",
 }
-TRAINING_PHASES = {"inputs", "load", "training", "save", "evaluation", "archive", "scoring"}
+TRAINING_PHASES = {"inputs", "load", "untrained", "training", "save", "evaluation", "archive",
+                   "scoring"}
 
 
 @pytest.fixture(scope="module")
@@ -136,6 +137,9 @@ def test_training_job_writes_every_output(trained_job):
     assert metrics["phases"] == pytest.approx(phase_seconds(log), abs=0.01)
     assert metrics["attempt"] == read_settings(job_dir).attempt and read_metrics(job_dir) == metrics
     assert all(0 < s["calibrated"] < 1 for s in scores)
+    # The trust report's baseline: the base with its fresh head, before any step, on each trace.
+    assert all(isinstance(s["untrained"], float) for s in scores)
+    assert [s["untrained"] for s in scores] != [s["score"] for s in scores]
 
 
 @pytest.mark.slow
