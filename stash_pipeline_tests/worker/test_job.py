@@ -425,8 +425,9 @@ def test_post_training_work_forwards_each_rendering_once(tmp_path, tiny_base_mod
                                     outputs=("checkpoint", "scores")),
               train_pairs=pairs[:4], eval_pairs=pairs[4:], score_traces=traces)
     assert main(str(tmp_path)) == 0, failure_reason(tmp_path)
-    # Evaluation: 2 distinct sides of the eval pair, 4 more of the training pairs; scoring: none.
-    assert forwarded == [2, 4, 0]
+    # The untrained base: each of the 6 traces once, before training. Evaluation: 2 distinct
+    # sides of the eval pair, 4 more of the training pairs; scoring: none.
+    assert forwarded == [6, 2, 4, 0]
     scores = read_jsonl(tmp_path / "scores.jsonl")
     # The same numbers a scoring-only job computes from the checkpoint's own forwards.
     again = tmp_path / "again"
