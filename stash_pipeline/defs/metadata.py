@@ -100,7 +100,8 @@ def training(uri: str, metrics: Mapping[str, Any], losses: Sequence[float]) -> d
 
 TRUST_COLUMNS = ["metric", "slice", "value", "low", "high", "n"]
 TRUST_HEADLINES = ("heldout_accuracy", "outcome_auc_trace_score",
-                   "outcome_auc_mean_action_credit")
+                   "outcome_auc_mean_action_credit", "within_task_accuracy_trace_score",
+                   "baseline_length_auc", "baseline_untrained_auc")
 
 
 def trust(report: Mapping[str, Any]) -> dict[str, Any]:
@@ -117,11 +118,14 @@ def trust(report: Mapping[str, Any]) -> dict[str, Any]:
             f"**How far to trust {report['evaluator']}**: held-out pairs from "
             f"{held['source']}; 95% intervals ({report['methods']['proportion']} for "
             f"proportions, {report['methods']['auc']} for AUC, {report['methods']['spearman']} "
-            f"for Spearman). See docs/trust.md.\n\n{notes}"),
+            f"for Spearman), task-clustered where it says so: {report['methods']['clustered']} "
+            f"See docs/trust.md.\n\n{notes}"),
         "trust_figures": table(rows, TRUST_COLUMNS),
     }
     for metric, title, svg in charts(dict(report)):
         shown[f"trust_chart_{metric}"] = image(svg, title)
+    if report.get("verdict"):
+        shown["trust_verdict"] = dg.MetadataValue.text(report["verdict"]["label"])
     for figure in report["figures"]:
         if (figure["metric"] in TRUST_HEADLINES and figure["slice_kind"] == "all"
                 and figure["value"] is not None):
