@@ -61,8 +61,10 @@ def _normal_quantile(p: float) -> float:
 def clustered_variance(influences: Sequence[float], groups: Sequence[Hashable]) -> float | None:
     """``G / (G - 1) * sum over groups of (sum of its items' influences) ** 2``; None under two
     groups, where it cannot be estimated."""
+    if len(influences) != len(groups):
+        raise ValueError(f"{len(influences)} influences against {len(groups)} groups")
     sums: dict[Hashable, float] = defaultdict(float)
-    for value, group in zip(influences, groups, strict=True):
+    for value, group in zip(influences, groups):
         sums[group] += value
     count = len(sums)
     if count < 2:
@@ -93,7 +95,9 @@ def clustering(influences: Sequence[float], groups: Sequence[Hashable]) -> Clust
     critical value ``t(G - 1) * sqrt(design effect)``."""
     count = len(set(groups))
     clustered = clustered_variance(influences, groups)
-    independent = clustered_variance(influences, range(len(influences)))
+    count_items = len(influences)  # every item its own group: no sums to make
+    independent = (None if count_items < 2 else
+                   count_items / (count_items - 1) * math.fsum(v * v for v in influences))
     if clustered is None or independent is None:
         return Clustering(count, 1.0, None)
     effect = max(1.0, clustered / independent) if independent > 0 else 1.0

@@ -110,8 +110,9 @@ def task_pairs(traces: Sequence[TraceFacts]) -> list[tuple[TraceFacts, TraceFact
 
 def _within_task_of(pairs: Sequence[tuple[TraceFacts, TraceFacts]], score: Score
                     ) -> Measured | None:
-    right = [1.0 if score(w) > score(f) else 0.5 if score(w) == score(f) else 0.0  # type: ignore
-             for w, f in pairs]
+    scored = {t.id: score(t) for pair in pairs for t in pair}
+    right = [1.0 if a > b else 0.5 if a == b else 0.0  # type: ignore[operator]
+             for a, b in ((scored[w.id], scored[f.id]) for w, f in pairs)]
     found = proportion_influences(right)
     if found is None:
         return None
@@ -135,6 +136,16 @@ def outcome_figures(traces: Sequence[TraceFacts], rule: LengthRule,
     """Each score's outcome AUC and within-task accuracy, overall and per slice, with their
     baselines: the model's figures first, each baseline's after."""
     figures: list[Figure] = []
+    found: dict[tuple[str, ...], list[tuple[TraceFacts, TraceFacts]]] = {}
+
+    def pairs_of(members: Sequence[TraceFacts]) -> list[tuple[TraceFacts, TraceFacts]]:
+        """``task_pairs`` of a slice's traces, once: the model's figure and each baseline's
+        read the same pairs."""
+        key = tuple(t.id for t in members)
+        if key not in found:
+            found[key] = task_pairs(members)
+        return found[key]
+
     for name, score in SCORES:
         known = [t for t in traces if t.succeeded is not None and score(t) is not None]
         by_slice = grouped(known, slices)
@@ -145,7 +156,7 @@ def outcome_figures(traces: Sequence[TraceFacts], rule: LengthRule,
             baselines.append(("untrained", UNTRAINED_LABEL, lambda t: t.untrained, {}))
         for kind, measure, metric, base_metric in (
                 ("auc", _auc_of, f"outcome_auc_{name}", "auc"),
-                ("within", lambda ts, sc: _within_task_of(task_pairs(ts), sc),
+                ("within", lambda ts, sc: _within_task_of(pairs_of(ts), sc),
                  f"within_task_accuracy_{name}", "within_task")):
             suffix = "" if name == "trace_score" else f"_{name}"
             for (slice_kind, slice_name), members in by_slice.items():
