@@ -85,7 +85,7 @@ METHODS = {
                  "accuracy is not clustered: the worker counts its pairs, not their tasks.",
     "verdict": "A figure from fewer than 10 tasks draws no verdict. A model figure is above "
                "chance when its clustered interval is, and better than its baselines when the "
-               "paired interval of its difference to the best of them is above 0.",
+               "paired interval of its difference to each of them is above 0.",
 }
 HEADLINES = ("outcome_auc_trace_score", "outcome_auc_mean_action_credit")
 

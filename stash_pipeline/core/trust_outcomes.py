@@ -214,18 +214,19 @@ def _baseline(metric: str, kind: str, measure: Callable[..., Measured | None],
 
 def verdict(low: float, spread: Clustering, baselines: Sequence[Figure]) -> str:
     """What a figure may claim: nothing on too few tasks; above chance only when its clustered
-    interval is; better than its baselines only when the paired difference to the best of them
-    is above 0."""
+    interval is; better than its baselines only when the paired difference to each of them is
+    above 0 (else no better than the best one it does not beat)."""
     if spread.too_few_groups:
         return f"too few tasks ({spread.groups}) to judge"
     if low <= CHANCE:
         return "not above chance"
     if not baselines:
         return "above chance (no baseline to compare with)"
-    best = max(baselines, key=lambda f: f.value if f.value is not None else -1.0)
-    above = best.detail["difference_low"]
-    if above is None or above <= 0:
-        return f"no better than {best.detail['baseline']}"
+    # The best baseline first: the verdict names the strongest one the model does not beat.
+    for baseline in sorted(baselines, key=lambda f: -(f.value if f.value is not None else -1.0)):
+        above = baseline.detail["difference_low"]
+        if above is None or above <= 0:
+            return f"no better than {baseline.detail['baseline']}"
     return "better than " + " and ".join(b.detail["baseline"] for b in baselines)
 
 
