@@ -4,7 +4,7 @@ The tau2-bench runs (../shared/data/tau2-bench/runs, with their verified outcome
 ``--copies`` times for one account, and a succeeded personal model and a release score every trace
 and action (seeded random rewards: the figures are not the point, the reading is). Then, ROUNDS
 times each: the baseline, one page of 50 of the trace list (``Store.page_traces``: what
-``/ui/traces`` and ``GET /api/v1/traces`` read); ``Store.trust_report`` of the model with its
+``/ui/traces`` and ``GET /api/v1/traces`` read); ``services.trust.report`` of the model with its
 facts unchanged (read the facts, digest them, return the saved report: every page view), and
 changed (compute the report and save it, whole and as figures). Prints medians with their range;
 the last line is the unchanged report's median over the page's.
@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stash_pipeline.core.requests import parse_reward_model_request
 from stash_pipeline.importers import read_path
+from stash_pipeline.services import trust as trust_service
 from stash_pipeline.store import ActionScore, Release, Store, TraceScore, schema
 
 from import_throughput import with_fresh_ids
@@ -76,7 +77,8 @@ def main() -> None:
                                input_tokens=rng.randint(300, 4000)) for t in traces],
             action_scores=[ActionScore(a.id, t.id, t.version, model.id, rng.gauss(0, 1),
                                        rng.uniform(-1, 1), input_tokens=rng.randint(50, 3000))
-                           for t in traces for a in t.actions()])
+                           for t in traces for a in t.actions()],
+            untrained=[TraceScore(t.id, t.version, model.id, rng.gauss(0, 1)) for t in traces])
         store.save_release(Release("v1", "file:///r", {}, {}))
         actions = sum(len(t.actions()) for t in traces)
         print(f"{len(traces)} traces, {actions} actions, each scored by a model and a release")
@@ -84,14 +86,14 @@ def main() -> None:
         def changed() -> None:
             with store.transaction() as c:
                 c.execute(schema.trust_reports.delete())
-            store.trust_report(OWNER, model.id)
+            trust_service.report(store, OWNER, model.id)
 
         page = shown("trace list page (50)", timed(
             lambda: store.page_traces(OWNER, shared_evaluator="v1", limit=50), args.rounds))
         shown("trust report, facts changed (computed and saved)", timed(changed, args.rounds))
         same = shown("trust report, facts unchanged (read, digested)", timed(
-            lambda: store.trust_report(OWNER, model.id), args.rounds))
-        report = store.trust_report(OWNER, model.id)
+            lambda: trust_service.report(store, OWNER, model.id), args.rounds))
+        report = trust_service.report(store, OWNER, model.id)
         print(f"{len(report['figures'])} figures on {report['traces']['considered']} traces")
         store.dispose()
     print(f"trust_report_over_trace_page: {same / page:.1f}")

@@ -416,6 +416,21 @@ class ReasonView(BaseModel):
     text: str
 
 
+class ReviewYield(BaseModel):
+    action: str
+    becomes_pairs: bool = Field(description="Whether it becomes training pairs here.")
+    so_far: int = Field(description="How many of the reviewer's on these traces so far.")
+    text: str
+
+
+class ReviewYields(BaseModel):
+    """What a review yields, said before a reviewer starts (docs/viewer.md)."""
+
+    reviewer: str
+    extraction_configured: bool
+    actions: list[ReviewYield]
+
+
 class ReviewQueuePage(BaseModel):
     """A page of the queue's items not reviewed yet, in order, and the progress."""
 
@@ -427,8 +442,12 @@ class ReviewQueuePage(BaseModel):
     offset: int
     next_offset: int | None
     release: str | None
-    model_id: str | None
+    model_id: str | None = Field(description="The personal model whose verdicts order it.")
+    model_set_aside: str | None = Field(
+        description="A personal model it does not read, and why: it does not beat its "
+                    "baselines (docs/trust.md).")
     order: list[ReasonView] = Field(description="The reasons, in the queue's order.")
+    yields: ReviewYields
 
 
 class NextQueueItem(QueueItemView):
@@ -442,6 +461,8 @@ class ReviewNext(BaseModel):
     pending: int
     release: str | None
     model_id: str | None
+    model_set_aside: str | None
+    yields: ReviewYields
 
 
 class SqlResult(BaseModel):
@@ -512,6 +533,41 @@ class TrustMethods(BaseModel):
     proportion: str
     auc: str
     spearman: str
+    clustered: str = Field(description="Which intervals are task-clustered, and how.")
+    verdict: str = Field(description="When a figure draws a verdict.")
+
+
+class TrustGrouping(BaseModel):
+    rule: str = Field(description="Which traces share a task (the metadata field named, or the "
+                                  "default rule).")
+    groups: int = Field(description="Tasks among the traces considered.")
+    traces_alone: int = Field(description="Traces in no task: each is its own group.")
+
+
+class TrustBaseline(BaseModel):
+    metric: str
+    baseline: str = Field(description="What it is, e.g. the trace-length rule.")
+    value: float | None
+    low: float | None
+    high: float | None
+    difference: float = Field(description="The model's figure minus the baseline's, on the "
+                                          "same traces.")
+    difference_low: float | None = Field(description="Its paired, task-clustered 95% interval.")
+    difference_high: float | None
+
+
+class TrustVerdict(BaseModel):
+    """What the report may claim: its overall outcome AUC against its baselines."""
+
+    metric: str
+    value: float
+    low: float
+    high: float
+    label: str = Field(description="e.g. 'no better than the trace-length rule (shorter "
+                                   "succeeded)', 'too few tasks (4) to judge'.")
+    judged: bool = Field(description="False on fewer than 10 tasks.")
+    beats_baselines: bool
+    baselines: list[TrustBaseline]
 
 
 class TrustReport(BaseModel):
@@ -527,6 +583,8 @@ class TrustReport(BaseModel):
     training_pairs: TrainingPairs
     figures: list[TrustFigure]
     methods: TrustMethods
+    grouping: TrustGrouping
+    verdict: TrustVerdict | None = Field(description="None without verified outcomes.")
     notes: list[str] = Field(description="The sentences a page shows.")
     computed_at: str = Field(description="ISO 8601.")
 

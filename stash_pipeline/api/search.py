@@ -4,6 +4,8 @@ one parser, so a bad value is the same 422 naming the parameter everywhere."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -71,3 +73,10 @@ class TraceSearch(BaseModel):
 
     def trace_filter(self) -> TraceFilter:
         return parse_filter(self.params())
+
+
+# The trust report's grouping rule, as a query parameter (docs/trust.md, Groups).
+GroupBy = Annotated[str | None, Query(
+    max_length=_NAME, description="The metadata field whose value says which traces share a "
+                                  "task (default: task_id, else evaluation_context, else the "
+                                  "first user message; docs/trust.md)")]

@@ -8,6 +8,7 @@ from typing import Any
 from stash_pipeline.cli import pipeline
 from stash_pipeline.cli.output import print_json, print_table, rounded
 from stash_pipeline.cli.store import open_store
+from stash_pipeline.cli.trust import GROUP_BY_HELP
 from stash_pipeline.cli.waiting import WAIT_HELP, say
 from stash_pipeline.core.traces import DEFAULT_OWNER
 
@@ -49,6 +50,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                        help="a release version (default: current, the latest)")
     trust.add_argument("--owner", default=DEFAULT_OWNER,
                        help=f"whose traces (default: {DEFAULT_OWNER})")
+    trust.add_argument("--group-by", metavar="FIELD", help=GROUP_BY_HELP)
     trust.set_defaults(handler=run_trust)
 
     for command in (train, releases, score, trust):
@@ -122,7 +124,7 @@ def run_trust(args: argparse.Namespace) -> int:
     from stash_pipeline.cli.trust import print_report
     from stash_pipeline.services import trust
 
-    report = trust.release_report(open_store(), args.owner, args.version)
+    report = trust.release_report(open_store(), args.owner, args.version, args.group_by)
     print_json(report) if args.json else print_report(report)
     return 0
 

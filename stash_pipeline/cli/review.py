@@ -135,6 +135,11 @@ def run_list(args: argparse.Namespace) -> int:
     print_table(rows, LIST_COLUMNS, width=LIST_WIDTH, shrink=(("preview",), ("assignee",)))
     print(f"{_progress(page)} (shared: the release's mean action credit; personal: your "
           "model's verdict, -1 to +1)")
+    if page["model_set_aside"]:
+        print(page["model_set_aside"])
+    print("what your review becomes:")
+    for action in page["yields"]["actions"]:
+        print(f"- {action['action']}: {action['text']} ({action['so_far']} of yours so far)")
     return 0
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from stash_pipeline.cli import pipeline
 from stash_pipeline.cli.output import print_json, print_table
 from stash_pipeline.cli.store import open_store
-from stash_pipeline.cli.trust import held_out_line
+from stash_pipeline.cli.trust import GROUP_BY_HELP, held_out_line
 from stash_pipeline.cli.waiting import WAIT_HELP, fail_abandoned_runs, run_now
 from stash_pipeline.core.failures import reason_line
 from stash_pipeline.core.traces import DEFAULT_OWNER
@@ -17,7 +17,7 @@ from stash_pipeline.core.training_settings import (
     DEFAULT_EPOCHS,
     DEFAULT_MAX_PAIRS,
 )
-from stash_pipeline.core.trust import separation, separation_note
+from stash_pipeline.core.trust import separation, separation_note, verdict_line
 
 LIST_COLUMNS = ["id", "name", "status", "base_model", "epochs", "train_pairs", "eval_accuracy",
                 "created_at"]
@@ -68,6 +68,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     trust = sub.add_parser("trust", help="how far to trust a succeeded model on your traces it "
                                          "did not train on (docs/trust.md)")
     trust.add_argument("model_id", metavar="ID")
+    trust.add_argument("--group-by", metavar="FIELD", help=GROUP_BY_HELP)
     trust.set_defaults(handler=run_trust)
 
     for command in (create, listing, show, weights, score, retry, trust):
@@ -124,7 +125,7 @@ def run_trust(args: argparse.Namespace) -> int:
     from stash_pipeline.cli.trust import print_report
     from stash_pipeline.services import trust
 
-    report = trust.model_report(open_store(), args.owner, args.model_id)
+    report = trust.model_report(open_store(), args.owner, args.model_id, args.group_by)
     print_json(report) if args.json else print_report(report)
     return 0
 
@@ -165,6 +166,10 @@ def _report(store: Any, args: argparse.Namespace, model_id: str) -> int:
     if model.status == "running" and model.run_id:
         # The newest progress line.
         view["progress"] = pipeline.run_progress(model.run_id).worker.line
+    verdict = None
+    if model.status == "succeeded":  # what it may claim, wherever it is shown (docs/trust.md)
+        from stash_pipeline.services import trust
+        verdict = view["trust_verdict"] = trust.model_verdict(store, args.owner, model_id)
     if args.json:
         print_json(view)
     else:
@@ -173,6 +178,8 @@ def _report(store: Any, args: argparse.Namespace, model_id: str) -> int:
             print(f"progress: {view['progress']}")
         if view["wait"]:
             print(view["wait"]["text"])
+        if verdict is not None:
+            print(verdict_line(verdict))
         again = view["score_again"]
         if again and again["status"] != "succeeded":
             print(f"score again (request {again['request']}): {again['status']}"
@@ -189,14 +196,15 @@ def _report(store: Any, args: argparse.Namespace, model_id: str) -> int:
                 print(f"  {name:28} {_shown(value)}")
         if view["error"]:
             print(f"error:\n{view['error']}")
-        _print_extremes(store, model_id)
+        _print_extremes(store, model_id, verdict)
         if view["status"] == "succeeded":
             print(f"how far to trust it on your other traces: stash-pipeline rm trust "
                   f"{model_id}")
     return 1 if view["status"] == "failed" else 0
 
 
-def _print_extremes(store: Any, model_id: str, count: int = 3) -> None:
+def _print_extremes(store: Any, model_id: str, verdict: dict[str, Any] | None,
+                    count: int = 3) -> None:
     """The model's highest- and lowest-scored traces: where to look first."""
     scores = store.scores_of_evaluator(model_id)
     if not scores:
@@ -207,7 +215,7 @@ def _print_extremes(store: Any, model_id: str, count: int = 3) -> None:
     print(f"top and bottom of {len(scores)} scored traces (raw reward; compare within this model):")
     print_table(rows[:count] + rows[max(count, len(rows) - count):], ["rank", "trace", "raw",
                                                                        "calibrated"])
-    note = separation_note(separation([s.raw for s in scores]))
+    note = separation_note(separation([s.raw for s in scores]), "scores", verdict)
     if note:
         print(note)
 

@@ -43,7 +43,10 @@ def print_report(report: dict[str, Any]) -> None:
                     ["bin", "value", "interval", "n"])
     methods = report["methods"]
     print(f"95% intervals: {methods['proportion']} (proportions), {methods['auc']} (AUC), "
-          f"{methods['spearman']} (Spearman).")
+          f"{methods['spearman']} (Spearman). {methods['clustered']} {methods['verdict']}")
+    grouping = report["grouping"]
+    print(f"tasks: {grouping['rule']} ({grouping['groups']} tasks, {grouping['traces_alone']} "
+          f"traces on their own; --group-by FIELD names another metadata field)")
 
 
 def _row(figure: dict[str, Any]) -> dict[str, Any]:
@@ -60,3 +63,7 @@ def _row(figure: dict[str, Any]) -> dict[str, Any]:
 
 def _number(value: Any) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+GROUP_BY_HELP = ("the metadata field whose value says which traces share a task (default: "
+                 "task_id, else evaluation_context, else the first user message; docs/trust.md)")

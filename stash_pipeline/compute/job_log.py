@@ -29,8 +29,8 @@ ATTEMPT_LOGS = "attempt-logs"  # worker.log of every earlier attempt in this dir
 
 # The phases of a job, in order, as worker.log names them. The caller logs the ones it runs
 # (extraction before the job, upload after it) into the same log with ``logged_phase``.
-PHASES = ("extraction", "settings", "inputs", "load", "training", "evaluation", "save", "archive",
-          "scoring", "upload")
+PHASES = ("extraction", "settings", "inputs", "load", "untrained", "training", "evaluation",
+          "save", "archive", "scoring", "upload")
 _PHASE_LINE = re.compile(r"phase (?P<name>\w+) (?:(?P<started>started)|done in "
                          r"(?P<seconds>[0-9.]+) s)")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from html import escape
 
 from stash_pipeline.core.curves import downsample
@@ -102,11 +102,12 @@ INTERVAL_ROW, INTERVAL_LABEL, GOOD, WEAK, REFERENCE = 22, 200, "#1a9641", "#c039
 
 def interval_plot(rows: Sequence[tuple[str, float | None, float | None, float | None, int]], *,
                   title: str, low: float = 0.0, high: float = 1.0,
-                  reference: float | None = 0.5, reference_label: str = "chance"
-                  ) -> str | None:
+                  reference: float | None = 0.5, reference_label: str = "chance",
+                  unjudged: Collection[int] = ()) -> str | None:
     """One line per ``(label, value, interval low, interval high, n)``: the value as a dot on
-    its 95% interval, against a reference line (chance). Rows without a value show their n only.
-    None when there are no rows."""
+    its 95% interval, against a reference line (chance). Rows without a value show their n only;
+    rows whose index is in ``unjudged`` (too few groups to judge) are drawn neutral whatever
+    their interval. None when there are no rows."""
     if not rows:
         return None
     inner_w = WIDTH - INTERVAL_LABEL - MARGIN
@@ -131,7 +132,7 @@ def interval_plot(rows: Sequence[tuple[str, float | None, float | None, float | 
         if value is None or lo is None or hi is None:
             parts.append(_text(INTERVAL_LABEL + 6, y + 4, f"n {n}: not enough to estimate"))
             continue
-        colour = (GOOD if reference is None or lo > reference
+        colour = (LINE if i in unjudged else GOOD if reference is None or lo > reference
                   else WEAK if hi < reference else LINE)
         tip = f"{label}: {value:.3f} (95% {lo:.3f} to {hi:.3f}), n {n}"
         parts.append(

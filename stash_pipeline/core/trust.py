@@ -24,13 +24,13 @@ import hashlib
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import asdict
 from typing import Any
 
+from stash_pipeline.core.clustered import clustering, correlation_influences, proportion_influences
 from stash_pipeline.core.estimates import (
-    auc,
-    auc_interval,
+    average_ranks,
     reliability_bins,
     spearman,
     spearman_interval,
@@ -38,6 +38,15 @@ from stash_pipeline.core.estimates import (
 )
 from stash_pipeline.core.plots import interval_plot, reliability_plot
 from stash_pipeline.core.release_gate import min_slice_pairs, slice_keys
+from stash_pipeline.core.trust_facts import Figure, HeldOutCount, StepFacts, TraceFacts, TrustFacts
+from stash_pipeline.core.trust_outcomes import (
+    beats_baselines,
+    group_of,
+    length_rule,
+    outcome_figures,
+)
+
+__all__ = ["Figure", "HeldOutCount", "StepFacts", "TraceFacts", "TrustFacts", "trust_report"]
 
 # The seed's sentence, word for word, shown instead of a bare accuracy on a handful of pairs.
 HANDFUL_NOTE = ("With a handful of pairs, the held-out split is one or two pairs and eval_accuracy "
@@ -67,7 +76,18 @@ METHODS = {
     "auc": "Hanley-McNeil variance (group sizes at their mean, Newcombe 2006) inverted as a "
            "score interval",
     "spearman": "Fisher z with the Bonett-Wright variance (1 + r^2/2)/(n - 3)",
+    "clustered": "Task-clustered: the intervals of every AUC, within-task accuracy, Spearman "
+                 "correlation and reliability bin, and of each difference to a baseline. Each "
+                 "keeps its shape with its critical value t(G - 1) times the square root of its "
+                 "design effect (the clustered variance of its influences over G tasks, "
+                 "Obuchowski 1997 for an AUC, against the same with every trace alone; never "
+                 "below 1); a difference gets a paired clustered Wald interval. Held-out "
+                 "accuracy is not clustered: the worker counts its pairs, not their tasks.",
+    "verdict": "A figure from fewer than 10 tasks draws no verdict. A model figure is above "
+               "chance when its clustered interval is, and better than its baselines when the "
+               "paired interval of its difference to each of them is above 0.",
 }
+HEADLINES = ("outcome_auc_trace_score", "outcome_auc_mean_action_credit")
 
 
 def handful(pairs: int) -> bool:
@@ -81,80 +101,9 @@ def heldout_note(pairs: int) -> str | None:
     return HANDFUL_NOTE if 0 < pairs and handful(pairs) else None
 
 
-@dataclass(frozen=True)
-class TraceFacts:
-    """One trace the evaluator did not train on, and what is known of it."""
-
-    id: str
-    agent: str | None = None
-    domain: str | None = None
-    tools: tuple[str, ...] = ()
-    succeeded: bool | None = None  # verified outcome: every check succeeded; None without one
-    rating: float | None = None  # the mean of its trace ratings
-    score: float | None = None  # the evaluator's whole-trace raw reward
-    calibrated: float | None = None
-    mean_credit: float | None = None  # the mean of its actions' credit by this evaluator
-    input_tokens: int | None = None  # its whole rendering's tokens before the window cut
-
-
-@dataclass(frozen=True)
-class StepFacts:
-    """A rated action of such a trace: the mean of its step ratings and its credit."""
-
-    action_id: str
-    rating: float
-    credit: float
-    tool: str | None = None
-    agent: str | None = None
-    domain: str | None = None
-
-
-@dataclass(frozen=True)
-class HeldOutCount:
-    """Held-out pairs of one slice (``OVERALL`` for all) and how many the evaluator got right."""
-
-    slice_kind: str
-    slice: str
-    pairs: int
-    correct: int
-
-
-@dataclass(frozen=True)
-class Figure:
-    metric: str
-    slice_kind: str  # all, tool, domain, agent; bin for the reliability curve
-    slice: str  # "" for all
-    value: float | None
-    low: float | None
-    high: float | None
-    n: int
-    detail: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class TrustFacts:
-    evaluator: str
-    kind: str  # "shared" (a release) or "personal"
-    traces: Sequence[TraceFacts]  # not trained on
-    steps: Sequence[StepFacts] = ()
-    held_out: Sequence[HeldOutCount] = ()
-    held_out_source: str = "held-out pairs"
-    held_out_unavailable: str | None = None  # why there are none, when known
-    trained_traces: int = 0  # the owner's traces left out: the evaluator trained on them
-    window: int | None = None  # tokens each input keeps (from the end)
-    raw_scores: Sequence[float] = ()  # every whole-trace raw reward on the owner's traces
-    action_raw_range: tuple[float, float, int] | None = None  # min, max and count of actions'
-    scored_actions: int = 0  # actions not trained on whose rendering's length is known
-    cut_action_tokens: Sequence[int] = ()  # the lengths of those longer than the window
-    # Training and held-out pairs, and how many had a side cut (the worker's metrics).
-    training_pairs: int | None = None
-    truncated_training_pairs: int | None = None
-    held_out_only: bool = False  # a checkpoint's report before it scored anyone's traces
-
-
 # The report's shape: a report saved under another format is computed again rather than served in
 # a shape the API's typed answer no longer describes. Raise it with any change to the keys.
-REPORT_FORMAT = 2
+REPORT_FORMAT = 3
 
 
 def facts_digest(facts: TrustFacts) -> str:
@@ -220,8 +169,10 @@ def held_out_from_benchmark(report: dict[str, Any]) -> list[HeldOutCount]:
 def trust_report(facts: TrustFacts) -> dict[str, Any]:
     """The report: ``figures`` (flat, each with its interval and n), the held-out summary and
     its note, separation, truncation and the sentences a page shows."""
-    figures = [*_held_out(facts), *_outcome_aucs(facts.traces), *_spearmans(facts),
-               *_reliability(facts.traces), *_truncation(facts)]
+    figures = [*_held_out(facts),
+               *outcome_figures(facts.traces, length_rule(facts.trained_lengths),
+                                _trace_slices, _grouped),
+               *_spearmans(facts), *_reliability(facts.traces), *_truncation(facts)]
     overall = next((c for c in facts.held_out if (c.slice_kind, c.slice) == OVERALL), None)
     pairs = overall.pairs if overall else 0
     spread = separation(facts.raw_scores)
@@ -251,13 +202,57 @@ def trust_report(facts: TrustFacts) -> dict[str, Any]:
                            "truncated": facts.truncated_training_pairs},
         "figures": [asdict(f) for f in figures],
         "methods": METHODS,
+        "grouping": {"rule": facts.grouping,
+                     "groups": len({t.group for t in facts.traces if t.group is not None}),
+                     "traces_alone": sum(t.group is None for t in facts.traces)},
     }
+    report["verdict"] = headline_verdict(report)
     report["notes"] = _notes(facts, report)
     return report
 
 
 def figures_of(report: dict[str, Any], metric: str) -> list[dict[str, Any]]:
     return [f for f in report["figures"] if f["metric"] == metric]
+
+
+def headline_verdict(report: dict[str, Any]) -> dict[str, Any] | None:
+    """What the report may claim, in one line: the verdict of its overall outcome AUC (of the
+    whole-trace score, else of mean action credit); None without verified outcomes to judge."""
+    for metric in HEADLINES:
+        found = [f for f in figures_of(report, metric)
+                 if f["slice_kind"] == "all" and f["value"] is not None]
+        if found:
+            figure = found[0]
+            suffix = metric.removeprefix("outcome_auc_trace_score").removeprefix(
+                "outcome_auc")  # "" or "_mean_action_credit"
+            baselines = [{"metric": f["metric"], "baseline": f["detail"]["baseline"],
+                          "value": f["value"], "low": f["low"], "high": f["high"],
+                          "difference": f["detail"]["difference"],
+                          "difference_low": f["detail"]["difference_low"],
+                          "difference_high": f["detail"]["difference_high"]}
+                         for f in report["figures"]
+                         if f["slice_kind"] == "all" and f["metric"] in (
+                             f"baseline_length_auc{suffix}", f"baseline_untrained_auc{suffix}")]
+            return {"metric": metric, "value": figure["value"], "low": figure["low"],
+                    "high": figure["high"], "label": figure["detail"]["verdict"],
+                    "judged": figure["detail"]["judged"],
+                    "beats_baselines": beats_baselines(figure), "baselines": baselines}
+    return None
+
+
+def verdict_line(verdict: dict[str, Any]) -> str:
+    """The verdict as one sentence, with the baselines' figures and differences."""
+    what = ("whole-trace score" if verdict["metric"] == "outcome_auc_trace_score"
+            else "mean action credit")
+    line = (f"Verdict: the AUC of its {what} against verified outcomes is "
+            f"{verdict['value']:.3f} (95% {verdict['low']:.2f} to {verdict['high']:.2f}): "
+            f"{verdict['label']}.")
+    for b in verdict["baselines"]:
+        paired = ("" if b["difference_low"] is None else
+                  f", 95% {b['difference_low']:+.2f} to {b['difference_high']:+.2f}")
+        line += (f" {b['baseline'][0].upper()}{b['baseline'][1:]} gets {b['value']:.3f} on the "
+                 f"same traces (difference {b['difference']:+.3f}{paired}).")
+    return line
 
 
 # Figures ---------------------------------------------------------------------------------------
@@ -289,22 +284,6 @@ def _ordered(items: Iterable[Any], key: Callable[[Any], tuple[str, str]]) -> lis
     return sorted(items, key=lambda item: (rank.get(key(item)[0], 9), key(item)[1]))
 
 
-def _outcome_aucs(traces: Sequence[TraceFacts]) -> list[Figure]:
-    figures = []
-    for metric, value in (("outcome_auc_trace_score", lambda t: t.score),
-                          ("outcome_auc_mean_action_credit", lambda t: t.mean_credit)):
-        known = [t for t in traces if t.succeeded is not None and value(t) is not None]
-        for (kind, name), group in _grouped(known, _trace_slices).items():
-            wins = [value(t) for t in group if t.succeeded]
-            losses = [value(t) for t in group if not t.succeeded]
-            area = auc(wins, losses)
-            low, high = auc_interval(area, len(wins), len(losses)) if area is not None \
-                else (None, None)
-            figures.append(Figure(metric, kind, name, area, low, high, len(group),
-                                  {"succeeded": len(wins), "failed": len(losses)}))
-    return figures
-
-
 def _spearmans(facts: TrustFacts) -> list[Figure]:
     figures = []
     for metric, value in (("spearman_trace_rating", lambda t: t.score),
@@ -312,34 +291,59 @@ def _spearmans(facts: TrustFacts) -> list[Figure]:
         rated = [t for t in facts.traces if t.rating is not None and value(t) is not None]
         for (kind, name), group in _grouped(rated, _trace_slices).items():
             figures.append(_spearman_figure(metric, kind, name, [value(t) for t in group],
-                                            [t.rating for t in group]))
+                                            [t.rating for t in group],
+                                            [group_of(t) for t in group]))
+    task_of = {t.id: group_of(t) for t in facts.traces}
 
     def step_slices(step: StepFacts) -> list[tuple[str, str]]:
         tools = (step.tool,) if step.tool else ()
         return [OVERALL, *slice_keys({"domain": step.domain, "agent": step.agent}, tools)]
 
     for (kind, name), group in _grouped(facts.steps, step_slices).items():
-        figures.append(_spearman_figure("spearman_step_rating", kind, name,
-                                        [s.credit for s in group], [s.rating for s in group]))
+        trace_ids = [s.action_id.split("/", 1)[0] for s in group]
+        figures.append(_spearman_figure(
+            "spearman_step_rating", kind, name, [s.credit for s in group],
+            [s.rating for s in group],
+            [task_of.get(trace_id, ("trace", trace_id)) for trace_id in trace_ids]))
     return figures
 
 
 def _spearman_figure(metric: str, kind: str, name: str, scores: list[float],
-                     ratings: list[float]) -> Figure:
+                     ratings: list[float], groups: list[Hashable]) -> Figure:
+    """Spearman's correlation with Fisher's z interval, its critical value widened by the
+    design effect of the rank correlation's influences on these groups."""
     rho = spearman(scores, ratings)
-    low, high = spearman_interval(rho, len(scores)) if rho is not None else (None, None)
-    return Figure(metric, kind, name, rho, low, high, len(scores))
+    if rho is None:
+        return Figure(metric, kind, name, None, None, None, len(scores))
+    spread = clustering(correlation_influences(average_ranks(scores), average_ranks(ratings)),
+                        groups)
+    low, high = ((-1.0, 1.0) if spread.critical is None
+                 else spearman_interval(rho, len(scores), spread.critical))
+    return Figure(metric, kind, name, rho, low, high, len(scores),
+                  {**spread.detail(), "judged": not spread.too_few_groups})
 
 
 def _reliability(traces: Sequence[TraceFacts]) -> list[Figure]:
+    """The verified success rate per bin of the calibrated score, each bin's Wilson interval
+    widened by the design effect of its traces' tasks."""
     known = [t for t in traces if t.succeeded is not None and t.calibrated is not None]
     bins = reliability_bins([t.calibrated for t in known], [bool(t.succeeded) for t in known],
                             RELIABILITY_BINS)
-    return [Figure("success_rate_by_calibrated_score", "bin", f"{b.low:.1f}-{b.high:.1f}",
-                   b.rate, *b.interval, b.n,
-                   {"successes": b.successes, "mean_score": b.mean_score,
-                    "bin_low": b.low, "bin_high": b.high})
-            for b in bins]
+    figures = []
+    for b in bins:
+        index = round(b.low * RELIABILITY_BINS)  # reliability_bins' own bin of each score
+        members = [t for t in known if min(int(t.calibrated * RELIABILITY_BINS),  # type: ignore
+                                           RELIABILITY_BINS - 1) == index]
+        _, influences = proportion_influences([float(bool(t.succeeded)) for t in members]) \
+            or (0.0, [])
+        spread = clustering(influences, [group_of(t) for t in members])
+        low, high = ((0.0, 1.0) if spread.critical is None
+                     else wilson_interval(b.successes, b.n, spread.critical))
+        figures.append(Figure("success_rate_by_calibrated_score", "bin",
+                              f"{b.low:.1f}-{b.high:.1f}", b.rate, low, high, b.n,
+                              {"successes": b.successes, "mean_score": b.mean_score,
+                               "bin_low": b.low, "bin_high": b.high, **spread.detail()}))
+    return figures
 
 
 def _truncation(facts: TrustFacts) -> list[Figure]:
@@ -380,22 +384,31 @@ def spread_of(low: float, high: float, count: int) -> dict[str, Any] | None:
 
 # Sentences -------------------------------------------------------------------------------------
 
-def separation_note(spread: dict[str, Any] | None, what: str = "scores") -> str | None:
-    """The sentence for a model that barely separates anything, else None."""
+def separation_note(spread: dict[str, Any] | None, what: str = "scores",
+                    verdict: dict[str, Any] | None = None) -> str | None:
+    """One sentence for a model whose raw rewards span little, else None: what the spread
+    means (a probability statement of its own) and what its ranking shows (the report's
+    ``verdict``), which the spread neither confirms nor denies."""
     if not spread or not spread["barely_separates"]:
         return None
-    readout = ("calibrated scores, which stretch that spread by the training rewards' standard "
-               "deviation," if what == "scores" else "action credits, which stretch that spread "
-               "by the training rewards' standard deviation,")
-    return (f"This model barely separates anything: its raw {what} span only "
-            f"{spread['raw_spread']:.3g}, so by its own Bradley-Terry reading even the "
-            f"highest is preferred to the lowest with probability "
-            f"{spread['preference_at_extremes']:.2f} (under "
-            f"{spread['threshold']:.1f}). Its {readout} look spread out but mean little.")
+    readout = "calibrated scores" if what == "scores" else "action credits"
+    if verdict is None:
+        ranking = ("whether the order it puts traces in matches task success only verified "
+                   "outcomes can show" + ("" if what == "scores" else
+                                          ", through its mean action credit"))
+    else:
+        ranking = (f"the order it puts traces in is another question, which its outcome AUC "
+                   f"answers: {verdict['value']:.3f} (95% {verdict['low']:.2f} to "
+                   f"{verdict['high']:.2f}), {verdict['label']}")
+    return (f"Its raw {what} span only {spread['raw_spread']:.3g}: by its own Bradley-Terry "
+            f"reading even the highest is preferred to the lowest with probability "
+            f"{spread['preference_at_extremes']:.2f} (under {spread['threshold']:.1f}), so "
+            f"its {readout}, stretched by the training rewards' standard deviation, are weak "
+            f"preferences rather than confident ones; {ranking}.")
 
 
 def _notes(facts: TrustFacts, report: dict[str, Any]) -> list[str]:
-    notes = []
+    notes = [verdict_line(report["verdict"])] if report["verdict"] else []
     held = report["held_out"]
     if held["note"]:
         notes.append(f"{held['pairs']} held-out pairs: {held['note']}")
@@ -403,7 +416,7 @@ def _notes(facts: TrustFacts, report: dict[str, Any]) -> list[str]:
         notes.append(f"No held-out accuracy: {held['unavailable']}.")
     for spread, what in ((report["separation"], "scores"),
                          (report["action_separation"], "action rewards")):
-        sentence = separation_note(spread, what)
+        sentence = separation_note(spread, what, report["verdict"])
         if sentence:
             notes.append(sentence)
     counts = report["traces"]
@@ -436,8 +449,16 @@ CHARTS = {
     "heldout_accuracy": ("Held-out pairwise accuracy", 0.0, 1.0, 0.5, "chance"),
     "outcome_auc_trace_score": ("AUC of the whole-trace score against verified outcomes",
                                 0.0, 1.0, 0.5, "chance"),
+    "baseline_length_auc": ("Baseline: AUC of the trace-length rule on the same traces",
+                            0.0, 1.0, 0.5, "chance"),
+    "baseline_untrained_auc": ("Baseline: AUC of the untrained base on the same traces",
+                               0.0, 1.0, 0.5, "chance"),
     "outcome_auc_mean_action_credit": ("AUC of mean action credit against verified outcomes",
                                        0.0, 1.0, 0.5, "chance"),
+    "within_task_accuracy_trace_score": ("Within a task: succeeded over failed, whole-trace "
+                                         "score", 0.0, 1.0, 0.5, "chance"),
+    "baseline_length_within_task": ("Baseline: the trace-length rule within a task",
+                                    0.0, 1.0, 0.5, "chance"),
     "spearman_trace_rating": ("Spearman: whole-trace score and trace ratings", -1.0, 1.0, 0.0,
                               "no relation"),
     "spearman_trace_rating_mean_credit": ("Spearman: mean action credit and trace ratings",
@@ -451,15 +472,20 @@ RELIABILITY_AXIS = ("calibrated score (dashed: where a probability of success wo
 MAX_CHART_ROWS = 24  # overall and the most populated slices
 
 
-def chart_rows(report: dict[str, Any], metric: str
-               ) -> list[tuple[str, float | None, float | None, float | None, int]]:
-    """(label, value, low, high, n) of a metric's figures: overall first, then its slices with
-    the most members (at most ``MAX_CHART_ROWS``), in the report's order."""
+def charted(report: dict[str, Any], metric: str) -> list[dict[str, Any]]:
+    """A metric's figures a chart draws: overall first, then its slices with the most members
+    (at most ``MAX_CHART_ROWS``), in the report's order."""
     found = figures_of(report, metric)
     kept = found[:1] + sorted(found[1:], key=lambda f: -f["n"])[:MAX_CHART_ROWS - 1]
     kept.sort(key=found.index)
+    return kept
+
+
+def chart_rows(figures: Sequence[dict[str, Any]]
+               ) -> list[tuple[str, float | None, float | None, float | None, int]]:
+    """(label, value, low, high, n) of each figure."""
     return [("all" if f["slice_kind"] == "all" else f"{f['slice_kind']} {f['slice']}",
-             f["value"], f["low"], f["high"], f["n"]) for f in kept]
+             f["value"], f["low"], f["high"], f["n"]) for f in figures]
 
 
 def charts(report: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -467,8 +493,11 @@ def charts(report: dict[str, Any]) -> list[tuple[str, str, str]]:
     last (``success_rate_by_calibrated_score``)."""
     drawn = []
     for metric, (title, low, high, reference, label) in CHARTS.items():
-        svg = interval_plot(chart_rows(report, metric), title=title, low=low, high=high,
-                            reference=reference, reference_label=label)
+        kept = charted(report, metric)
+        svg = interval_plot(chart_rows(kept), title=title, low=low, high=high,
+                            reference=reference, reference_label=label,
+                            unjudged={i for i, f in enumerate(kept)
+                                      if f["detail"].get("too_few_groups")})
         if svg is not None:
             drawn.append((metric, title, svg))
     bins = [(f["detail"]["bin_low"], f["detail"]["bin_high"], f["value"], f["low"], f["high"],

@@ -11,6 +11,7 @@ import dagster as dg
 from stash_pipeline.core import plots
 from stash_pipeline.core.curves import downsample
 from stash_pipeline.core.trust import charts
+from stash_pipeline.services import trust as trust_service
 
 
 def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> dg.MetadataValue:
@@ -99,7 +100,8 @@ def training(uri: str, metrics: Mapping[str, Any], losses: Sequence[float]) -> d
 
 TRUST_COLUMNS = ["metric", "slice", "value", "low", "high", "n"]
 TRUST_HEADLINES = ("heldout_accuracy", "outcome_auc_trace_score",
-                   "outcome_auc_mean_action_credit")
+                   "outcome_auc_mean_action_credit", "within_task_accuracy_trace_score",
+                   "baseline_length_auc", "baseline_untrained_auc")
 
 
 def trust(report: Mapping[str, Any]) -> dict[str, Any]:
@@ -116,11 +118,14 @@ def trust(report: Mapping[str, Any]) -> dict[str, Any]:
             f"**How far to trust {report['evaluator']}**: held-out pairs from "
             f"{held['source']}; 95% intervals ({report['methods']['proportion']} for "
             f"proportions, {report['methods']['auc']} for AUC, {report['methods']['spearman']} "
-            f"for Spearman). See docs/trust.md.\n\n{notes}"),
+            f"for Spearman), task-clustered where it says so: {report['methods']['clustered']} "
+            f"See docs/trust.md.\n\n{notes}"),
         "trust_figures": table(rows, TRUST_COLUMNS),
     }
     for metric, title, svg in charts(dict(report)):
         shown[f"trust_chart_{metric}"] = image(svg, title)
+    if report.get("verdict"):
+        shown["trust_verdict"] = dg.MetadataValue.text(report["verdict"]["label"])
     for figure in report["figures"]:
         if (figure["metric"] in TRUST_HEADLINES and figure["slice_kind"] == "all"
                 and figure["value"] is not None):
@@ -135,7 +140,7 @@ def saved_trust(store: Any, owner: str, evaluator: str,
     the API, the viewer and the SQL endpoint show). Scores are stored by then: a report that
     cannot be made is a warning (the next look at it makes it), never a failed step."""
     try:
-        return trust(store.trust_report(owner, evaluator))
+        return trust(trust_service.report(store, owner, evaluator))
     except Exception as error:  # noqa: BLE001 - metadata must not fail stored results
         warn(f"no trust report for {evaluator}: {error}")
         return {}

@@ -100,7 +100,7 @@ def succeed(store: Store, model_id: str, results: JobResults, checkpoint_uri: st
     """Metrics, checkpoint and scores land in the one transaction that marks the model succeeded."""
     store.mark_succeeded(model_id, metrics=results.metrics, checkpoint_uri=checkpoint_uri,
                          scores=results.scores, action_scores=results.action_scores,
-                         scored=results.scored)
+                         scored=results.scored, untrained=results.untrained)
 
 
 def fail(store: Store, model_id: str, reason: str) -> bool:

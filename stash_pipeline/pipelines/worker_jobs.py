@@ -27,6 +27,8 @@ class JobResults:
     scores: tuple[TraceScore, ...]
     action_scores: tuple[ActionScore, ...]
     scored: dict[str, int]  # {trace id: version} of every trace the action scorer covered
+    # The untrained base's raw rewards (a training job's: the trust report's baseline).
+    untrained: tuple[TraceScore, ...] = ()
 
 
 def split_stored_pairs(store: Store, *, reward_model_id: str | None = None,
@@ -69,7 +71,9 @@ def read_results(job_dir: Path, evaluator: str,
         marked = dict(scored)
     else:
         marked = {s.trace_id: s.trace_version for s in scores}
-    return JobResults(metrics, scores, actions, marked)
+    untrained = tuple(TraceScore(r["trace_id"], r["trace_version"], evaluator, r["untrained"])
+                      for r in rows if r.get("untrained") is not None)
+    return JobResults(metrics, scores, actions, marked, untrained)
 
 
 def handed_over_results(objects: Any, checkpoint_key: str, evaluator: str) -> JobResults:

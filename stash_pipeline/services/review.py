@@ -23,7 +23,8 @@ from stash_pipeline.core.review_order import (
 )
 from stash_pipeline.core.trace_search import TraceFilter
 from stash_pipeline.core.validation import check_name
-from stash_pipeline.services import reward_models
+from stash_pipeline.extraction.config import ExtractionConfig
+from stash_pipeline.services import reward_models, trust
 from stash_pipeline.services.traces import owned_trace
 from stash_pipeline.store import Store
 from stash_pipeline.store.review_queue import KINDS, QueueItem, QueueScope
@@ -64,11 +65,53 @@ def scope(store: Store, owner: str, *, reviewer: str, where: TraceFilter | None 
                              "model has scores", field="model_id")
     else:
         model_id = newest_model_id(store, owner)
+    set_aside = None if model_id is None else set_aside_because(store, owner, model_id)
     release = store.latest_release()
     return QueueScope(owner=owner, reviewer=reviewer,
-                      release=release.version if release else None, model_id=model_id,
-                      where=where, assignee=assignee, unassigned=unassigned,
-                      kinds=(kind,) if kind else KINDS)
+                      release=release.version if release else None,
+                      model_id=None if set_aside else model_id, where=where, assignee=assignee,
+                      unassigned=unassigned, kinds=(kind,) if kind else KINDS,
+                      set_aside=set_aside)
+
+
+def set_aside_because(store: Store, owner: str, model_id: str) -> str | None:
+    """Why the queue does not read a personal model's verdicts (None: it does): its trust
+    report judged it and it does not beat its baselines, so its disagreements with the release
+    and with outcomes would put its noise first."""
+    verdict = trust.model_verdict(store, owner, model_id)
+    if verdict is None or not verdict["judged"] or verdict["beats_baselines"]:
+        return None
+    return (f"Not ordered by personal model {model_id}: its trust report says its AUC against "
+            f"verified outcomes, {verdict['value']:.3f} (95% {verdict['low']:.2f} to "
+            f"{verdict['high']:.2f}, task-clustered), is {verdict['label']}, so its "
+            "disagreements would put noise first. The queue reads the release's credit and "
+            "the verified outcomes only.")
+
+
+def review_yields(store: Store, owner: str, reviewer: str,
+                  extraction: ExtractionConfig | None = None) -> dict[str, Any]:
+    """What a reviewer's actions become, said before they start, with the counts so far: an
+    approved comparison is a training pair; a comment only through extraction, when it is
+    configured; a rating against their other ratings; marking an item done, none."""
+    config = extraction or ExtractionConfig.from_env()
+    extracts = config.enabled and config.api_key is not None
+    counts = store.review_yield(owner, reviewer)
+    actions = [
+        {"action": "approve a comparison", "becomes_pairs": True,
+         "so_far": counts.approved_comparisons,
+         "text": "an approved comparison becomes a training pair, as given"},
+        {"action": "comment", "becomes_pairs": extracts, "so_far": counts.comments,
+         "text": ("a comment becomes training pairs through extraction (configured here)"
+                  if extracts else "a comment becomes training pairs only with extraction "
+                  "configured (ANTHROPIC_API_KEY, STASH_EXTRACTION on), which it is not here: "
+                  "it is kept, and not trained on")},
+        {"action": "rate", "becomes_pairs": True, "so_far": counts.ratings,
+         "text": "a rating becomes pairs against your other ratings (of the same trace's "
+                 "actions, or of traces of the same task)"},
+        {"action": "mark done", "becomes_pairs": False, "so_far": counts.done,
+         "text": "marking an item done makes no pair: it only takes it off the queue"},
+    ]
+    return {"reviewer": reviewer, "extraction_configured": extracts, "actions": actions}
 
 
 def queue(store: Store, queue_scope: QueueScope, *, limit: int = 50,
@@ -87,7 +130,9 @@ def queue(store: Store, queue_scope: QueueScope, *, limit: int = 50,
         "limit": limit, "offset": offset,
         "next_offset": offset + limit if offset + limit < counts.pending else None,
         "release": queue_scope.release, "model_id": queue_scope.model_id,
+        "model_set_aside": queue_scope.set_aside,
         "order": [{"reason": name, "text": REASON_TEXT[name]} for name in REASONS],
+        "yields": review_yields(store, queue_scope.owner, queue_scope.reviewer),
     }
 
 
@@ -99,7 +144,7 @@ def next_item(store: Store, queue_scope: QueueScope) -> dict[str, Any]:
     if item is not None and item["kind"] == "trace":
         item["focus_action"] = trace_focus(store, queue_scope, item["trace_id"])["focus_action"]
     return {"item": item, **{k: page[k] for k in ("total", "reviewed", "pending", "release",
-                                                  "model_id")}}
+                                                  "model_id", "model_set_aside", "yields")}}
 
 
 def item_view(item: QueueItem, comparison: dict[str, Any] | None = None) -> dict[str, Any]:

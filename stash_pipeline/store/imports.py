@@ -269,7 +269,7 @@ def _replace_traces(connection: sa.Connection, rows: list[dict]) -> None:
     """
     t = schema.traces
     ids = [row["id"] for row in rows]
-    for table in (schema.action_scores, schema.scores, schema.actions):
+    for table in (schema.action_scores, schema.scores, schema.untrained_scores, schema.actions):
         connection.execute(table.delete().where(table.c.trace_id.in_(ids)))
     now = schema.utcnow()
     columns = [c for c in rows[0] if c not in ("id", "contribute")] + ["updated_at"]

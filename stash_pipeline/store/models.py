@@ -16,7 +16,13 @@ from stash_pipeline.core.requests import RewardModelRequest
 from stash_pipeline.core.training_settings import ERROR_TAIL_CHARS
 from stash_pipeline.store import schema, scoring_work
 from stash_pipeline.store.batching import chunks
-from stash_pipeline.store.scores import ActionScore, TraceScore, save_action_scores, save_scores
+from stash_pipeline.store.scores import (
+    ActionScore,
+    TraceScore,
+    save_action_scores,
+    save_scores,
+    save_untrained_scores,
+)
 
 STATUSES = ("queued", "running", "succeeded", "failed")
 # Extraction and the pair count are checked after queueing, so a queued job may fail directly.
@@ -203,11 +209,14 @@ def replace_scores(connection: sa.Connection, model_id: str, *, scores: Sequence
 def mark_succeeded(connection: sa.Connection, model_id: str, *, metrics: dict[str, Any],
                    checkpoint_uri: str, scored: dict[str, int] | None = None,
                    scores: Sequence[TraceScore] = (),
-                   action_scores: Sequence[ActionScore] = ()) -> None:
-    """Metrics, checkpoint and scores land with the status change, in the caller's transaction."""
+                   action_scores: Sequence[ActionScore] = (),
+                   untrained: Sequence[TraceScore] = ()) -> None:
+    """Metrics, checkpoint and scores (and the untrained base's, the trust report's baseline)
+    land with the status change, in the caller's transaction."""
     model = _move(connection, model_id, "succeeded", metrics=metrics,
                   checkpoint_uri=checkpoint_uri, error=None, finished_at=schema.utcnow())
     save_scores(connection, scores)
+    save_untrained_scores(connection, model_id, untrained)
     if action_scores or scored:
         save_action_scores(connection, model_id, scored or {}, action_scores)
     scoring_work.queue_model(connection, model_id, model.owner)

@@ -39,6 +39,9 @@ class QueueScope:
     assignee: str | None = None  # only items assigned to this name
     unassigned: bool = False  # only items assigned to nobody
     kinds: tuple[str, ...] = KINDS
+    # A personal model the queue does not read, and why (services.review: it does not beat its
+    # baselines); model_id is then None.
+    set_aside: str | None = None
 
 
 @dataclass(frozen=True)
@@ -239,6 +242,35 @@ def queue_page(connection: sa.Connection, scope: QueueScope, *, limit: int,
                       outcome_succeeded=None if row.lowest is None
                       else row.lowest >= SUCCESS_REWARD)
             for row in connection.execute(query)]
+
+
+@dataclass(frozen=True)
+class ReviewYield:
+    """What a reviewer's work on an owner's traces has been so far, by what it becomes."""
+
+    approved_comparisons: int  # training pairs, as given
+    comments: int  # training pairs only through extraction
+    ratings: int  # training pairs against the reviewer's other ratings
+    done: int  # items marked reviewed without feedback: no pair
+
+
+def review_yield(connection: sa.Connection, owner: str, reviewer: str) -> ReviewYield:
+    """Counts of the reviewer's approved comparisons, comments and ratings on the owner's
+    traces, and of the queue items the reviewer marked done."""
+    t, c, rc, ri = schema.traces, schema.comments, schema.reviewed_comparisons, \
+        schema.review_items
+    approved = connection.scalar(
+        sa.select(sa.func.count()).select_from(rc).join(t, t.c.id == rc.c.chosen_trace_id)
+        .where(t.c.owner == owner, rc.c.reviewer == reviewer, rc.c.status == "approved"))
+    comments, ratings = (connection.scalar(
+        sa.select(sa.func.count()).select_from(table).join(t, t.c.id == table.c.trace_id)
+        .where(t.c.owner == owner, table.c.author == reviewer))
+        for table in (c, schema.ratings))
+    done = connection.scalar(
+        sa.select(sa.func.count()).select_from(ri)
+        .where(ri.c.owner == owner, ri.c.reviewer == reviewer, ri.c.status == "reviewed"))
+    return ReviewYield(int(approved or 0), int(comments or 0), int(ratings or 0),
+                       int(done or 0))
 
 
 def _upsert(connection: sa.Connection, rows: Sequence[dict], columns: Sequence[str]) -> None:

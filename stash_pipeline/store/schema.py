@@ -249,6 +249,17 @@ scores = sa.Table(
     sa.Column("input_tokens", sa.Integer),
 )
 
+# The trust report's untrained baseline (docs/trust.md): a personal model's base with its fresh
+# score head, before any training step, scored once when the model trained, on the traces the
+# model scored then. Score again leaves it as it was.
+untrained_scores = sa.Table(
+    "untrained_scores", metadata,
+    sa.Column("trace_id", ID, sa.ForeignKey("traces.id"), primary_key=True),
+    sa.Column("evaluator", sa.String(128), primary_key=True),  # the trained model's id
+    sa.Column("trace_version", sa.Integer, nullable=False),
+    sa.Column("raw", sa.Float, nullable=False),
+)
+
 action_scores = sa.Table(
     "action_scores", metadata,
     sa.Column("action_id", ACTION_ID, primary_key=True),

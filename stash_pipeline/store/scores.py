@@ -62,6 +62,20 @@ def save_scores(connection: sa.Connection, scores: Sequence[TraceScore]) -> int:
     return len(fresh)
 
 
+def save_untrained_scores(connection: sa.Connection, evaluator: str,
+                          scores: Sequence[TraceScore]) -> int:
+    """Replace ``evaluator``'s untrained-base scores (one training's); rows of a version since
+    replaced are dropped."""
+    table = schema.untrained_scores
+    connection.execute(table.delete().where(table.c.evaluator == evaluator))
+    versions = current_versions(connection, (s.trace_id for s in scores))
+    rows = [{"trace_id": s.trace_id, "evaluator": evaluator, "trace_version": s.trace_version,
+             "raw": s.raw} for s in scores if versions.get(s.trace_id) == s.trace_version]
+    if rows:
+        connection.execute(table.insert(), rows)
+    return len(rows)
+
+
 def save_action_scores(connection: sa.Connection, evaluator: str,
                        scored: Mapping[str, int], scores: Sequence[ActionScore]) -> int:
     """Store one scoring run of ``evaluator`` over the traces ``scored`` ({trace id: version}).

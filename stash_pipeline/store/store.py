@@ -14,7 +14,7 @@ from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.records import ImportedTrace
 from stash_pipeline.core.requests import RewardModelRequest
 from stash_pipeline.core.traces import Trace
-from stash_pipeline.core.trust import facts_digest, trust_report
+from stash_pipeline.core.trust import TrustFacts
 from stash_pipeline.store import (
     accounts,
     engine,
@@ -25,7 +25,6 @@ from stash_pipeline.store import (
     releases,
     review_queue,
     saved_filters,
-    schema,
     scores,
     scoring_requests,
     scoring_work,
@@ -225,6 +224,10 @@ class Store:
             return (review_queue.queue_page(c, scope, limit=limit, offset=offset),
                     review_queue.queue_counts(c, scope))
 
+    def review_yield(self, owner: str, reviewer: str) -> review_queue.ReviewYield:
+        with self.reading() as c:
+            return review_queue.review_yield(c, owner, reviewer)
+
     def set_review_status(self, owner: str, items: Sequence[tuple[str, str]],
                           status: str | None, *, reviewer: str | None,
                           versions: dict[str, int] | None = None) -> None:
@@ -382,11 +385,12 @@ class Store:
     def mark_succeeded(self, model_id: str, *, metrics: dict[str, Any], checkpoint_uri: str,
                        scored: Mapping[str, int] | None = None,
                        scores: Sequence[TraceScore] = (),
-                       action_scores: Sequence[ActionScore] = ()) -> None:
+                       action_scores: Sequence[ActionScore] = (),
+                       untrained: Sequence[TraceScore] = ()) -> None:
         with self.transaction() as c:
             models.mark_succeeded(c, model_id, metrics=metrics, checkpoint_uri=checkpoint_uri,
                                   scored=dict(scored or {}), scores=scores,
-                                  action_scores=action_scores)
+                                  action_scores=action_scores, untrained=untrained)
 
     def mark_failed(self, model_id: str, error: str) -> None:
         with self.transaction() as c:
@@ -467,26 +471,28 @@ class Store:
         with self.reading() as c:
             return releases.list_benchmark_comparisons(c, candidate)
 
-    # How far to trust an evaluator
-    def trust_report(self, owner: str, evaluator: str) -> dict[str, Any]:
-        """The evaluator's trust report on the owner's traces it did not train on
-        (``core.trust``), from the facts as they are now (NotFoundError for no such release or
-        model). Saved, whole and as the SQL view's figures, when the facts changed since it was
-        last saved; ``computed_at`` says when that was."""
+    # How far to trust an evaluator (services.trust computes the report)
+    def trust_facts(self, owner: str, evaluator: str, group_by: str | None = None
+                    ) -> TrustFacts:
+        """What the evaluator's report on the owner's traces reads (``store.trust``)."""
         with self.reading() as c:
-            facts = trust.trust_facts(c, owner, evaluator)
-            stored = trust.stored_report(c, owner, evaluator)
-        digest = facts_digest(facts)
-        if stored is not None and stored[1] == digest:
-            report, _, computed_at = stored
-            return {**report, "computed_at": computed_at.isoformat()}
-        report, computed_at = trust_report(facts), schema.utcnow()
+            return trust.trust_facts(c, owner, evaluator, group_by)
+
+    def stored_trust_report(self, owner: str, evaluator: str
+                            ) -> tuple[dict[str, Any], str, datetime] | None:
+        """(report, facts digest, computed at) as last saved, or None."""
+        with self.reading() as c:
+            return trust.stored_report(c, owner, evaluator)
+
+    def save_trust_report(self, owner: str, evaluator: str, report: dict[str, Any],
+                          digest: str, computed_at: datetime) -> None:
+        """Replace the owner's saved report of the evaluator, whole and as the view's figures
+        (another process saving the report of the same facts at the same moment wins)."""
         try:
             with self.transaction() as c:
                 trust.save_report(c, owner, evaluator, report, digest, computed_at)
         except sa.exc.IntegrityError:
-            pass  # another process saved the report of the same facts at the same moment
-        return {**report, "computed_at": computed_at.isoformat()}
+            pass
 
     def trust_owners(self, trace_ids: Iterable[str]) -> list[str]:
         """The accounts owning these traces: whose trust reports a scoring run of them changes."""

@@ -24,6 +24,7 @@ from stash_pipeline.core.trust import (
     held_out_from_benchmark,
     held_out_from_metrics,
 )
+from stash_pipeline.core.trust_groups import DEFAULT_GROUPING, task_group
 from stash_pipeline.store import schema
 from stash_pipeline.store.batching import chunks
 from stash_pipeline.store.models import get_reward_model
@@ -43,8 +44,10 @@ def evaluator_kind(connection: sa.Connection, evaluator: str) -> str:
     return "personal"
 
 
-def trust_facts(connection: sa.Connection, owner: str, evaluator: str) -> TrustFacts:
-    """Everything the report of ``evaluator`` on ``owner``'s traces reads."""
+def trust_facts(connection: sa.Connection, owner: str, evaluator: str,
+                group_by: str | None = None) -> TrustFacts:
+    """Everything the report of ``evaluator`` on ``owner``'s traces reads; ``group_by`` names
+    the metadata field whose value is a trace's task (``core.trust_groups``)."""
     if evaluator_kind(connection, evaluator) == "shared":
         release = get_release(connection, evaluator)
         trained = set(release.data_snapshot.get("training_traces") or {})
@@ -60,12 +63,18 @@ def trust_facts(connection: sa.Connection, owner: str, evaluator: str) -> TrustF
         source, kind = SPLIT_SOURCE, "personal"
         unavailable = metrics.get("eval_unavailable_reason") or "no usable independent split"
     owned = {row.id: row for row in connection.execute(
-        sa.select(t.c.id, t.c.agent, t.c.domain).where(t.c.owner == owner))}
+        sa.select(t.c.id, t.c.agent, t.c.domain, t.c.task_id, t.c.metadata, t.c.preview,
+                  t.c.message_count).where(t.c.owner == owner))}
     kept = sorted(set(owned) - trained)
     whole = {row.trace_id: row for row in connection.execute(
         sa.select(s.c.trace_id, s.c.raw, s.c.calibrated, s.c.input_tokens)
         .join(t, sa.and_(t.c.id == s.c.trace_id, t.c.version == s.c.trace_version))
         .where(t.c.owner == owner, s.c.evaluator == evaluator))}
+    u = schema.untrained_scores
+    untrained = {row.trace_id: row.raw for row in connection.execute(
+        sa.select(u.c.trace_id, u.c.raw)
+        .join(t, sa.and_(t.c.id == u.c.trace_id, t.c.version == u.c.trace_version))
+        .where(t.c.owner == owner, u.c.evaluator == evaluator))}
     # Action scores in aggregates (a trace has tens of actions): per trace its mean credit and
     # how many have a token count; all of them, their raw range; the cut ones, their lengths.
     scored = sa.select().select_from(a).join(
@@ -93,7 +102,9 @@ def trust_facts(connection: sa.Connection, owner: str, evaluator: str) -> TrustF
         rating=_mean(ratings.get(trace_id)), score=whole_of(trace_id, "raw"),
         calibrated=whole_of(trace_id, "calibrated"),
         mean_credit=per_trace[trace_id].mean_credit if trace_id in per_trace else None,
-        input_tokens=whole_of(trace_id, "input_tokens"))
+        input_tokens=whole_of(trace_id, "input_tokens"),
+        group=task_group(owned[trace_id], group_by), length=owned[trace_id].message_count,
+        untrained=untrained.get(trace_id))
         for trace_id in kept]
     return TrustFacts(
         evaluator=evaluator, kind=kind, traces=facts,
@@ -106,7 +117,10 @@ def trust_facts(connection: sa.Connection, owner: str, evaluator: str) -> TrustF
         scored_actions=sum(row.counted for trace_id, row in per_trace.items()
                            if trace_id not in trained),
         cut_action_tokens=sorted(cut), training_pairs=metrics.get("num_pairs"),
-        truncated_training_pairs=metrics.get("truncated_pairs"))
+        truncated_training_pairs=metrics.get("truncated_pairs"),
+        trained_lengths=sorted((owned[trace_id].message_count, outcomes[trace_id])
+                               for trace_id in set(owned) & trained if trace_id in outcomes),
+        grouping=group_by or DEFAULT_GROUPING)
 
 
 def _training_traces(connection: sa.Connection, model_id: str) -> set[str]:

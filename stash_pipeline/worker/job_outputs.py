@@ -23,14 +23,17 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def write_trace_scores(job_dir: Path, evaluator: str, traces: Sequence[Trace],
                        rewards: Mapping[str, float], stats: RewardStats,
-                       lengths: Mapping[str, int] | None = None) -> int:
+                       lengths: Mapping[str, int] | None = None,
+                       untrained: Mapping[str, float] | None = None) -> int:
     """scores.jsonl: every trace's raw reward and its calibrated score, with ``input_tokens``
-    (its rendering's length before the window cut) when ``lengths`` has it; the number of rows."""
-    lengths = lengths or {}
+    (its rendering's length before the window cut) when ``lengths`` has it and ``untrained``
+    (the untrained base's raw reward, a training job's) when ``untrained`` has it; the number
+    of rows."""
+    lengths, untrained = lengths or {}, untrained or {}
     write_jsonl(job_dir / contract.SCORES, [
         {"trace_id": t.id, "trace_version": t.version, "evaluator": evaluator,
          "score": rewards[t.id], "calibrated": calibrated_score(rewards[t.id], stats),
-         "input_tokens": lengths.get(t.id)}
+         "input_tokens": lengths.get(t.id), "untrained": untrained.get(t.id)}
         for t in traces])
     return len(traces)
 

@@ -63,14 +63,16 @@ def write_scores(job_dir: Path, settings: contract.JobSettings, model: Any, toke
                  audience: Audience, traces: list[Trace], stats: RewardStats,
                  action_stats: RewardStats | None, progress: Progress, *,
                  actions_need_stats: bool = True,
-                 known: dict[tuple[int, ...], float] | None = None) -> dict[str, int]:
+                 known: dict[tuple[int, ...], float] | None = None,
+                 untrained: dict[str, float] | None = None) -> dict[str, int]:
     """scores.jsonl (raw and calibrated), action_scores.jsonl and pair_rewards.jsonl, as the
     settings ask; the row counts.
 
     Action scores need the model's action stats (trained on action comparisons): a scoring-only job
     that asks for them fails without; a training job skips them with a log line. ``known``: the
     rewards of token sequences already forwarded under these weights (``sequence_rewards``); a
-    trace or benchmark side rendered to one of them is not forwarded again.
+    trace or benchmark side rendered to one of them is not forwarded again. ``untrained``: the
+    untrained base's rewards by trace id, written beside the model's (a training job's).
     """
     counts = {"scored_traces": 0, "scored_actions": 0}
     lengths: dict[str, int] = {}  # by trace and action id: tokens before the window cut
@@ -93,7 +95,7 @@ def write_scores(job_dir: Path, settings: contract.JobSettings, model: Any, toke
     window = tokenizer.model_max_length
     if whole:
         counts["scored_traces"] = write_trace_scores(job_dir, settings.evaluator, traces, rewards,
-                                                     stats, lengths)
+                                                     stats, lengths, untrained)
         counts["truncated_traces"] = sum(lengths[t.id] > window for t in traces)
         progress.info(f"scored {len(traces)} traces ({counts['truncated_traces']} longer than "
                       f"the {window}-token window)")
@@ -160,6 +162,15 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
     with phase("load"):
         torch.manual_seed(settings.seed)  # the new score head's initialisation
         model = load_reward_model(base, device=device, tokenizer=inputs.tokenizer)
+    untrained: dict[str, float] = {}
+    if "scores" in settings.outputs and inputs.traces:
+        # The trust report's baseline (docs/trust.md): the same base with its fresh score head,
+        # before any step, scored once on the traces the model will score. Not kept in ``known``:
+        # those are the final weights' rewards. Training reseeds, so this changes nothing of it.
+        with phase("untrained"), scoring_precision(settings.score_dtype, device):
+            untrained, _ = score_traces_and_actions(model, inputs.tokenizer, inputs.traces,
+                                                    audience, whole=True, actions=False)
+            progress.info(f"scored {len(untrained)} traces with the untrained base")
     with phase("training"):
         result = train(model, inputs.train_encoded, epochs=settings.epochs, device=device,
                        pad_id=inputs.tokenizer.pad_token_id, seed=settings.seed,
@@ -192,7 +203,7 @@ def train_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
         # only.
         counts = write_scores(job_dir, settings, model, inputs.tokenizer, audience, inputs.traces,
                               evaluation.stats, evaluation.action_stats, progress,
-                              actions_need_stats=False, known=known)
+                              actions_need_stats=False, known=known, untrained=untrained)
     truncated = {k: v for k, v in counts.items() if k.startswith("truncated_")}
     # The loss curve the viewer draws: losses.json stays in scratch, the metrics are stored.
     return {**metrics, **truncated, "loss_curve": downsample(result.step_losses)}

@@ -116,3 +116,30 @@ def test_the_sql_endpoint_shows_the_callers_trust_figures_only(api: Api, tmp_pat
     theirs = mallory.post("/api/v1/sql", json={"sql": "SELECT DISTINCT evaluator, n FROM "
                                                       "trust_figures"}).json()["rows"]
     assert theirs == [[RELEASE, 40]]
+
+
+def test_every_figure_and_baseline_is_the_same_in_the_api_and_the_sql_view(
+        api: Api, tmp_path: Path):
+    """The report's figures and baselines, exactly, in the API and the SQL view (the viewer's
+    verdict: test_viewer)."""
+    world = trust_world(api, tmp_path)
+    report = world.client.get(f"{RM}/{world.model_id}/trust").json()
+    metrics = {f["metric"] for f in report["figures"]}
+    assert {"baseline_length_auc", "within_task_accuracy_trace_score",
+            "baseline_length_within_task"} <= metrics
+    rows: list = []
+    while True:  # a page at a time: the endpoint caps the rows of one answer
+        query = ("SELECT metric, slice_kind, slice, value, low, high, n FROM trust_figures "
+                 f"WHERE evaluator = '{world.model_id}' ORDER BY metric, slice_kind, slice "
+                 f"LIMIT 1000 OFFSET {len(rows)}")
+        answer = world.client.post("/api/v1/sql", json={"sql": query}).json()
+        rows += answer["rows"]
+        if not answer["truncated"]:
+            break
+    assert sorted(map(tuple, rows), key=repr) == sorted(
+        ((f["metric"], f["slice_kind"], f["slice"], f["value"], f["low"], f["high"], f["n"])
+         for f in report["figures"]), key=repr)
+    # Five tasks (task-0 .. task-4): intervals clustered over them, and no verdict drawn.
+    assert report["grouping"]["groups"] == 5
+    assert report["verdict"]["label"] == "too few tasks (5) to judge"
+    assert report["notes"][0].startswith("Verdict: the AUC of its whole-trace score")

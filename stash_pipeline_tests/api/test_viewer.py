@@ -251,6 +251,11 @@ def test_trust_pages_show_the_report_with_its_charts_and_the_seeds_sentences(
                    "success_rate_by_calibrated_score"):
         assert f'id="chart-{metric}"><svg class="plot"' in page.text, metric
     assert 'id="figures-truncated_traces"' in page.text
+    # The verdict, on the report's page and the model's: five tasks draw none.
+    assert error_of(page.text, "trust-verdict").startswith("Verdict: too few tasks (5) to judge")
+    assert 'id="figures-baseline_length_auc"' in page.text
+    assert error_of(model, "trust-verdict").startswith(
+        "Verdict: the AUC of its whole-trace score against verified outcomes is")
     release = client.get("/ui/releases/current/trust").text
     assert f"How far to trust release {TRUST_RELEASE}" in release
     assert f'href="/ui/releases/{TRUST_RELEASE}/trust"' in client.get("/ui/releases").text

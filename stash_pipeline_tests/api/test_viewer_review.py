@@ -47,6 +47,11 @@ def test_queue_overview_explains_the_order_and_lists_the_items(api: Api, world: 
     assert start.headers["location"] == "/ui/review/traces/trace-c?agent=support"
     assert client.get("/ui/review?outcome=won").status_code == 422
     assert "bob-trace" not in page
+    # What a review becomes, before it starts (no extraction configured in the tests).
+    assert 'id="yield-approve-a-comparison"><strong>approve a comparison</strong>: an approved ' \
+           'comparison becomes a training pair' in page
+    assert "a comment becomes training pairs only with extraction configured" in page
+    assert 'id="yield-mark-done"' in page and "makes no pair" in page
 
 
 def test_a_comment_keeps_the_place_and_done_moves_on(api: Api, world: World) -> None:

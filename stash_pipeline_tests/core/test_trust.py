@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
+from stash_pipeline.core.clustered import t_quantile
 from stash_pipeline.core.estimates import auc, auc_interval, wilson_interval
 from stash_pipeline.core.trust import (
     HANDFUL_NOTE,
@@ -65,8 +68,13 @@ def test_outcome_auc_per_slice_with_its_interval_and_n():
     report = trust_report(facts(traces))
     overall = figure(report, "outcome_auc_trace_score")
     assert overall["value"] == auc([2.0, 0.5], [1.0, -1.0]) == 0.75
-    assert (overall["low"], overall["high"]) == pytest.approx(auc_interval(0.75, 2, 2))
-    assert overall["n"] == 4 and overall["detail"] == {"succeeded": 2, "failed": 2}
+    # Four traces of no task: four groups, so t with 3 degrees of freedom, no design effect.
+    assert (overall["low"], overall["high"]) == pytest.approx(
+        auc_interval(0.75, 2, 2, t_quantile(3)))
+    assert overall["n"] == 4
+    assert overall["detail"] | {"succeeded": 2, "failed": 2, "groups": 4,
+                                "design_effect": 1.0} == overall["detail"]
+    assert overall["detail"]["verdict"] == "too few tasks (4) to judge"
     # A trace belongs to each tool it calls, to its domain and to its agent.
     cancel = figure(report, "outcome_auc_trace_score", "tool", "cancel")
     assert (cancel["value"], cancel["n"]) == (0.0, 2)  # s2 0.5 below f1 1.0
@@ -103,7 +111,8 @@ def test_the_reliability_curve_and_the_sentence_that_it_is_no_probability():
     bins = figures_of(report, "success_rate_by_calibrated_score")
     assert [(b["slice"], b["n"], b["detail"]["successes"]) for b in bins] == [
         ("0.0-0.1", 2, 1), ("0.5-0.6", 3, 2), ("0.9-1.0", 1, 1)]
-    assert (bins[1]["low"], bins[1]["high"]) == pytest.approx(wilson_interval(2, 3))
+    assert (bins[1]["low"], bins[1]["high"]) == pytest.approx(
+        wilson_interval(2, 3, t_quantile(2)))
     assert report["methods"]["proportion"] == "Wilson score interval"
 
 
@@ -113,15 +122,17 @@ def test_a_model_whose_raw_scores_span_006_barely_separates_anything():
     assert separation["raw_spread"] == pytest.approx(0.06)
     assert separation["preference_at_extremes"] == pytest.approx(0.515, abs=1e-3)
     assert separation["barely_separates"]
-    assert any(n.startswith("This model barely separates anything: its raw scores span only "
-                            "0.06") for n in report["notes"])
+    note = next(n for n in report["notes"] if n.startswith("Its raw scores span only 0.06:"))
+    # One sentence: what the spread means, and that the ranking is for outcomes to show.
+    assert "weak preferences rather than confident ones" in note
+    assert "only verified outcomes can show" in note and "mean little" not in note
     wide = trust_report(facts(raw_scores=[-1.0, 1.0]))
     assert not wide["separation"]["barely_separates"]
-    assert not any("barely" in n for n in wide["notes"])
+    assert not any("span only" in n for n in wide["notes"])
     assert trust_report(facts(raw_scores=[1.0]))["separation"] is None
     actions = trust_report(facts(action_raw_range=(0.10, 0.12, 30)))
     assert actions["action_separation"]["barely_separates"]
-    assert any("its raw action rewards span only 0.02" in n for n in actions["notes"])
+    assert any("Its raw action rewards span only 0.02" in n for n in actions["notes"])
 
 
 def test_inputs_cut_to_the_window_are_counted():
@@ -165,3 +176,76 @@ def test_the_digest_follows_the_facts():
     assert facts_digest(base) == facts_digest(facts([TraceFacts("t", succeeded=True, score=1.0)]))
     assert facts_digest(base) != facts_digest(facts([TraceFacts("t", succeeded=False,
                                                                 score=1.0)]))
+
+
+def _tasks(score, tasks=40, trials=4, seed=7):
+    """Traces of ``tasks`` tasks x ``trials``: short traces succeed (failing agents loop), and
+    ``score(rng, succeeded, length)`` is the evaluator's score."""
+    rng = random.Random(seed)
+    traces = []
+    for task in range(tasks):
+        hard = rng.random()
+        for trial in range(trials):
+            length = int(6 + 20 * hard + rng.randint(0, 8))
+            succeeded = rng.random() < 1.2 - length / 30
+            traces.append(TraceFacts(f"t{task}-{trial}", succeeded=succeeded,
+                                     score=score(rng, succeeded, length), group=f"task-{task}",
+                                     length=length))
+    return traces
+
+
+def test_a_tiny_random_model_is_labelled_as_not_beating_its_baselines():
+    report = trust_report(facts(_tasks(lambda rng, ok, n: rng.gauss(0.0, 1.0)),
+                                raw_scores=[0.01, 0.05]))
+    verdict = report["verdict"]
+    assert not verdict["beats_baselines"] and verdict["judged"]
+    assert verdict["label"] in ("not above chance",
+                                "no better than the trace-length rule (shorter succeeded)")
+    length = figure(report, "baseline_length_auc")
+    assert length["value"] > 0.7 and length["detail"]["direction"] == "shorter"
+    model = figure(report, "outcome_auc_trace_score")
+    assert length["detail"]["model"] == model["value"]
+    assert length["detail"]["difference"] == pytest.approx(model["value"] - length["value"])
+    assert length["detail"]["difference_high"] < 0  # the length rule is plainly better
+    # Its separation sentence and its ranking say one thing.
+    note = next(n for n in report["notes"] if n.startswith("Its raw scores span only"))
+    assert verdict["label"] in note
+    assert report["notes"][0].startswith("Verdict: the AUC of its whole-trace score")
+
+
+def test_a_model_that_reads_length_is_no_better_than_the_length_rule():
+    report = trust_report(facts(_tasks(lambda rng, ok, n: -n + rng.gauss(0.0, 3.0))))
+    model = figure(report, "outcome_auc_trace_score")
+    assert model["low"] > 0.5  # above chance, and drawn so ...
+    assert model["detail"]["verdict"] == \
+        "no better than the trace-length rule (shorter succeeded)"  # ... but not better
+    assert not report["verdict"]["beats_baselines"]
+
+
+def test_a_model_that_sees_success_beats_its_baselines_within_tasks_too():
+    report = trust_report(facts(_tasks(lambda rng, ok, n: 2.0 * ok + rng.gauss(0.0, 0.3))))
+    assert report["verdict"]["beats_baselines"]
+    within = figure(report, "within_task_accuracy_trace_score")
+    assert within["value"] > 0.9 and within["detail"]["groups"] >= 10
+    assert within["detail"]["verdict"].startswith("better than the trace-length rule")
+    baseline = figure(report, "baseline_length_within_task")
+    assert baseline["detail"]["pairs"] == within["detail"]["pairs"]  # the same pairs
+
+
+def test_the_length_rules_direction_comes_from_the_traces_it_trained_on():
+    traces = _tasks(lambda rng, ok, n: rng.gauss(0.0, 1.0))
+    longer = [(30, True), (31, True), (5, False), (6, False)]
+    report = trust_report(facts(traces, trained_lengths=longer))
+    length = figure(report, "baseline_length_auc")
+    assert length["detail"]["direction"] == "longer" and length["value"] < 0.5
+    default = figure(trust_report(facts(traces)), "baseline_length_auc")["detail"]
+    assert default["direction"] == "shorter" and "by default" in default["direction_from"]
+
+
+def test_a_slice_of_few_tasks_says_so_instead_of_a_verdict():
+    report = trust_report(facts(_tasks(lambda rng, ok, n: 2.0 * ok + rng.gauss(0.0, 0.3),
+                                       tasks=6)))
+    model = figure(report, "outcome_auc_trace_score")
+    assert model["detail"]["too_few_groups"] and model["detail"]["groups"] == 6
+    assert model["detail"]["verdict"] == "too few tasks (6) to judge"
+    assert not report["verdict"]["judged"] and not report["verdict"]["beats_baselines"]

@@ -81,3 +81,11 @@ def test_a_trust_report_shows_its_sentences_figures_and_charts():
     curve = svg_of(metadata.trust(trust_report(facts))[
         "trust_chart_success_rate_by_calibrated_score"].value)
     assert len(curve.findall(f"{SVG}g[@class='plot-bin']")) == 10
+    # Its verdict, and the length baseline beside its AUC, as the report has them.
+    facts = TrustFacts("m1", "personal", [TraceFacts(f"t{i}", succeeded=i % 2 == 0, score=0.0,
+                                                     group=f"task-{i % 4}", length=10 + i)
+                                          for i in range(10)])
+    shown = metadata.trust(trust_report(facts))
+    assert shown["trust_verdict"].value == "too few tasks (4) to judge"
+    assert "Task-clustered" in shown["trust"].value
+    assert shown["baseline_length_auc_n"] == shown["outcome_auc_trace_score_n"] == 10

@@ -19,7 +19,7 @@ from stash_pipeline.instance import definitions, run_sensor_requests
 from stash_pipeline.objects.keys import reward_model_checkpoint_key
 from stash_pipeline.pipelines import personal_training
 from stash_pipeline.pipelines.personal_training import attempt_name
-from stash_pipeline.services import reward_models
+from stash_pipeline.services import reward_models, trust as trust_service
 from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records, request
 
 METRIC_FIELDS = {"train_pairs", "eval_pairs", "eval_accuracy", "action_scoring_version",
@@ -84,7 +84,8 @@ def test_a_queued_model_trains_scores_every_owned_trace_and_succeeds(store, inst
     assert {"score_histogram", "top_traces", "bottom_traces", "trust", "trust_figures"} <= set(
         shown)
     assert f"How far to trust {model_id}" in shown["trust"].value
-    saved = store.trust_report("ana", model_id)  # the report the step saved, unchanged since
+    # The report the step saved, unchanged since.
+    saved = trust_service.report(store, "ana", model_id)
     assert saved["traces"]["trained_on_left_out"] > 0
     assert len(shown["trust_figures"].value.splitlines()) == 2 + len(saved["figures"])
     # Nothing is left queued: another tick asks for nothing.

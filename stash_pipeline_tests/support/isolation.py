@@ -7,6 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from stash_pipeline.services import trust as trust_service
 from stash_pipeline.store import ActionScore, Release, TraceScore
 from stash_pipeline_tests.support.api_helpers import Api, import_traces, succeed
 
@@ -24,7 +25,7 @@ def victim(api: Api, tmp_path) -> dict:
     api.store.save_release(Release("v1", "file:///x", {}, {}))
     client.post("/api/v1/traces/secret-trace/outcomes", json={"reward": 1})
     for evaluator in (model["id"], "v1"):  # trust reports: rows of the trust_figures view
-        api.store.trust_report(owner, evaluator)
+        trust_service.report(api.store, owner, evaluator)
     saved = client.post("/api/v1/saved-filters", json={"name": "secret search",
                                                          "match": {"q": "secret"}}).json()
     return {"owner": owner, "client": client, "model": model["id"], "saved": saved["id"]}

@@ -32,7 +32,8 @@ METRIC_FIELDS = {
     "num_pairs", "eval_unavailable_reason", "max_length", "chat_template", "loss_curve",
     "truncated_pairs", "eval_slices", "truncated_traces", "truncated_actions",
 }
-TRAINING_PHASES = {"inputs", "load", "training", "save", "evaluation", "archive", "scoring"}
+TRAINING_PHASES = {"inputs", "load", "untrained", "training", "save", "evaluation", "archive",
+                   "scoring"}
 
 
 @pytest.fixture(scope="module")
@@ -136,6 +137,9 @@ def test_training_job_writes_every_output(trained_job):
     assert metrics["phases"] == pytest.approx(phase_seconds(log), abs=0.01)
     assert metrics["attempt"] == read_settings(job_dir).attempt and read_metrics(job_dir) == metrics
     assert all(0 < s["calibrated"] < 1 for s in scores)
+    # The trust report's baseline: the base with its fresh head, before any step, on each trace.
+    assert all(isinstance(s["untrained"], float) for s in scores)
+    assert [s["untrained"] for s in scores] != [s["score"] for s in scores]
 
 
 @pytest.mark.slow
@@ -421,8 +425,9 @@ def test_post_training_work_forwards_each_rendering_once(tmp_path, tiny_base_mod
                                     outputs=("checkpoint", "scores")),
               train_pairs=pairs[:4], eval_pairs=pairs[4:], score_traces=traces)
     assert main(str(tmp_path)) == 0, failure_reason(tmp_path)
-    # Evaluation: 2 distinct sides of the eval pair, 4 more of the training pairs; scoring: none.
-    assert forwarded == [2, 4, 0]
+    # The untrained base: each of the 6 traces once, before training. Evaluation: 2 distinct
+    # sides of the eval pair, 4 more of the training pairs; scoring: none.
+    assert forwarded == [6, 2, 4, 0]
     scores = read_jsonl(tmp_path / "scores.jsonl")
     # The same numbers a scoring-only job computes from the checkpoint's own forwards.
     again = tmp_path / "again"

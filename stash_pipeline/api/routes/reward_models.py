@@ -11,6 +11,7 @@ from stash_pipeline.api.bodies import REWARD_MODEL_REQUEST
 from stash_pipeline.api.deps import ObjectsDep, SettingsDep, StoreDep
 from stash_pipeline.api.ids import readable_ids
 from stash_pipeline.api.responses import ModelTrustReport, RewardModels, RewardModelView, WeightsUrl
+from stash_pipeline.api.search import GroupBy
 from stash_pipeline.core.errors import NotFoundError
 from stash_pipeline.objects import ObjectNotFoundError
 from stash_pipeline.services import reward_models, trust
@@ -75,8 +76,9 @@ def score_again(model_id: str, account: AccountDep, store: StoreDep) -> RewardMo
 
 @router.get("/{model_id}/trust", responses={
     404: {"description": "Not yours, not succeeded, or an account from before the rollout."}})
-def get_trust(model_id: str, account: AccountDep, store: StoreDep) -> ModelTrustReport:
+def get_trust(model_id: str, account: AccountDep, store: StoreDep,
+              group_by: GroupBy = None) -> ModelTrustReport:
     """How far to trust the model on your traces it did not train on: held-out accuracy, AUC
     against verified outcomes, Spearman with ratings, the calibrated score's reliability curve,
     each with its 95% interval and n, overall and per tool, domain and agent (docs/trust.md)."""
-    return trust.model_report(store, account.id, model_id)
+    return trust.model_report(store, account.id, model_id, group_by)

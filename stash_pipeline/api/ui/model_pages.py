@@ -16,8 +16,8 @@ from stash_pipeline.api.ui.trace_list import trace_list
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.failures import reason_line
 from stash_pipeline.core.trace_search import parse_filter
-from stash_pipeline.core.trust import held_out_summary, separation, separation_note
-from stash_pipeline.services import reward_models, trace_bulk
+from stash_pipeline.core.trust import held_out_summary, separation, separation_note, verdict_line
+from stash_pipeline.services import reward_models, trace_bulk, trust
 
 router = APIRouter(prefix="/ui", include_in_schema=False)
 
@@ -82,6 +82,8 @@ def model_page(model_id: str, request: Request, store: StoreDep, account: Viewer
     losses = metrics.pop("loss_curve", None) or []
     phases = metrics.pop("phases", None) or {}
     scores = store.scores_of_evaluator(model.id) if model.status == "succeeded" else []
+    verdict = (trust.model_verdict(store, account.id, model.id) if model.status == "succeeded"
+               else None)
     return render(
         request, "model.html", account=account, model=model, metrics=metrics, phases=phases,
         loss_plot=plots.line_plot(losses, title="Bradley-Terry loss per step",
@@ -92,7 +94,8 @@ def model_page(model_id: str, request: Request, store: StoreDep, account: Viewer
         unavailable=eval_unavailable(metrics) if model.status == "succeeded" else None,
         # Never a bare 1.0 on three pairs; and whether its calibrated scores mean anything.
         held_out=held_out_summary(metrics) if model.status == "succeeded" else None,
-        separation=separation_note(separation([s.raw for s in scores])),
+        separation=separation_note(separation([s.raw for s in scores]), "scores", verdict),
+        verdict=verdict_line(verdict) if verdict else None,
         top=scores[:5], bottom=scores[-5:][::-1] if len(scores) > 5 else [],
         live=progress.live_view(model) if model.status in progress.LIVE_STATUSES else None,
         poll_seconds=progress.POLL_SECONDS)

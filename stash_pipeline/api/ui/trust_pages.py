@@ -23,7 +23,18 @@ router = APIRouter(prefix="/ui", include_in_schema=False)
 HEADINGS = {
     "heldout_accuracy": "Held-out pairwise accuracy",
     "outcome_auc_trace_score": "AUC of the whole-trace score against verified outcomes",
+    "baseline_length_auc": "Baseline: the trace-length rule's AUC on the same traces",
+    "baseline_untrained_auc": "Baseline: the untrained base's AUC on the same traces",
+    "within_task_accuracy_trace_score": "Within a task: how often a succeeded trace outscores a "
+                                        "failed one",
+    "baseline_length_within_task": "Baseline: the trace-length rule within a task",
+    "baseline_untrained_within_task": "Baseline: the untrained base within a task",
     "outcome_auc_mean_action_credit": "AUC of mean action credit against verified outcomes",
+    "baseline_length_auc_mean_action_credit": "Baseline: the trace-length rule's AUC on the "
+                                              "same traces (those with action credit)",
+    "within_task_accuracy_mean_action_credit": "Within a task, by mean action credit",
+    "baseline_length_within_task_mean_action_credit": "Baseline: the trace-length rule within "
+                                                      "a task (traces with action credit)",
     "spearman_trace_rating": "Spearman correlation of the whole-trace score with trace ratings",
     "spearman_trace_rating_mean_credit": "Spearman correlation of mean action credit with trace "
                                          "ratings",
