@@ -1,16 +1,16 @@
 """The trust report's untrained baseline: a personal model's base with its fresh score head,
 scored once when the model trained (untrained_scores).
 
-Revision ID: 0012_untrained_scores
-Revises: 0011_sensor_indexes
+Revision ID: 0013_untrained_scores
+Revises: 0012_uuid_ids
 """
 from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0012_untrained_scores"
-down_revision = "0011_sensor_indexes"
+revision = "0013_untrained_scores"
+down_revision = "0012_uuid_ids"
 branch_labels = None
 depends_on = None
 
