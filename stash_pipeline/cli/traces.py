@@ -88,9 +88,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     export = sub.add_parser(
         "export", help="write traces as JSON Lines or CSV",
         description="Every trace of --owner that matches the search (or the ids given): JSON "
-                    "Lines, each an OpenAI-format trace object that `import` reads back with "
-                    "its trace-list line under `summary`, or CSV with the trace list's "
-                    "columns.")
+                    "Lines, each a trace object in OpenAI's chat form (tool calls with "
+                    "function.name and a JSON-string arguments) that `import` reads back as the "
+                    "same trace, with its trace-list line under `summary`, or CSV with the "
+                    "trace list's columns.")
     export.add_argument("trace_ids", nargs="*", metavar="ID", help="these traces only")
     export.add_argument("--format", choices=EXPORT_FORMATS, default="jsonl")
     export.add_argument("--output", "-o", type=Path, metavar="FILE",

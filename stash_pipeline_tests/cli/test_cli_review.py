@@ -102,7 +102,40 @@ def test_traces_export(capsys, tmp_path):
     [line] = capsys.readouterr().out.splitlines()
     record = json.loads(line)
     assert record["id"] == "fresh-1" and record["summary"]["mean_action_credit"] == -0.5
-    assert record["messages"][2]["tool_calls"][0]["name"] == "update_seat"
+    # OpenAI's shape (issue 52.5): the call's name under function, its arguments a JSON string.
+    assert record["messages"][2]["tool_calls"] == [
+        {"id": "c0", "type": "function", "function": {
+            "name": "update_seat", "arguments": '{"q": "Change my seat to an aisle"}'}}]
+
+
+def test_jsonl_export_imports_back_as_the_same_traces(capsys, tmp_path):
+    """Every sample (text, tool calls with nested and non-ASCII arguments, tool results, errors)
+    round-trips: export, then the importer's auto-detection, give the stored traces."""
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text(json.dumps({"id": "odd", "messages": [
+        {"role": "user", "content": "Zürich → 東京?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "k", "type": "function", "function": {
+                "name": "route", "arguments": '{"to":"東京","via":[{"city":"Zürich"}],"n":1.5}'}},
+            {"id": "e", "name": "noop", "arguments": {}}]},
+        {"role": "tool", "tool_call_id": "k", "name": "route", "content": "no", "error": True},
+        {"role": "tool", "tool_call_id": "e", "content": ""}]}) + "\n")
+    assert main(["import", str(odd)]) == 0
+    out = tmp_path / "all.jsonl"
+    assert main(["traces", "export", "-o", str(out)]) == 0
+    from stash_pipeline.importers import read_path
+
+    back = {r.trace.id: r.trace for r in read_path(out)}
+    stored = {t.id: t for t in open_store().get_traces(list(back))}
+    assert len(back) == 26 and set(back) == set(stored)
+    for trace_id, trace in back.items():
+        want = stored[trace_id]
+        assert (trace.messages, trace.tools, trace.agent, trace.domain, trace.metadata) == (
+            want.messages, want.tools, want.agent, want.domain, want.metadata), trace_id
+    calls = [c for line in out.read_text().splitlines()
+             for m in json.loads(line)["messages"] for c in m.get("tool_calls", ())]
+    assert calls and all(set(c) == {"id", "type", "function"} and
+                         isinstance(c["function"]["arguments"], str) for c in calls)
 
 
 def test_review_next_list_done_skip_and_assign(capsys):
