@@ -387,11 +387,22 @@ def separation_note(spread: dict[str, Any] | None, what: str = "scores") -> str 
     readout = ("calibrated scores, which stretch that spread by the training rewards' standard "
                "deviation," if what == "scores" else "action credits, which stretch that spread "
                "by the training rewards' standard deviation,")
+    threshold = spread["threshold"]
     return (f"This model barely separates anything: its raw {what} span only "
             f"{spread['raw_spread']:.3g}, so by its own Bradley-Terry reading even the "
-            f"highest is preferred to the lowest with probability "
-            f"{spread['preference_at_extremes']:.2f} (under "
-            f"{spread['threshold']:.1f}). Its {readout} look spread out but mean little.")
+            f"highest is preferred to the lowest with probability only "
+            f"{digits_below(spread['preference_at_extremes'], threshold)}, under {threshold:g}. "
+            f"Its {readout} look spread out but mean little.")
+
+
+def digits_below(value: float, limit: float) -> str:
+    """``value`` (< ``limit``) with the fewest decimals, two at least, that still read below
+    ``limit``: 0.5996 under 0.6 is "0.5996", never "0.60"."""
+    for places in range(2, 7):
+        text = f"{value:.{places}f}"
+        if float(text) < limit:
+            return text
+    return f"{limit - 1e-6:.6f}"  # closer than a millionth: the truncation is still true
 
 
 def _notes(facts: TrustFacts, report: dict[str, Any]) -> list[str]:

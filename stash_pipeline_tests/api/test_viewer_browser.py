@@ -166,7 +166,7 @@ def test_score_again_on_a_trace_page_shows_where_the_request_stands_live(
     browser.execute_script("document.body.dataset.loadedBefore = 'yes'")  # gone on a reload
     scoring_run("ahead-of-it")
     scoring_run("score-browser", request_id)
-    wait.until(lambda _: shown("progress").endswith("Waiting for the worker: 1 runs ahead."))
+    wait.until(lambda _: shown("progress").endswith("Waiting for the worker: 1 run ahead."))
     scoring_run("score-browser", to="running")
     wait.until(lambda _: shown("live-status") == "running")
     assert browser.execute_script("return document.body.dataset.loadedBefore") == "yes"
