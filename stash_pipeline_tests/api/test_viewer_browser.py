@@ -163,6 +163,11 @@ def test_score_again_on_a_trace_page_shows_where_the_request_stands_live(
     wait.until(ec.url_contains("requests="))
     request_id = int(browser.current_url.split("requests=")[1].split("#")[0])
     wait.until(lambda _: shown("progress").endswith("Waiting for the pipeline to start its run."))
+    # The page lands on #scores, and the wait is said there, in view (issue 52.4).
+    assert browser.current_url.endswith("#scores")
+    assert browser.execute_script(
+        "const e = document.getElementById('progress'), r = e.getBoundingClientRect();"
+        "return e.closest('#scores') !== null && r.top >= 0 && r.bottom <= window.innerHeight")
     browser.execute_script("document.body.dataset.loadedBefore = 'yes'")  # gone on a reload
     scoring_run("ahead-of-it")
     scoring_run("score-browser", request_id)
