@@ -29,6 +29,7 @@ from stash_pipeline_tests.support.viewer_helpers import (
     running_model,
     scored_world,
     scoring_run,
+    whole_trace_only,
 )
 from stash_pipeline_tests.support.waiting import REQUEST_S, bound
 
@@ -178,6 +179,30 @@ def test_score_again_on_a_trace_page_shows_where_the_request_stands_live(
     scoring_run("score-browser", to="failed", reason="the code server went away")
     wait.until(lambda _: shown("progress").endswith("Failed: the code server went away"))
     assert browser.execute_script("return document.body.dataset.loadedBefore") is None
+
+
+def test_two_evaluators_side_by_side_show_a_whole_trace_only_model_as_that(
+        browser, api: Api, tmp_path: Path) -> None:
+    """Issue 52.3: from the trace page's Compare two evaluators, the right side is the personal
+    model that scored the trace as a whole only: its score, no badge, and the sentence why."""
+    from selenium.webdriver.common.by import By
+
+    world = scored_world(api, tmp_path)
+    trace_id, model_id = whole_trace_only(api, world)
+    log_in(browser, api, world.alice_key)
+    browser.get(f"{api.url}/ui/traces/{trace_id}")
+    browser.find_element(By.ID, "compare-evaluators").click()
+    chosen = [e.get_attribute("value") for e in
+              browser.find_elements(By.CSS_SELECTOR, "#side-by-side select option:checked")]
+    assert chosen == [RELEASE, model_id]
+    right = browser.find_element(By.ID, "side-right")
+    assert right.find_element(By.ID, "whole-score-right").text.startswith(
+        "Whole-trace score: raw 0.25")
+    assert "no action credit" in right.find_element(By.ID, "no-credit-right").text
+    assert browser.execute_script(
+        "return document.querySelectorAll('#side-right .badge:not(.credit-none)').length"
+        " + ',' + document.querySelectorAll('#side-left .badge:not(.credit-none)').length"
+    ).startswith("0,") and browser.find_elements(By.CSS_SELECTOR, "#left-heatmap a.cell")
 
 
 def test_the_trust_reports_charts_render_from_the_model_page_and_the_releases_page(

@@ -16,12 +16,14 @@ import pytest
 from stash_pipeline.core.feedback import ReviewedComparison, feedback_id
 from stash_pipeline_tests.support.api_helpers import Api, import_traces, trace_object
 from stash_pipeline_tests.support.viewer_helpers import (
+    RELEASE,
     TRACES,
     World,
     csrf,
     error_of,
     login,
     scored_world,
+    whole_trace_only,
 )
 
 
@@ -269,3 +271,29 @@ def test_side_by_side_pages(api: Api, world: World) -> None:
     labels = re.findall(r'<option value="([^"]+)" selected>', evaluators)
     assert labels[0] != labels[1] and world.model_id in labels
     assert 'id="file-comparison"' not in evaluators
+
+
+def test_two_evaluators_show_a_whole_trace_only_model_as_that(api: Api, world: World) -> None:
+    """Issue 52.3: a personal model that scored the trace as a whole only is the right side,
+    with its whole-trace score and the sentence that it has no action credit, not the release
+    again."""
+    trace_id, model_id = whole_trace_only(api, world)
+    client = login(api, world.alice_key)
+    page = client.get(f"/ui/traces/{trace_id}").text
+    link = re.search(r'id="compare-evaluators" href="([^"]+)"', page).group(1)
+    assert parse_qs(urlparse(link.replace("&amp;", "&")).query) == {
+        "a": [trace_id], "b": [trace_id], "ea": [RELEASE], "eb": [model_id]}
+    assert model_id not in re.search(r'<select name="evaluator".*?</select>', page,
+                                     re.S).group(0)  # the heatmap's menu: credit only
+    for url in (f"/ui/compare?a={trace_id}", link.replace("&amp;", "&")):
+        two = client.get(url).text
+        chosen = re.findall(r'<option value="([^"]+)" selected>', two)
+        assert chosen == [RELEASE, model_id], url
+        assert "personal: whole traces only (whole trace only)" in two
+        assert 'id="no-credit-right"' in two and 'id="no-credit-left"' not in two
+        assert "it has no action credit" in two
+        assert re.search(r'id="whole-score-right">Whole-trace score: raw 0.25\d*, '
+                         r'calibrated 0.6', two)
+        assert 'id="right-heatmap"' not in two and 'id="left-heatmap"' in two
+        assert 'title="action credit of' in two.split('id="side-right"')[0]
+        assert 'title="action credit of' not in two.split('id="side-right"')[1]
