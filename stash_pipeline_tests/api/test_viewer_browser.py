@@ -205,6 +205,44 @@ def test_two_evaluators_side_by_side_show_a_whole_trace_only_model_as_that(
     ).startswith("0,") and browser.find_elements(By.CSS_SELECTOR, "#left-heatmap a.cell")
 
 
+def test_a_verdict_made_on_a_page_someone_else_changed_is_refused_with_the_state_now(
+        browser, api: Api, tmp_path: Path) -> None:
+    """Issue 51.6: the review page's verdict carries the comparison's version; when another
+    reviewer decided since, the page answers 409 with who decided what, nothing is changed,
+    and the same page (now at the new version) takes the verdict."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from stash_pipeline.core.feedback import ReviewedComparison, feedback_id
+
+    world = scored_world(api, tmp_path)
+    comparison = ReviewedComparison(feedback_id("comparison", "trace-a", "trace-b", "ana"),
+                                    "trace-a", "trace-b", status="pending", author="ana")
+    api.store.add_feedback([comparison], owner=api.store.get_trace("trace-a").owner)
+    log_in(browser, api, world.alice_key)
+    browser.get(f"{api.url}/ui/review/comparisons/{comparison.id}")
+    assert browser.find_element(By.CSS_SELECTOR, "#review-approve input[name=version]"
+                                ).get_attribute("value") == "0"
+    # Behind the page's back another reviewer approves it.
+    with api.client(world.alice_key) as other:
+        assert other.post(f"/api/v1/comparisons/{comparison.id}/review",
+                          json={"reviewer": "bo", "version": 0}).status_code == 200
+    browser.find_element(By.ID, "review-reject-button").click()
+    error = browser.find_element(By.ID, "review-error").text
+    assert "changed by someone else" in error and "approved by bo" in error, error
+    stored = api.store.comparisons([comparison.id])[comparison.id]
+    assert (stored["status"], stored["reviewer"]) == ("approved", "bo")
+    assert browser.find_element(By.CSS_SELECTOR, "#review-reject input[name=version]"
+                                ).get_attribute("value") == "1"
+    browser.execute_script("window.__conflictPage = true")
+    browser.find_element(By.ID, "review-reject-button").click()  # now at version 1: taken
+    WebDriverWait(browser, bound(REQUEST_S)).until(lambda _: browser.execute_script(
+        "return window.__conflictPage === undefined && document.readyState === 'complete'"))
+    assert browser.execute_script("return document.getElementById('review-error')") is None
+    stored = api.store.comparisons([comparison.id])[comparison.id]
+    assert (stored["status"], stored["reviewer"]) == ("rejected", "alice")
+
+
 def test_the_trust_reports_charts_render_from_the_model_page_and_the_releases_page(
         browser, api: Api, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """From the model page to its trust report: the seed's sentence instead of a bare 1.0, every

@@ -180,3 +180,36 @@ def test_review_comparisons_filed_by_others(capsys):
     assert ids(capsys, "review", "list")[-1] == comparison
     assert main(["feedback", "review", comparison, "--reviewer", "local"]) == 0
     assert ids(capsys, "review", "list", "--kind", "comparison") == []
+
+
+def test_a_change_at_an_old_version_is_refused_with_the_state_now(capsys):
+    """Issue 51.6: `review next` names the item's version; a change at an older one (someone
+    else's came first) changes nothing and says what the item is now."""
+    capsys.readouterr()
+    assert main(["review", "next"]) == 0
+    out = capsys.readouterr().out
+    first = next(line for line in out.splitlines() if line.startswith("trace "))
+    trace_id = first.split()[1].rstrip(":")
+    assert f"review done {trace_id} --version 0" in out
+    assert main(["review", "assign", trace_id, "--to", "bo", "--version", "0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["versions"] == [
+        {"kind": "trace", "id": trace_id, "version": 1}]
+    assert main(["review", "done", trace_id, "--version", "0"]) == 2
+    err = capsys.readouterr().err
+    assert f"trace {trace_id} was changed by someone else" in err and "assigned to bo" in err
+    assert trace_id in ids(capsys, "review", "list")  # not marked reviewed
+    assert main(["review", "done", trace_id, "--version", "1"]) == 0
+    assert trace_id not in ids(capsys, "review", "list")
+    with pytest.raises(SystemExit):
+        main(["review", "done", trace_id, "--version", "x"])
+    assert main(["review", "done", trace_id, "fresh-1", "--version", "2"]) == 2
+    assert "--version goes with one ID" in capsys.readouterr().err
+
+    assert main(["feedback", "compare", "fresh-3", "fresh-2", "--author", "ana", "--json"]) == 0
+    comparison = json.loads(capsys.readouterr().out.splitlines()[-1])["id"]
+    assert main(["feedback", "review", comparison, "--reviewer", "bo", "--version", "0",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["version"] == 1
+    assert main(["feedback", "review", comparison, "--reviewer", "cy", "--reject",
+                 "--version", "0"]) == 2
+    assert "approved by bo" in capsys.readouterr().err
