@@ -193,3 +193,18 @@ def test_list_shows_the_callers_traces_and_every_account_only_when_asked(capsys,
     assert out[-2].startswith("22 traces of every account, newest first")
     with pytest.raises(SystemExit):  # one or the other
         main(["traces", "list", "--all-accounts", "--owner", "ana"])
+
+
+def test_create_wait_without_an_extraction_key_is_refused_before_anything_is_queued(
+        capsys, monkeypatch):
+    """Issue 52.1: the samples' comments need the extraction model; with --wait the run would
+    be made here, where no key is set: said at once, and no model is queued."""
+    monkeypatch.setenv("STASH_EXTRACTION", "on")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    capsys.readouterr()
+    assert main(["rm", "create", "--name", "m", "--all-traces", "--wait"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: feedback extraction needs an Anthropic API key: ")
+    assert "Set ANTHROPIC_API_KEY, or STASH_EXTRACTION=off" in line
+    assert main(["rm", "list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["count"] == 0
