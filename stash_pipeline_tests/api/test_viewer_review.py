@@ -107,11 +107,20 @@ def test_comparisons_filed_by_others_are_approved_or_rejected(api: Api, world: W
     assert approved.headers["location"] == "/ui/review/next"
     stored = api.store.comparisons([ana.id])[ana.id]
     assert (stored["status"], stored["reviewer"]) == ("approved", "alice")
-    # From the trace page: reject, and come back to it.
+    # From the trace page: reject, and come back to it. Its forms carry the review version: one
+    # made before another reviewer's verdict is refused (409) saying who decided what.
     trace_page = client.get("/ui/traces/trace-c").text
     assert f'/ui/review/comparisons/{zed.id}/reject' in trace_page
+    assert '<input type="hidden" name="version" value="0">' in trace_page
+    api.client(world.alice_key).post(f"/api/v1/comparisons/{zed.id}/review",
+                                     json={"reviewer": "bo"})
+    stale = client.post(f"/ui/review/comparisons/{zed.id}/reject",
+                        data={"csrf": token, "next": "/ui/traces/trace-c", "version": "0"})
+    assert stale.status_code == 409
+    assert "changed by someone else" in stale.text and "approved by bo" in stale.text
+    assert api.store.comparisons([zed.id])[zed.id]["status"] == "approved"
     rejected = client.post(f"/ui/review/comparisons/{zed.id}/reject",
-                           data={"csrf": token, "next": "/ui/traces/trace-c"})
+                           data={"csrf": token, "next": "/ui/traces/trace-c", "version": "1"})
     assert rejected.headers["location"] == "/ui/traces/trace-c?done=rejected"
     assert api.store.comparisons([zed.id])[zed.id]["status"] == "rejected"
     assert client.post(f"/ui/review/traces/{ana.id}/approve",
@@ -132,6 +141,16 @@ def test_assignment_from_the_overview(api: Api, world: World) -> None:
         "/ui/review?assignee=bo").text) == ["trace-a"]
     assert client.post("/ui/review/assign", data={"csrf": token, "items": ["trace:bob-trace"],
                                                   "assignee": "x"}).status_code == 404
+    # The ticks carry each item's version: a page loaded before another change is refused.
+    page = client.get("/ui/review").text
+    assert 'value="trace:trace-a@1"' in page and 'value="trace:trace-c@0"' in page
+    client.post("/ui/review/assign", data={"csrf": token, "items": ["trace:trace-c@0"],
+                                           "assignee": "cy"})
+    stale = client.post("/ui/review/assign", data={
+        "csrf": token, "items": ["trace:trace-a@1", "trace:trace-c@0"], "assignee": "dee"})
+    assert stale.status_code == 409 and "assigned to cy" in stale.text
+    assert re.findall(r'data-item="trace:([^"]+)"', client.get(
+        "/ui/review?assignee=bo").text) == ["trace-a"]  # nothing of the stale change
 
 
 def test_review_forms_keep_the_viewers_security(api: Api, world: World) -> None:
