@@ -16,7 +16,7 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from stash_pipeline.core.errors import OwnershipError, StorageFullError, disk_full
+from stash_pipeline.core.errors import OwnershipError, ReviewConflict, StorageFullError, disk_full
 from stash_pipeline.objects import DownloadRefusedError, ObjectNotFoundError
 from stash_pipeline.store import StatusError
 from stash_pipeline.store.locks import database_full, unavailable_database
@@ -70,6 +70,8 @@ def install(app: FastAPI) -> None:
     for kind, status in handlers:
         app.add_exception_handler(
             kind, lambda _request, error, status=status: error_response(status, str(error)))
+    app.add_exception_handler(ReviewConflict, lambda _request, error: error_response(
+        409, str(error), current=error.current))
     _install_database_value_errors(app)
 
 

@@ -62,14 +62,22 @@ class SavedFilters(BaseModel):
     saved_filters: list[SavedFilter]
 
 
+class ItemVersion(BaseModel):
+    kind: Literal["trace", "comparison"]
+    id: str
+    version: int = Field(description="The item's review version after the change.")
+
+
 class ReviewStatusChanged(BaseModel):
     items: int = Field(description="How many items changed.")
     status: Literal["reviewed", "skipped", "pending"]
+    versions: list[ItemVersion] = Field(description="Each item's new review version.")
 
 
 class ReviewAssigned(BaseModel):
     items: int = Field(description="How many items changed.")
     assignee: str | None
+    versions: list[ItemVersion] = Field(description="Each item's new review version.")
 
 
 class WaitView(BaseModel):
@@ -176,6 +184,8 @@ class ComparisonView(BaseModel):
     independently_reviewed: bool = Field(
         description="Approved by a reviewer other than its author: what the shared evaluator "
                     "learns from.")
+    version: int | None = Field(None, description="Its review version after a verdict (send it "
+                                                  "with the next one).")
 
 
 class OutcomeView(BaseModel):
@@ -395,6 +405,8 @@ class QueueItemView(BaseModel):
     preview: str | None = Field(description="The trace's first user message.")
     assignee: str | None
     status: str = Field(description="pending or skipped.")
+    version: int = Field(description="The item's review version: send it back with a verdict, "
+                                     "status or assignment (a change made since answers 409).")
     created_at: str = Field(description="ISO 8601.")
     shared_credit: float | None = Field(None, description="A trace's: the release's mean action "
                                                           "credit.")

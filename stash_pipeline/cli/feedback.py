@@ -64,6 +64,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                         help="the comparisons' ids (several: one transaction, all or nothing)")
     review.add_argument("--reviewer", required=True, help="who reviews it")
     review.add_argument("--reject", action="store_true", help="reject instead of approving")
+    review.add_argument("--version", type=int, metavar="N",
+                        help="with one ID: decide only at this review version (`review next` "
+                             "shows it); if someone decided since, nothing changes and the "
+                             "error says its state now")
     review.set_defaults(handler=run_review)
 
     outcome = sub.add_parser("outcome", help="a verified task outcome (1 succeeded, 0 failed)")
@@ -172,6 +176,8 @@ def run_review(args: argparse.Namespace) -> int:
     store = open_store()
     status = "rejected" if args.reject else "approved"
     if len(args.comparison_ids) > 1:
+        if args.version is not None:
+            raise InputError("--version goes with one comparison id", field="version")
         from stash_pipeline.core.feedback import review_item
         entries = [(f"comparison {cid}", review_item(cid, args.reviewer, status))
                    for cid in dict.fromkeys(args.comparison_ids)]
@@ -183,12 +189,14 @@ def run_review(args: argparse.Namespace) -> int:
         else:
             print(f"{counts['reviews']} comparisons {status} by {args.reviewer}.")
         return 0
-    comparison = store.review_comparison(args.comparison_ids[0], reviewer=args.reviewer,
-                                         status=status, owner=args.owner)
+    comparison, version = store.decide_comparison(
+        args.comparison_ids[0], reviewer=args.reviewer, status=status, owner=args.owner,
+        version=args.version)
     if args.json:
         print_json({"id": comparison.id, "status": comparison.status,
                     "reviewer": comparison.reviewer, "author": comparison.author,
-                    "independently_reviewed": comparison.independently_reviewed})
+                    "independently_reviewed": comparison.independently_reviewed,
+                    "version": version})
     else:
         note = "" if comparison.independently_reviewed or status == "rejected" else (
             " (by its own author or without one: the shared evaluator will not learn from it)")

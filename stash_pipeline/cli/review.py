@@ -8,6 +8,7 @@ import argparse
 from stash_pipeline.cli.output import print_json, print_table, rounded
 from stash_pipeline.cli.search import add_search_options, trace_filter
 from stash_pipeline.cli.store import open_store
+from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.traces import DEFAULT_OWNER
 
 LIST_COLUMNS = ["n", "kind", "id", "reason", "shared", "personal", "assignee", "preview"]
@@ -60,6 +61,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                   "nothing)")
         command.add_argument("--comparisons", action="store_true",
                              help="the ids are comparisons' ids")
+        command.add_argument("--version", type=int, metavar="N",
+                             help="with one ID: change it only at this review version (`review "
+                                  "next` and `review list --json` show it); if someone changed "
+                                  "it since, nothing changes and the error says its state now")
     for command in (*shown, *changes):
         command.add_argument("--owner", default=DEFAULT_OWNER,
                              help=f"the account whose queue it is (default: {DEFAULT_OWNER})")
@@ -101,7 +106,7 @@ def run_next(args: argparse.Namespace) -> int:
         if item.get("rationale"):
             print(f"why: {item['rationale']}")
         print(f"review it: stash-pipeline feedback review {item['id']} --reviewer NAME "
-              "[--reject]")
+              f"--version {item['version']} [--reject]")
         return 0
     print(f"trace {item['id']}: {item['reason_text']}")
     for label, key in (("release's mean credit", "shared_credit"),
@@ -115,7 +120,8 @@ def run_next(args: argparse.Namespace) -> int:
     if item.get("focus_action"):
         print(f"  look first at: {item['focus_action']}")
     print(f"show it: stash-pipeline traces show {item['id']}; then comment on it "
-          f"(feedback comment) or: stash-pipeline review done {item['id']}")
+          f"(feedback comment) or: stash-pipeline review done {item['id']} "
+          f"--version {item['version']}")
     return 0
 
 
@@ -148,13 +154,23 @@ def _items(args: argparse.Namespace) -> list[tuple[str, str]]:
     return [(kind, item_id) for item_id in args.ids]
 
 
+def _expected(args: argparse.Namespace) -> dict[tuple[str, str], int] | None:
+    """--version, for the one item named."""
+    if args.version is None:
+        return None
+    if len(args.ids) != 1:
+        raise InputError("--version goes with one ID", field="version")
+    return {_items(args)[0]: args.version}
+
+
 def run_status(args: argparse.Namespace) -> int:
     from stash_pipeline.services import review
 
-    count = review.set_status(open_store(), args.owner, _items(args), args.status,
-                              reviewer=args.reviewer or args.owner)
+    versions = review.set_status(open_store(), args.owner, _items(args), args.status,
+                                 reviewer=args.reviewer or args.owner, expected=_expected(args))
+    count = len(versions)
     if args.json:
-        print_json({"items": count, "status": args.status})
+        print_json({"items": count, "status": args.status, "versions": versions})
     else:
         said = {"reviewed": "reviewed", "skipped": "skipped", "pending": "back in the queue"}
         print(f"{count} item(s) {said[args.status]}.")
@@ -165,9 +181,11 @@ def run_assign(args: argparse.Namespace) -> int:
     from stash_pipeline.services import review
 
     assignee = None if args.nobody else args.to
-    count = review.assign(open_store(), args.owner, _items(args), assignee)
+    versions = review.assign(open_store(), args.owner, _items(args), assignee,
+                             expected=_expected(args))
+    count = len(versions)
     if args.json:
-        print_json({"items": count, "assignee": assignee})
+        print_json({"items": count, "assignee": assignee, "versions": versions})
     else:
         print(f"{count} item(s) assigned to {assignee}." if assignee
               else f"{count} item(s) unassigned.")

@@ -82,6 +82,8 @@ def run_create(args: argparse.Namespace) -> int:
 
     store = open_store()
     trace_ids = store.trace_ids(owner=args.owner) if args.all_traces else args.trace_ids
+    if args.wait:
+        _refuse_without_extraction_key(store, args.owner, trace_ids, args.max_pairs)
     model = reward_models.create(store, args.owner, {
         "name": args.name, "trace_ids": trace_ids, "base_model": args.base_model,
         "epochs": args.epochs, "max_pairs": args.max_pairs})
@@ -90,6 +92,28 @@ def run_create(args: argparse.Namespace) -> int:
     if args.wait:
         run_now("queued_reward_models", model)
     return _report(store, args, model.id)
+
+
+def _refuse_without_extraction_key(store: Any, owner: str, trace_ids: list[str],
+                                   max_pairs: int) -> None:
+    """With --wait the run is made here, with this environment: a selection whose comments
+    (or messages to assess) need the extraction model while no key is set is refused before
+    anything is queued, rather than failing after the base model has loaded. Without --wait the
+    pipeline's environment decides (a deployment's worker may hold the key)."""
+    from stash_pipeline.extraction.config import ExtractionConfig
+
+    config = ExtractionConfig.from_env()
+    if not config.enabled or config.api_key:
+        return
+    from stash_pipeline.extraction.errors import MissingApiKeyError
+    from stash_pipeline.pipelines.training_pairs import training_pairs
+
+    mine = list(store.owned_versions(list(dict.fromkeys(trace_ids)), owner))  # the rest: create's
+    traces = store.get_traces(mine)
+    report = training_pairs(traces, store.feedback_for(mine), max_pairs=max_pairs,
+                            extract=False, config=config).report
+    if report["pending_extraction"]["traces"]:
+        raise MissingApiKeyError(report["pending_extraction"]["traces"])
 
 
 def run_list(args: argparse.Namespace) -> int:

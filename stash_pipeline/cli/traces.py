@@ -37,7 +37,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("traces", help="list or show stored traces")
     sub = parser.add_subparsers(dest="traces_command", required=True, metavar="SUBCOMMAND")
     listing = sub.add_parser("list", help="one line per stored trace")
-    listing.add_argument("--owner", help="only this account's traces")
+    whose = listing.add_mutually_exclusive_group()
+    whose.add_argument("--owner", default=DEFAULT_OWNER,
+                       help=f"this account's traces (default: {DEFAULT_OWNER}, the ones "
+                            "`rm create` and `traces export` take without --owner)")
+    whose.add_argument("--all-accounts", action="store_true",
+                       help="every account's traces, with an owner column (for operators)")
     listing.add_argument("--sort", default="-created", metavar="KEY",
                          help="created, latest_score, mean_action_credit, actions_scored, "
                               "scoring_state or outcome, ascending; --sort=-KEY or --desc for "
@@ -83,9 +88,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     export = sub.add_parser(
         "export", help="write traces as JSON Lines or CSV",
         description="Every trace of --owner that matches the search (or the ids given): JSON "
-                    "Lines, each an OpenAI-format trace object that `import` reads back with "
-                    "its trace-list line under `summary`, or CSV with the trace list's "
-                    "columns.")
+                    "Lines, each a trace object in OpenAI's chat form (tool calls with "
+                    "function.name and a JSON-string arguments) that `import` reads back as the "
+                    "same trace, with its trace-list line under `summary`, or CSV with the "
+                    "trace list's columns.")
     export.add_argument("trace_ids", nargs="*", metavar="ID", help="these traces only")
     export.add_argument("--format", choices=EXPORT_FORMATS, default="jsonl")
     export.add_argument("--output", "-o", type=Path, metavar="FILE",
@@ -101,20 +107,24 @@ def run_list(args: argparse.Namespace) -> int:
         raise InputError(f"--sort is one of {', '.join(k for k in SORTS if k[0] != '-')} "
                          f"(with - or --desc for descending), got {args.sort!r}", field="sort")
     store = open_store()
-    where = trace_filter(args, store, args.owner or DEFAULT_OWNER)
-    rows = [dataclasses.asdict(s) for s in store.list_traces(owner=args.owner, sort=sort,
+    owner = None if args.all_accounts else args.owner  # None: every account
+    where = trace_filter(args, store, args.owner)
+    rows = [dataclasses.asdict(s) for s in store.list_traces(owner=owner, sort=sort,
                                                              where=where)]
     if args.json:
-        print_json({"traces": rows, "count": len(rows)})
+        print_json({"traces": rows, "count": len(rows), "owner": owner})
     elif args.wide:
         print_table([{k: rounded(v) for k, v in row.items()} for row in rows], WIDE_COLUMNS)
         print(f"{len(rows)} traces")
     else:
-        print_table([_short_row(row) for row in rows], LIST_COLUMNS, width=LIST_WIDTH,
-                    shrink=(("agent", "domain"), ("id",)))
+        columns = (["id", "owner", *LIST_COLUMNS[1:]] if owner is None else LIST_COLUMNS)
+        print_table([_short_row(row) for row in rows], columns, width=LIST_WIDTH,
+                    shrink=(("agent", "domain", "owner"), ("id",)))
         order = {"-created": "newest first", "created": "oldest first"}.get(
             sort, f"by {sort.lstrip('-')}{', descending' if sort.startswith('-') else ''}")
-        print(f"{len(rows)} traces, {order} (--sort KEY orders them otherwise)")
+        whose = "every account" if owner is None else owner
+        print(f"{len(rows)} traces of {whose}, {order} "
+              "(--sort KEY, --owner NAME or --all-accounts: others)")
         print("credit: the shared evaluator's mean action credit; latest: the newest personal "
               "score")
     return 0
@@ -122,7 +132,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 def _short_row(row: dict[str, Any]) -> dict[str, Any]:
     credit = row["mean_action_credit"]
-    return {"id": row["id"], "agent": row["agent"], "domain": row["domain"],
+    return {"id": row["id"], "owner": row["owner"], "agent": row["agent"], "domain": row["domain"],
             "credit": None if credit is None else f"{credit:+.3f}",
             "scored": f"{row['actions_scored']}/{row['actions']}",
             "latest": rounded(row["latest_score"]), "state": row["scoring_state"],

@@ -41,6 +41,17 @@ class NotFoundError(StashError):
     """A trace, action or model that does not exist (or is not the caller's)."""
 
 
+class ReviewConflict(StashError):
+    """A review change (a verdict, a status, an assignment) made against a version of the item
+    that another change has since replaced: nothing was changed. ``current`` is each such item's
+    state now (kind, id, version, status, assignee, reviewer; a comparison's verdict too), so the
+    caller can look again and decide. The API answers 409 with it."""
+
+    def __init__(self, message: str, *, current: list[dict]):
+        super().__init__(message)
+        self.current = current
+
+
 class UnavailableError(StashError):
     """A service the call needs is busy or down (the database, the object store): nothing was
     changed, and the same call can succeed later. The API answers 503 with ``Retry-After``.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from stash_pipeline.core.traces import Message, ToolCall, Trace
@@ -19,6 +20,22 @@ def message_to_dict(message: Message) -> dict[str, Any]:
         data["name"] = message.name
     if message.error:
         data["error"] = True
+    return data
+
+
+def openai_message_dict(message: Message) -> dict[str, Any]:
+    """The message in OpenAI's chat form, as exports write it: tool calls as ``{id, type:
+    "function", function: {name, arguments}}`` with the arguments a JSON string, which the openai
+    importer reads back to the same message (``error``, the project's one addition, only when
+    set)."""
+    data = message_to_dict(message)
+    if message.tool_calls:
+        data["tool_calls"] = [
+            {"id": c.id, "type": "function",
+             "function": {"name": c.name,
+                          "arguments": json.dumps(c.arguments, ensure_ascii=False)}}
+            for c in message.tool_calls
+        ]
     return data
 
 

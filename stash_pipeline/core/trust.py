@@ -400,11 +400,22 @@ def separation_note(spread: dict[str, Any] | None, what: str = "scores",
         ranking = (f"the order it puts traces in is another question, which its outcome AUC "
                    f"answers: {verdict['value']:.3f} (95% {verdict['low']:.2f} to "
                    f"{verdict['high']:.2f}), {verdict['label']}")
+    threshold = spread["threshold"]
     return (f"Its raw {what} span only {spread['raw_spread']:.3g}: by its own Bradley-Terry "
-            f"reading even the highest is preferred to the lowest with probability "
-            f"{spread['preference_at_extremes']:.2f} (under {spread['threshold']:.1f}), so "
+            f"reading even the highest is preferred to the lowest with probability only "
+            f"{digits_below(spread['preference_at_extremes'], threshold)}, under {threshold:g}, so "
             f"its {readout}, stretched by the training rewards' standard deviation, are weak "
             f"preferences rather than confident ones; {ranking}.")
+
+
+def digits_below(value: float, limit: float) -> str:
+    """``value`` (< ``limit``) with the fewest decimals, two at least, that still read below
+    ``limit``: 0.5996 under 0.6 is "0.5996", never "0.60"."""
+    for places in range(2, 7):
+        text = f"{value:.{places}f}"
+        if float(text) < limit:
+            return text
+    return f"{limit - 1e-6:.6f}"  # closer than a millionth: the truncation is still true
 
 
 def _notes(facts: TrustFacts, report: dict[str, Any]) -> list[str]:

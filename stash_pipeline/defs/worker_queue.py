@@ -58,7 +58,8 @@ class Wait:
 
     def text(self) -> str:
         if self.waiting_for == "worker":
-            return f"waiting for the worker: {self.runs_ahead} runs ahead"
+            n = self.runs_ahead
+            return f"waiting for the worker: {n} run{'' if n == 1 else 's'} ahead"
         return "waiting for the pipeline to start its run"
 
     def to_dict(self) -> dict[str, Any]:

@@ -8,7 +8,7 @@ and the queue can be narrowed to the items assigned to a name.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from stash_pipeline.core.errors import InputError, NotFoundError
@@ -152,7 +152,8 @@ def item_view(item: QueueItem, comparison: dict[str, Any] | None = None) -> dict
             "reason": item.reason, "reason_text": REASON_TEXT[item.reason],
             "agent": item.agent, "domain": item.domain, "task_id": item.task_id,
             "preview": item.preview, "assignee": item.assignee,
-            "status": item.status or "pending", "created_at": item.created_at.isoformat()}
+            "status": item.status or "pending", "version": item.version,
+            "created_at": item.created_at.isoformat()}
     if item.kind == "trace":
         view.update(shared_credit=item.shared, personal_verdict=item.personal,
                     nearest_credit=item.nearest, outcome_succeeded=item.outcome_succeeded)
@@ -221,24 +222,49 @@ def _owned_items(store: Store, owner: str, items: Sequence[tuple[str, str]]
     return versions
 
 
+def _expected(items: Sequence[tuple[str, str]],
+              expected: Mapping[tuple[str, str], int] | None) -> dict[tuple[str, str], int]:
+    """The review versions the change was made against (each a whole number, of a named
+    item)."""
+    checked = dict(expected or {})
+    for index, (key, version) in enumerate(checked.items()):
+        if key not in items:
+            raise InputError(f"a version for {key[0]} {key[1]}, which is not among the items",
+                             field=f"versions[{index}]")
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise InputError(f"a review version is a whole number 0 or more, got {version!r}",
+                             field=f"{key[0]} {key[1]}.version")
+    return checked
+
+
 def set_status(store: Store, owner: str, items: Sequence[tuple[str, str]], status: str, *,
-               reviewer: str) -> int:
+               reviewer: str, expected: Mapping[tuple[str, str], int] | None = None
+               ) -> list[dict[str, Any]]:
     """Mark items reviewed (a trace: at its current version) or skipped, or (``pending``) put
-    them back; all or nothing. Returns how many."""
+    them back; all or nothing. An item in ``expected`` changes only at that review version
+    (else ReviewConflict, 409). Returns each item with its new version."""
     if status not in STATUSES:
         raise InputError(f"status is one of {', '.join(STATUSES)}, got {status!r}",
                          field="status")
     check_name(reviewer, "reviewer", optional=False)
+    checked = _expected(items, expected)
     versions = _owned_items(store, owner, items)
-    store.set_review_status(owner, items, None if status == "pending" else status,
-                            reviewer=reviewer, versions=versions)
-    return len(dict.fromkeys(items))
+    changed = store.set_review_status(owner, items, None if status == "pending" else status,
+                                      reviewer=reviewer, versions=versions, expected=checked)
+    return _versioned(changed)
 
 
 def assign(store: Store, owner: str, items: Sequence[tuple[str, str]],
-           assignee: str | None) -> int:
-    """Assign items to a reviewer's name (None: to nobody); all or nothing."""
+           assignee: str | None, *, expected: Mapping[tuple[str, str], int] | None = None
+           ) -> list[dict[str, Any]]:
+    """Assign items to a reviewer's name (None: to nobody); all or nothing, each item in
+    ``expected`` only at that review version. Returns each item with its new version."""
     check_name(assignee, "assignee")
+    checked = _expected(items, expected)
     _owned_items(store, owner, items)
-    store.assign_review(owner, items, assignee)
-    return len(dict.fromkeys(items))
+    return _versioned(store.assign_review(owner, items, assignee, expected=checked))
+
+
+def _versioned(versions: Mapping[tuple[str, str], int]) -> list[dict[str, Any]]:
+    return [{"kind": kind, "id": item_id, "version": version}
+            for (kind, item_id), version in versions.items()]

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from stash_pipeline.core.errors import InputError, NotFoundError
-from stash_pipeline.core.serialize import message_to_dict
+from stash_pipeline.core.serialize import openai_message_dict
 from stash_pipeline.core.trace_search import TraceFilter
 from stash_pipeline.core.validation import check_trace_id
 from stash_pipeline.pipelines.trace_scoring import NEEDS_ACTION_TRAINING
@@ -96,8 +96,9 @@ def score(store: Store, owner: str, ids: Sequence[str], *, model_id: str | None 
 
 
 def export_lines(store: Store, owner: str, ids: Sequence[str], format: str) -> Iterator[str]:
-    """The traces as JSON Lines (each an OpenAI-format trace object that `stash-pipeline import`
-    reads back, with its ``summary``: the trace list's line) or CSV (the trace list's columns,
+    """The traces as JSON Lines (each a trace object in OpenAI's chat form, tool calls with
+    ``function.name`` and string ``arguments``, that `stash-pipeline import` reads back to the
+    same trace, with its ``summary``: the trace list's line) or CSV (the trace list's columns,
     one row a trace), a chunk of traces at a time."""
     check_format(format)
     shared = release_version(store)
@@ -111,7 +112,7 @@ def export_lines(store: Store, owner: str, ids: Sequence[str], format: str) -> I
         for trace in store.get_traces(chunk):
             record = {"id": trace.id, "agent": trace.agent, "domain": trace.domain,
                       "metadata": trace.metadata, "tools": list(trace.tools),
-                      "messages": [message_to_dict(m) for m in trace.messages],
+                      "messages": [openai_message_dict(m) for m in trace.messages],
                       "summary": summaries.get(trace.id)}
             yield json.dumps(record, ensure_ascii=False, default=str) + "\n"
 

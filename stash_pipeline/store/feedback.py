@@ -26,7 +26,7 @@ from stash_pipeline.core.feedback import (
     feedback_trace_ids,
 )
 from stash_pipeline.core.validation import validate_feedback, validate_review
-from stash_pipeline.store import schema
+from stash_pipeline.store import review_queue, schema
 from stash_pipeline.store.batching import chunks, insert_rows
 from stash_pipeline.store.locks import lock_traces
 
@@ -295,6 +295,16 @@ def review_comparison(connection: sa.Connection, comparison_id: str, *, reviewer
                       status: str, owner: str | None = None) -> ReviewedComparison:
     """Record a review; NotFoundError for an unknown comparison or (owner given) one on another
     account's traces. The author stays: whether the review was independent is read from both."""
+    return decide_comparison(connection, comparison_id, reviewer=reviewer, status=status,
+                             owner=owner)[0]
+
+
+def decide_comparison(connection: sa.Connection, comparison_id: str, *, reviewer: str,
+                      status: str, owner: str | None = None, version: int | None = None
+                      ) -> tuple[ReviewedComparison, int]:
+    """``review_comparison``, raising the comparison's review version (``review_queue``): at
+    ``version`` only when given (else a ReviewConflict with its state now, and nothing stored).
+    Returns the comparison and its new version."""
     if status not in REVIEW_STATUSES:
         raise InputError(f"expected one of {', '.join(REVIEW_STATUSES)}, got {status!r}",
                          field="status")
@@ -308,6 +318,12 @@ def review_comparison(connection: sa.Connection, comparison_id: str, *, reviewer
     row = connection.execute(query).one_or_none()
     if row is None:
         raise NotFoundError(f"no comparison {comparison_id}")
+    trace_owner = owner or connection.scalar(sa.select(schema.traces.c.owner).where(
+        schema.traces.c.id == row.chosen_trace_id))
+    # The version first: a verdict made on an older one stores nothing.
+    new_version = review_queue.touch(connection, trace_owner, ("comparison", comparison_id),
+                                     version)
     connection.execute(table.update().where(table.c.id == comparison_id)
                        .values(reviewer=reviewer, status=status))
-    return ReviewedComparison(**{**row._asdict(), "reviewer": reviewer, "status": status})
+    return ReviewedComparison(**{**row._asdict(), "reviewer": reviewer, "status": status}), \
+        new_version

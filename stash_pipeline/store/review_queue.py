@@ -9,13 +9,14 @@ a trace reviewed without a comment, an item skipped, an assignee.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 
+from stash_pipeline.core.errors import ReviewConflict
 from stash_pipeline.core.feedback import SUCCESS_REWARD
 from stash_pipeline.core.review_order import NEAR_REFERENCE, REASONS, reason_rank
 from stash_pipeline.core.trace_search import TraceFilter
@@ -62,6 +63,7 @@ class QueueItem:
     personal: float | None  # the personal model's verdict (core.review_order.personal_verdict)
     nearest: float | None  # the smallest |credit| of an action
     outcome_succeeded: bool | None
+    version: int = 0  # the item's review version (review_items.version; 0: never changed)
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,7 @@ def _columns(*, kind, item_id, trace, rank, key, created, done, review,
             skipped_at.label("skipped_at"), created.label("created_at"),
             done.label("done"), review.c.assignee.label("assignee"),
             review.c.status.label("status"),
+            sa.func.coalesce(review.c.version, 0).label("version"),
             sa.cast(shared if shared is not None else sa.null(), sa.Float).label("shared"),
             sa.cast(personal if personal is not None else sa.null(), sa.Float).label("personal"),
             sa.cast(nearest if nearest is not None else sa.null(), sa.Float).label("nearest"),
@@ -131,7 +134,8 @@ def _trace_items(scope: QueueScope, *, ordered: bool = True) -> sa.Select:
             schema.reviewed_comparisons.c.rejected_trace_id)))
     done = sa.case((reviewed, 1), else_=0)
     inner = (sa.select(t.c.id, t.c.agent, t.c.domain, t.c.task_id, t.c.preview, t.c.created_at,
-                       r.c.status, r.c.assignee, r.c.updated_at, done.label("done"),
+                       r.c.status, r.c.assignee, r.c.updated_at, r.c.version,
+                       done.label("done"),
                        *(_verdict_columns(scope, t) if ordered else ()))
              .select_from(t)
              .outerjoin(r, sa.and_(r.c.kind == "trace", r.c.item_id == t.c.id))
@@ -240,7 +244,7 @@ def queue_page(connection: sa.Connection, scope: QueueScope, *, limit: int,
                       status=row.status if row.status == "skipped" else None,
                       shared=row.shared, personal=row.personal, nearest=row.nearest,
                       outcome_succeeded=None if row.lowest is None
-                      else row.lowest >= SUCCESS_REWARD)
+                      else row.lowest >= SUCCESS_REWARD, version=row.version)
             for row in connection.execute(query)]
 
 
@@ -273,22 +277,108 @@ def review_yield(connection: sa.Connection, owner: str, reviewer: str) -> Review
                        int(done or 0))
 
 
-def _upsert(connection: sa.Connection, rows: Sequence[dict], columns: Sequence[str]) -> None:
-    """Insert review_items rows, or update ``columns`` of the ones that exist."""
+Key = tuple[str, str]  # (kind, id) of a queue item
+
+
+def _upsert(connection: sa.Connection, rows: Sequence[dict], columns: Sequence[str],
+            expected: Mapping[Key, int] | None = None) -> None:
+    """Insert review_items rows, or update ``columns`` of the ones that exist, raising each
+    row's version. An item in ``expected`` changes only at that version: it is checked first,
+    then again by the write itself (a compare-and-set: a change another transaction committed in
+    between is found too), and any item found changed is a ReviewConflict that stores nothing."""
     if not rows:
         return
-    statement = dialect_insert(connection, schema.review_items)
-    connection.execute(statement.on_conflict_do_update(
-        index_elements=["kind", "item_id"],
-        set_={name: statement.excluded[name] for name in (*columns, "updated_at")}), list(rows))
+    expected = dict(expected or {})
+    table = schema.review_items
+    if expected:
+        stale = [key for key, version in _versions(connection, list(expected)).items()
+                 if version != expected[key]]
+        if stale:
+            raise _conflict(connection, stale)
+    statement = dialect_insert(connection, table)
+    updated = {name: statement.excluded[name] for name in (*columns, "updated_at")}
+    updated["version"] = table.c.version + 1
+    free = [{**row, "version": 1} for row in rows if (row["kind"], row["item_id"]) not in expected]
+    if free:
+        connection.execute(statement.on_conflict_do_update(
+            index_elements=["kind", "item_id"], set_=updated), free)
+    for row in rows:
+        key = (row["kind"], row["item_id"])
+        if key not in expected:
+            continue
+        checked = dialect_insert(connection, table).values(**{**row, "version": 1})
+        done = connection.execute(checked.on_conflict_do_update(
+            index_elements=["kind", "item_id"],
+            set_={name: checked.excluded[name] for name in (*columns, "updated_at")}
+            | {"version": table.c.version + 1},
+            where=table.c.version == expected[key]).returning(table.c.version))
+        if done.first() is None:  # the WHERE found another version: no row written
+            raise _conflict(connection, [key])
 
 
-def set_status(connection: sa.Connection, owner: str, items: Sequence[tuple[str, str]],
+def _versions(connection: sa.Connection, keys: Sequence[Key]) -> dict[Key, int]:
+    """Each item's version now (0: never changed)."""
+    table = schema.review_items
+    found = dict.fromkeys(keys, 0)
+    for chunk in chunks(list(dict.fromkeys(keys))):
+        found.update(((row.kind, row.item_id), row.version) for row in connection.execute(
+            sa.select(table.c.kind, table.c.item_id, table.c.version)
+            .where(sa.tuple_(table.c.kind, table.c.item_id).in_(chunk))))
+    return found
+
+
+def current_states(connection: sa.Connection, keys: Sequence[Key]) -> list[dict[str, Any]]:
+    """The items' review state now: version, status, assignee, reviewer (a comparison: its
+    verdict and the verdict's reviewer too)."""
+    table, compared = schema.review_items, schema.reviewed_comparisons
+    rows = {}
+    for chunk in chunks(list(dict.fromkeys(keys))):
+        rows.update(((row.kind, row.item_id), row) for row in connection.execute(
+            sa.select(table).where(sa.tuple_(table.c.kind, table.c.item_id).in_(chunk))))
+    verdicts = {row.id: row for row in connection.execute(
+        sa.select(compared.c.id, compared.c.status, compared.c.reviewer)
+        .where(compared.c.id.in_([i for k, i in keys if k == "comparison"])))}
+    states = []
+    for kind, item_id in keys:
+        row = rows.get((kind, item_id))
+        state = {"kind": kind, "id": item_id, "version": row.version if row else 0,
+                 "status": (row.status if row else None) or "pending",
+                 "assignee": row.assignee if row else None,
+                 "reviewer": row.reviewer if row else None}
+        if kind == "comparison" and item_id in verdicts:
+            state["verdict"] = verdicts[item_id].status
+            state["verdict_reviewer"] = verdicts[item_id].reviewer
+        states.append(state)
+    return states
+
+
+def _conflict(connection: sa.Connection, keys: Sequence[Key]) -> ReviewConflict:
+    current = current_states(connection, keys)
+    first = current[0]
+    more = f" (and {len(current) - 1} more)" if len(current) > 1 else ""
+    return ReviewConflict(
+        f"{first['kind']} {first['id']}{more} was changed by someone else since you loaded it: "
+        f"it is at version {first['version']} now ({_state_words(first)}); nothing was changed: "
+        "look at it again, then decide with its current version", current=current)
+
+
+def _state_words(state: Mapping[str, Any]) -> str:
+    words = [state["status"] if not state.get("reviewer") or state["status"] == "pending"
+             else f"{state['status']} by {state['reviewer']}"]
+    if state.get("verdict") not in (None, "pending"):
+        words.append(f"{state['verdict']} by {state.get('verdict_reviewer') or 'someone'}")
+    words.append(f"assigned to {state['assignee']}" if state["assignee"] else "unassigned")
+    return ", ".join(words)
+
+
+def set_status(connection: sa.Connection, owner: str, items: Sequence[Key],
                status: str | None, *, reviewer: str | None,
-               versions: dict[str, int] | None = None) -> None:
-    """Mark (kind, id) items reviewed or skipped (None: back in the queue as they were).
-    The caller has checked that every item is the owner's; ``versions`` holds the current
-    version of each trace marked reviewed."""
+               versions: dict[str, int] | None = None,
+               expected: Mapping[Key, int] | None = None) -> dict[Key, int]:
+    """Mark (kind, id) items reviewed or skipped (None: back in the queue as they were), each
+    in ``expected`` only at that item version. The caller has checked that every item is the
+    owner's; ``versions`` holds the current version of each trace marked reviewed. Returns each
+    item's new version."""
     if status is not None and status not in STATUSES:
         raise ValueError(f"unknown review status {status!r}")
     now = schema.utcnow()
@@ -297,16 +387,29 @@ def set_status(connection: sa.Connection, owner: str, items: Sequence[tuple[str,
                           "trace_version": (versions or {}).get(item) if kind == "trace"
                           else None}
                          for kind, item in dict.fromkeys(items)],
-            ("status", "reviewer", "trace_version"))
+            ("status", "reviewer", "trace_version"), expected)
+    return _versions(connection, items)
 
 
-def assign(connection: sa.Connection, owner: str, items: Sequence[tuple[str, str]],
-           assignee: str | None) -> None:
-    """Assign (kind, id) items of the owner's to ``assignee`` (None: to nobody)."""
+def assign(connection: sa.Connection, owner: str, items: Sequence[Key],
+           assignee: str | None, *, expected: Mapping[Key, int] | None = None
+           ) -> dict[Key, int]:
+    """Assign (kind, id) items of the owner's to ``assignee`` (None: to nobody), each in
+    ``expected`` only at that item version. Returns each item's new version."""
     now = schema.utcnow()
     _upsert(connection, [{"kind": kind, "item_id": item, "owner": owner, "assignee": assignee,
                           "updated_at": now} for kind, item in dict.fromkeys(items)],
-            ("assignee",))
+            ("assignee",), expected)
+    return _versions(connection, items)
+
+
+def touch(connection: sa.Connection, owner: str, key: Key, expected: int | None) -> int:
+    """Raise one item's version for a change stored elsewhere (a comparison's verdict), only at
+    version ``expected`` when given; returns the new version."""
+    _upsert(connection, [{"kind": key[0], "item_id": key[1], "owner": owner,
+                          "updated_at": schema.utcnow()}], (),
+            None if expected is None else {key: expected})
+    return _versions(connection, [key])[key]
 
 
 def owned_comparisons(connection: sa.Connection, ids: Sequence[str], owner: str) -> set[str]:

@@ -334,6 +334,10 @@ review_items = sa.Table(
     sa.Column("reviewer", sa.String(256)),  # who set the status
     sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False, default=utcnow,
               server_default=NOW),
+    # Raised by every change (status, assignment, a comparison's verdict); no row: version 0. A
+    # change that names an older version is refused (ReviewConflict), so reviewers notice each
+    # other.
+    sa.Column("version", sa.Integer, nullable=False, default=0, server_default="0"),
 )
 
 # A search of the trace list kept under a name (its parameters, core.trace_search.filter_params).

@@ -216,6 +216,15 @@ class Store:
             return feedback.review_comparison(c, comparison_id, reviewer=reviewer, status=status,
                                               owner=owner)
 
+    def decide_comparison(self, comparison_id: str, *, reviewer: str, status: str,
+                          owner: str | None = None, version: int | None = None
+                          ) -> tuple[ReviewedComparison, int]:
+        """A verdict at the comparison's review ``version`` (None: whatever it is now): the
+        comparison and its new version; ReviewConflict when another change came first."""
+        with self.transaction() as c:
+            return feedback.decide_comparison(c, comparison_id, reviewer=reviewer,
+                                              status=status, owner=owner, version=version)
+
     # The review queue
     def review_queue(self, scope: review_queue.QueueScope, *, limit: int, offset: int = 0,
                      ) -> tuple[list[review_queue.QueueItem], review_queue.QueueCounts]:
@@ -230,15 +239,26 @@ class Store:
 
     def set_review_status(self, owner: str, items: Sequence[tuple[str, str]],
                           status: str | None, *, reviewer: str | None,
-                          versions: dict[str, int] | None = None) -> None:
+                          versions: dict[str, int] | None = None,
+                          expected: Mapping[tuple[str, str], int] | None = None
+                          ) -> dict[tuple[str, str], int]:
+        """Each item in ``expected`` only at that review version, else ReviewConflict and
+        nothing changed; returns every item's new version."""
         with self.transaction() as c:
-            review_queue.set_status(c, owner, items, status, reviewer=reviewer,
-                                    versions=versions)
+            return review_queue.set_status(c, owner, items, status, reviewer=reviewer,
+                                           versions=versions, expected=expected)
 
     def assign_review(self, owner: str, items: Sequence[tuple[str, str]],
-                      assignee: str | None) -> None:
+                      assignee: str | None,
+                      expected: Mapping[tuple[str, str], int] | None = None
+                      ) -> dict[tuple[str, str], int]:
         with self.transaction() as c:
-            review_queue.assign(c, owner, items, assignee)
+            return review_queue.assign(c, owner, items, assignee, expected=expected)
+
+    def review_states(self, keys: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+        """Each (kind, id) item's review state now: version, status, assignee, reviewer."""
+        with self.reading() as c:
+            return review_queue.current_states(c, keys)
 
     def owned_comparisons(self, ids: Sequence[str], owner: str) -> set[str]:
         with self.reading() as c:

@@ -46,10 +46,51 @@ def _is_local(path_or_id: str) -> bool:
     return path.is_absolute() or path_or_id.startswith((".", "~")) or path.exists()
 
 
+HUB_PROBE_TIMEOUT_S = 5.0  # one request to the hub before loading a model it must download
+
+
+def check_hub_model(model_id: str) -> None:
+    """For a Hugging Face id the local cache does not hold: one short request to the hub first,
+    so a machine without network fails in seconds with the cause (not after minutes of the
+    library's retries with the last of them as the reason), as does an id the hub does not know.
+    """
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    try:
+        cached = try_to_load_from_cache(model_id, "config.json")
+    except ValueError:  # not a valid repository id
+        raise ModelLoadError(f"model {model_id}: neither a local directory nor a Hugging Face "
+                             "id (give the directory's path, or an id such as "
+                             "Qwen/Qwen3-0.6B)") from None
+    if isinstance(cached, str):
+        return  # in the cache: loading reads it from there
+    fix = ("download it once where there is network (it is cached after), or give a local "
+           "model directory as the base model")
+    if constants.HF_HUB_OFFLINE:
+        raise ModelLoadError(f"base model {model_id}: not in the local cache, and HF_HUB_OFFLINE "
+                             f"forbids downloading it: {fix}")
+    import httpx
+
+    endpoint = constants.ENDPOINT.rstrip("/")
+    try:
+        answer = httpx.head(f"{endpoint}/api/models/{model_id}", timeout=HUB_PROBE_TIMEOUT_S,
+                            follow_redirects=True)
+    except httpx.HTTPError as error:
+        raise ModelLoadError(f"base model {model_id}: not in the local cache and the hub "
+                             f"({endpoint}) is unreachable ({type(error).__name__}): "
+                             f"{fix}") from None
+    if answer.status_code in (401, 403, 404):
+        raise ModelLoadError(f"base model {model_id}: the hub ({endpoint}) has no such model, "
+                             f"or it is gated (answered {answer.status_code}): check the id, or "
+                             "set HF_TOKEN for a gated model")
+
+
 def _checked_source(path_or_id: str, *, needs_config: bool, needs_tokenizer: bool) -> None:
-    """Fail early, naming the path and what it lacks, for a local directory that holds no model."""
+    """Fail early, naming the path and what it lacks, for a local directory that holds no model,
+    and (``check_hub_model``) for a Hugging Face id that cannot be downloaded."""
     if not _is_local(path_or_id):
-        return  # a Hugging Face id: loading names it if it fails
+        check_hub_model(path_or_id)
+        return
     path = Path(path_or_id)
     if not path.is_dir():
         raise ModelLoadError(f"model {path_or_id}: no such directory")

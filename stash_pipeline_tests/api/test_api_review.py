@@ -53,7 +53,9 @@ def test_the_queue_gives_the_next_item_its_focus_and_progress(api: Api, world: W
     assert [o["reason"] for o in queue["order"]][:2] == ["comparison", "disagreement"]
     done = alice.post("/api/v1/review/items", json={
         "items": [{"kind": "trace", "id": "trace-c"}], "status": "reviewed"})
-    assert done.status_code == 200 and done.json() == {"items": 1, "status": "reviewed"}
+    assert done.status_code == 200 and done.json() == {
+        "items": 1, "status": "reviewed",
+        "versions": [{"kind": "trace", "id": "trace-c", "version": 1}]}
     skipped = alice.post("/api/v1/review/items", json={
         "items": [{"kind": "trace", "id": "trace-b"}], "status": "skipped"})
     assert skipped.status_code == 200
@@ -82,7 +84,9 @@ def test_assignment_and_comparisons_filed_by_others(api: Api, world: World) -> N
     assigned = alice.post("/api/v1/review/assign", json={
         "items": [{"kind": "comparison", "id": comparison.id},
                   {"kind": "trace", "id": "trace-c"}], "assignee": "bo"})
-    assert assigned.json() == {"items": 2, "assignee": "bo"}
+    assert assigned.json() == {"items": 2, "assignee": "bo", "versions": [
+        {"kind": "comparison", "id": comparison.id, "version": 1},
+        {"kind": "trace", "id": "trace-c", "version": 1}]}
     bo = alice.get("/api/v1/review/queue", params={"assignee": "bo"}).json()
     assert [i["id"] for i in bo["items"]] == [comparison.id, "trace-c"] and bo["total"] == 2
     assert {i["assignee"] for i in bo["items"]} == {"bo"}

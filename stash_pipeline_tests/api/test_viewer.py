@@ -290,9 +290,9 @@ def test_score_again_from_a_trace_page_and_the_list_shows_where_the_request_stan
     assert state.status_code == 200 and state.headers["cache-control"] == "no-store"
     assert state.json() == {
         "status": "queued", "live": True,
-        "text": f"Score again request {request.id}: Waiting for the worker: 1 runs ahead.",
+        "text": f"Score again request {request.id}: Waiting for the worker: 1 run ahead.",
         "requests": [{"request_id": request.id, "status": "queued",
-                      "text": "Waiting for the worker: 1 runs ahead."}]}
+                      "text": "Waiting for the worker: 1 run ahead."}]}
     scoring_run("score-run", to="running")
     assert client.get(route).json()["text"].endswith("Running: the worker is scoring it.")
     # Another account's request is not found, like a missing one; no session is a 401.

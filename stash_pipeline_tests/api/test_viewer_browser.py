@@ -29,6 +29,7 @@ from stash_pipeline_tests.support.viewer_helpers import (
     running_model,
     scored_world,
     scoring_run,
+    whole_trace_only,
 )
 from stash_pipeline_tests.support.waiting import REQUEST_S, bound
 
@@ -163,16 +164,83 @@ def test_score_again_on_a_trace_page_shows_where_the_request_stands_live(
     wait.until(ec.url_contains("requests="))
     request_id = browser.current_url.split("requests=")[1].split("#")[0]
     wait.until(lambda _: shown("progress").endswith("Waiting for the pipeline to start its run."))
+    # The page lands on #scores, and the wait is said there, in view (issue 52.4).
+    assert browser.current_url.endswith("#scores")
+    assert browser.execute_script(
+        "const e = document.getElementById('progress'), r = e.getBoundingClientRect();"
+        "return e.closest('#scores') !== null && r.top >= 0 && r.bottom <= window.innerHeight")
     browser.execute_script("document.body.dataset.loadedBefore = 'yes'")  # gone on a reload
     scoring_run("ahead-of-it")
     scoring_run("score-browser", request_id)
-    wait.until(lambda _: shown("progress").endswith("Waiting for the worker: 1 runs ahead."))
+    wait.until(lambda _: shown("progress").endswith("Waiting for the worker: 1 run ahead."))
     scoring_run("score-browser", to="running")
     wait.until(lambda _: shown("live-status") == "running")
     assert browser.execute_script("return document.body.dataset.loadedBefore") == "yes"
     scoring_run("score-browser", to="failed", reason="the code server went away")
     wait.until(lambda _: shown("progress").endswith("Failed: the code server went away"))
     assert browser.execute_script("return document.body.dataset.loadedBefore") is None
+
+
+def test_two_evaluators_side_by_side_show_a_whole_trace_only_model_as_that(
+        browser, api: Api, tmp_path: Path) -> None:
+    """Issue 52.3: from the trace page's Compare two evaluators, the right side is the personal
+    model that scored the trace as a whole only: its score, no badge, and the sentence why."""
+    from selenium.webdriver.common.by import By
+
+    world = scored_world(api, tmp_path)
+    trace_id, model_id = whole_trace_only(api, world)
+    log_in(browser, api, world.alice_key)
+    browser.get(f"{api.url}/ui/traces/{trace_id}")
+    browser.find_element(By.ID, "compare-evaluators").click()
+    chosen = [e.get_attribute("value") for e in
+              browser.find_elements(By.CSS_SELECTOR, "#side-by-side select option:checked")]
+    assert chosen == [RELEASE, model_id]
+    right = browser.find_element(By.ID, "side-right")
+    assert right.find_element(By.ID, "whole-score-right").text.startswith(
+        "Whole-trace score: raw 0.25")
+    assert "no action credit" in right.find_element(By.ID, "no-credit-right").text
+    assert browser.execute_script(
+        "return document.querySelectorAll('#side-right .badge:not(.credit-none)').length"
+        " + ',' + document.querySelectorAll('#side-left .badge:not(.credit-none)').length"
+    ).startswith("0,") and browser.find_elements(By.CSS_SELECTOR, "#left-heatmap a.cell")
+
+
+def test_a_verdict_made_on_a_page_someone_else_changed_is_refused_with_the_state_now(
+        browser, api: Api, tmp_path: Path) -> None:
+    """Issue 51.6: the review page's verdict carries the comparison's version; when another
+    reviewer decided since, the page answers 409 with who decided what, nothing is changed,
+    and the same page (now at the new version) takes the verdict."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from stash_pipeline.core.feedback import ReviewedComparison, feedback_id
+
+    world = scored_world(api, tmp_path)
+    comparison = ReviewedComparison(feedback_id("comparison", "trace-a", "trace-b", "ana"),
+                                    "trace-a", "trace-b", status="pending", author="ana")
+    api.store.add_feedback([comparison], owner=api.store.get_trace("trace-a").owner)
+    log_in(browser, api, world.alice_key)
+    browser.get(f"{api.url}/ui/review/comparisons/{comparison.id}")
+    assert browser.find_element(By.CSS_SELECTOR, "#review-approve input[name=version]"
+                                ).get_attribute("value") == "0"
+    # Behind the page's back another reviewer approves it.
+    with api.client(world.alice_key) as other:
+        assert other.post(f"/api/v1/comparisons/{comparison.id}/review",
+                          json={"reviewer": "bo", "version": 0}).status_code == 200
+    browser.find_element(By.ID, "review-reject-button").click()
+    error = browser.find_element(By.ID, "review-error").text
+    assert "changed by someone else" in error and "approved by bo" in error, error
+    stored = api.store.comparisons([comparison.id])[comparison.id]
+    assert (stored["status"], stored["reviewer"]) == ("approved", "bo")
+    assert browser.find_element(By.CSS_SELECTOR, "#review-reject input[name=version]"
+                                ).get_attribute("value") == "1"
+    browser.execute_script("window.__conflictPage = true")
+    browser.find_element(By.ID, "review-reject-button").click()  # now at version 1: taken
+    WebDriverWait(browser, bound(REQUEST_S)).until(lambda _: browser.execute_script(
+        "return window.__conflictPage === undefined && document.readyState === 'complete'"))
+    assert browser.execute_script("return document.getElementById('review-error')") is None
+    stored = api.store.comparisons([comparison.id])[comparison.id]
+    assert (stored["status"], stored["reviewer"]) == ("rejected", "alice")
 
 
 def test_the_trust_reports_charts_render_from_the_model_page_and_the_releases_page(

@@ -16,12 +16,14 @@ import pytest
 from stash_pipeline.core.feedback import ReviewedComparison, feedback_id
 from stash_pipeline_tests.support.api_helpers import Api, import_traces, trace_object
 from stash_pipeline_tests.support.viewer_helpers import (
+    RELEASE,
     TRACES,
     World,
     csrf,
     error_of,
     login,
     scored_world,
+    whole_trace_only,
 )
 
 
@@ -110,11 +112,20 @@ def test_comparisons_filed_by_others_are_approved_or_rejected(api: Api, world: W
     assert approved.headers["location"] == "/ui/review/next"
     stored = api.store.comparisons([ana.id])[ana.id]
     assert (stored["status"], stored["reviewer"]) == ("approved", "alice")
-    # From the trace page: reject, and come back to it.
+    # From the trace page: reject, and come back to it. Its forms carry the review version: one
+    # made before another reviewer's verdict is refused (409) saying who decided what.
     trace_page = client.get("/ui/traces/trace-c").text
     assert f'/ui/review/comparisons/{zed.id}/reject' in trace_page
+    assert '<input type="hidden" name="version" value="0">' in trace_page
+    api.client(world.alice_key).post(f"/api/v1/comparisons/{zed.id}/review",
+                                     json={"reviewer": "bo"})
+    stale = client.post(f"/ui/review/comparisons/{zed.id}/reject",
+                        data={"csrf": token, "next": "/ui/traces/trace-c", "version": "0"})
+    assert stale.status_code == 409
+    assert "changed by someone else" in stale.text and "approved by bo" in stale.text
+    assert api.store.comparisons([zed.id])[zed.id]["status"] == "approved"
     rejected = client.post(f"/ui/review/comparisons/{zed.id}/reject",
-                           data={"csrf": token, "next": "/ui/traces/trace-c"})
+                           data={"csrf": token, "next": "/ui/traces/trace-c", "version": "1"})
     assert rejected.headers["location"] == "/ui/traces/trace-c?done=rejected"
     assert api.store.comparisons([zed.id])[zed.id]["status"] == "rejected"
     assert client.post(f"/ui/review/traces/{ana.id}/approve",
@@ -135,6 +146,16 @@ def test_assignment_from_the_overview(api: Api, world: World) -> None:
         "/ui/review?assignee=bo").text) == ["trace-a"]
     assert client.post("/ui/review/assign", data={"csrf": token, "items": ["trace:bob-trace"],
                                                   "assignee": "x"}).status_code == 404
+    # The ticks carry each item's version: a page loaded before another change is refused.
+    page = client.get("/ui/review").text
+    assert 'value="trace:trace-a@1"' in page and 'value="trace:trace-c@0"' in page
+    client.post("/ui/review/assign", data={"csrf": token, "items": ["trace:trace-c@0"],
+                                           "assignee": "cy"})
+    stale = client.post("/ui/review/assign", data={
+        "csrf": token, "items": ["trace:trace-a@1", "trace:trace-c@0"], "assignee": "dee"})
+    assert stale.status_code == 409 and "assigned to cy" in stale.text
+    assert re.findall(r'data-item="trace:([^"]+)"', client.get(
+        "/ui/review?assignee=bo").text) == ["trace-a"]  # nothing of the stale change
 
 
 def test_review_forms_keep_the_viewers_security(api: Api, world: World) -> None:
@@ -274,3 +295,29 @@ def test_side_by_side_pages(api: Api, world: World) -> None:
     labels = re.findall(r'<option value="([^"]+)" selected>', evaluators)
     assert labels[0] != labels[1] and world.model_id in labels
     assert 'id="file-comparison"' not in evaluators
+
+
+def test_two_evaluators_show_a_whole_trace_only_model_as_that(api: Api, world: World) -> None:
+    """Issue 52.3: a personal model that scored the trace as a whole only is the right side,
+    with its whole-trace score and the sentence that it has no action credit, not the release
+    again."""
+    trace_id, model_id = whole_trace_only(api, world)
+    client = login(api, world.alice_key)
+    page = client.get(f"/ui/traces/{trace_id}").text
+    link = re.search(r'id="compare-evaluators" href="([^"]+)"', page).group(1)
+    assert parse_qs(urlparse(link.replace("&amp;", "&")).query) == {
+        "a": [trace_id], "b": [trace_id], "ea": [RELEASE], "eb": [model_id]}
+    assert model_id not in re.search(r'<select name="evaluator".*?</select>', page,
+                                     re.S).group(0)  # the heatmap's menu: credit only
+    for url in (f"/ui/compare?a={trace_id}", link.replace("&amp;", "&")):
+        two = client.get(url).text
+        chosen = re.findall(r'<option value="([^"]+)" selected>', two)
+        assert chosen == [RELEASE, model_id], url
+        assert "personal: whole traces only (whole trace only)" in two
+        assert 'id="no-credit-right"' in two and 'id="no-credit-left"' not in two
+        assert "it has no action credit" in two
+        assert re.search(r'id="whole-score-right">Whole-trace score: raw 0.25\d*, '
+                         r'calibrated 0.6', two)
+        assert 'id="right-heatmap"' not in two and 'id="left-heatmap"' in two
+        assert 'title="action credit of' in two.split('id="side-right"')[0]
+        assert 'title="action credit of' not in two.split('id="side-right"')[1]

@@ -31,12 +31,12 @@ def test_before_any_release_traces_wait(store, capsys):
     assert main(["evaluator", "score-pending", "--wait", "--json"]) == 0
     assert last_json(capsys) == {"release": None, "waiting": 2, "pending": 0, "scored": 0,
                                  "failed_runs": 0}
-    assert main(["traces", "list"]) == 0
+    assert main(["traces", "list", "--all-accounts"]) == 0  # contributions of several accounts
     out = capsys.readouterr().out
     # The default table's short headings: STATE is the shared evaluator's scoring state, SCORED
     # its actions scored (traces list --wide prints the full names).
     assert "STATE" in out and "SCORED" in out and "waiting" in out
-    assert main(["traces", "list", "--wide"]) == 0
+    assert main(["traces", "list", "--all-accounts", "--wide"]) == 0
     out = capsys.readouterr().out
     assert "SCORING_STATE" in out and "ACTIONS_SCORED" in out
 
@@ -78,8 +78,9 @@ def test_train_release_and_score_from_the_command_line(store, capsys, pipeline_b
     assert main(["evaluator", "score-pending", "--wait", "--json"]) == 0
     assert last_json(capsys) == {"release": outcome["version"], "waiting": 0, "pending": 0,
                                  "scored": 18, "failed_runs": 0}
-    assert main(["traces", "list", "--json"]) == 0
+    assert main(["traces", "list", "--all-accounts", "--json"]) == 0
     rows = last_json(capsys)["traces"]
+    assert len(rows) == 18
     assert {(r["scoring_state"], r["actions_scored"]) for r in rows} == {("scored", 2)}
     assert all(-1 <= r["mean_action_credit"] <= 1 for r in rows)
 

@@ -102,7 +102,40 @@ def test_traces_export(capsys, tmp_path):
     [line] = capsys.readouterr().out.splitlines()
     record = json.loads(line)
     assert record["id"] == "fresh-1" and record["summary"]["mean_action_credit"] == -0.5
-    assert record["messages"][2]["tool_calls"][0]["name"] == "update_seat"
+    # OpenAI's shape (issue 52.5): the call's name under function, its arguments a JSON string.
+    assert record["messages"][2]["tool_calls"] == [
+        {"id": "c0", "type": "function", "function": {
+            "name": "update_seat", "arguments": '{"q": "Change my seat to an aisle"}'}}]
+
+
+def test_jsonl_export_imports_back_as_the_same_traces(capsys, tmp_path):
+    """Every sample (text, tool calls with nested and non-ASCII arguments, tool results, errors)
+    round-trips: export, then the importer's auto-detection, give the stored traces."""
+    odd = tmp_path / "odd.jsonl"
+    odd.write_text(json.dumps({"id": "odd", "messages": [
+        {"role": "user", "content": "Zürich → 東京?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "k", "type": "function", "function": {
+                "name": "route", "arguments": '{"to":"東京","via":[{"city":"Zürich"}],"n":1.5}'}},
+            {"id": "e", "name": "noop", "arguments": {}}]},
+        {"role": "tool", "tool_call_id": "k", "name": "route", "content": "no", "error": True},
+        {"role": "tool", "tool_call_id": "e", "content": ""}]}) + "\n")
+    assert main(["import", str(odd)]) == 0
+    out = tmp_path / "all.jsonl"
+    assert main(["traces", "export", "-o", str(out)]) == 0
+    from stash_pipeline.importers import read_path
+
+    back = {r.trace.id: r.trace for r in read_path(out)}
+    stored = {t.id: t for t in open_store().get_traces(list(back))}
+    assert len(back) == 26 and set(back) == set(stored)
+    for trace_id, trace in back.items():
+        want = stored[trace_id]
+        assert (trace.messages, trace.tools, trace.agent, trace.domain, trace.metadata) == (
+            want.messages, want.tools, want.agent, want.domain, want.metadata), trace_id
+    calls = [c for line in out.read_text().splitlines()
+             for m in json.loads(line)["messages"] for c in m.get("tool_calls", ())]
+    assert calls and all(set(c) == {"id", "type", "function"} and
+                         isinstance(c["function"]["arguments"], str) for c in calls)
 
 
 def test_review_next_list_done_skip_and_assign(capsys):
@@ -147,3 +180,36 @@ def test_review_comparisons_filed_by_others(capsys):
     assert ids(capsys, "review", "list")[-1] == comparison
     assert main(["feedback", "review", comparison, "--reviewer", "local"]) == 0
     assert ids(capsys, "review", "list", "--kind", "comparison") == []
+
+
+def test_a_change_at_an_old_version_is_refused_with_the_state_now(capsys):
+    """Issue 51.6: `review next` names the item's version; a change at an older one (someone
+    else's came first) changes nothing and says what the item is now."""
+    capsys.readouterr()
+    assert main(["review", "next"]) == 0
+    out = capsys.readouterr().out
+    first = next(line for line in out.splitlines() if line.startswith("trace "))
+    trace_id = first.split()[1].rstrip(":")
+    assert f"review done {trace_id} --version 0" in out
+    assert main(["review", "assign", trace_id, "--to", "bo", "--version", "0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["versions"] == [
+        {"kind": "trace", "id": trace_id, "version": 1}]
+    assert main(["review", "done", trace_id, "--version", "0"]) == 2
+    err = capsys.readouterr().err
+    assert f"trace {trace_id} was changed by someone else" in err and "assigned to bo" in err
+    assert trace_id in ids(capsys, "review", "list")  # not marked reviewed
+    assert main(["review", "done", trace_id, "--version", "1"]) == 0
+    assert trace_id not in ids(capsys, "review", "list")
+    with pytest.raises(SystemExit):
+        main(["review", "done", trace_id, "--version", "x"])
+    assert main(["review", "done", trace_id, "fresh-1", "--version", "2"]) == 2
+    assert "--version goes with one ID" in capsys.readouterr().err
+
+    assert main(["feedback", "compare", "fresh-3", "fresh-2", "--author", "ana", "--json"]) == 0
+    comparison = json.loads(capsys.readouterr().out.splitlines()[-1])["id"]
+    assert main(["feedback", "review", comparison, "--reviewer", "bo", "--version", "0",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["version"] == 1
+    assert main(["feedback", "review", comparison, "--reviewer", "cy", "--reject",
+                 "--version", "0"]) == 2
+    assert "approved by bo" in capsys.readouterr().err

@@ -138,10 +138,12 @@ def test_list_puts_the_newest_import_first(capsys, tmp_path):
     capsys.readouterr()
     assert main(["traces", "list"]) == 0
     out = lines(capsys)
-    assert out[1].startswith("multi-line ") and out[-2].startswith("22 traces, newest first")
+    assert out[1].startswith("multi-line ")
+    assert out[-2].startswith("22 traces of local, newest first")
     assert main(["traces", "list", "--sort", "created"]) == 0
     out = lines(capsys)
-    assert out[-3].startswith("multi-line ") and out[-2].startswith("22 traces, oldest first")
+    assert out[-3].startswith("multi-line ")
+    assert out[-2].startswith("22 traces of local, oldest first")
 
 
 def test_show_keeps_multi_line_text_in_its_column_and_says_feedback_in_words(capsys, tmp_path):
@@ -168,3 +170,41 @@ def test_show_keeps_multi_line_text_in_its_column_and_says_feedback_in_words(cap
     ]
     assert main(["traces", "show", "multi-line", "--owner", "local"]) == 2
     assert "trace multi-line does not exist" in capsys.readouterr().err
+
+
+def test_list_shows_the_callers_traces_and_every_account_only_when_asked(capsys, tmp_path):
+    """Issue 52.2: the listed ids are the ones `rm create` (default account) accepts."""
+    path = tmp_path / "multi.jsonl"
+    path.write_text(json.dumps(MULTI_LINE) + "\n")
+    assert main(["import", str(path), "--owner", "ana"]) == 0
+    capsys.readouterr()
+    assert main(["traces", "list", "--json"]) == 0
+    mine = json.loads(capsys.readouterr().out)
+    assert mine["owner"] == "local" and "multi-line" not in {t["id"] for t in mine["traces"]}
+    assert {t["owner"] for t in mine["traces"]} == {"local"} and mine["count"] == 21
+    assert main(["traces", "list", "--owner", "ana", "--json"]) == 0
+    assert [t["id"] for t in json.loads(capsys.readouterr().out)["traces"]] == ["multi-line"]
+    assert main(["traces", "list", "--all-accounts", "--json"]) == 0
+    every = json.loads(capsys.readouterr().out)
+    assert every["owner"] is None and every["count"] == 22
+    assert main(["traces", "list", "--all-accounts"]) == 0
+    out = lines(capsys)
+    assert out[0].split()[:2] == ["ID", "OWNER"] and max(len(line) for line in out) <= 100
+    assert out[-2].startswith("22 traces of every account, newest first")
+    with pytest.raises(SystemExit):  # one or the other
+        main(["traces", "list", "--all-accounts", "--owner", "ana"])
+
+
+def test_create_wait_without_an_extraction_key_is_refused_before_anything_is_queued(
+        capsys, monkeypatch):
+    """Issue 52.1: the samples' comments need the extraction model; with --wait the run would
+    be made here, where no key is set: said at once, and no model is queued."""
+    monkeypatch.setenv("STASH_EXTRACTION", "on")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    capsys.readouterr()
+    assert main(["rm", "create", "--name", "m", "--all-traces", "--wait"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: feedback extraction needs an Anthropic API key: ")
+    assert "Set ANTHROPIC_API_KEY, or STASH_EXTRACTION=off" in line
+    assert main(["rm", "list", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["count"] == 0

@@ -121,7 +121,7 @@ def test_a_waiting_run_counts_the_runs_ahead_of_it():
         assert ahead("chunk-2") == 3 and ahead("chunk-3") == 4
         assert ahead("chunk-1") is None  # it holds the worker
         assert ahead("done") is None and ahead("elsewhere") is None
-        assert worker_wait(instance, "request-1").text() == "waiting for the worker: 1 runs ahead"
+        assert worker_wait(instance, "request-1").text() == "waiting for the worker: 1 run ahead"
         storage.free_concurrency_slots_for_run("chunk-1")
         instance.report_run_canceled(instance.get_run_by_id("chunk-1"))
         assert ahead("request-1") == 0 and ahead("chunk-2") == 2
@@ -217,6 +217,8 @@ def test_the_viewer_says_what_a_queued_model_waits_for():
     assert progress_text("queued", None, worker) == "Waiting for the worker: 2 runs ahead."
     assert progress_text("queued", None, {"waiting_for": "run", "runs_ahead": None}) == \
         "Waiting for the pipeline to start its run."
+    assert progress_text("queued", None, {**worker, "runs_ahead": 1}) == \
+        "Waiting for the worker: 1 run ahead."  # issue 52.6
 
 
 def test_rm_show_says_what_a_queued_model_waits_for(store, capsys):

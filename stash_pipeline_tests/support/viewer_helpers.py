@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 
 from stash_pipeline.core.release_gate import BenchmarkOutcome, release_gate
+from stash_pipeline.core.requests import parse_reward_model_request
 from stash_pipeline.objects import reward_model_checkpoint_key
 from stash_pipeline.services import accounts
 from stash_pipeline.store import ActionScore, Release, TraceScore
@@ -63,6 +64,26 @@ def scored_world(api: Api, tmp_path: Path) -> World:
     return World(alice_key, bob_key, "bob-trace", model.id)
 
 
+def whole_trace_only(api: Api, world: World) -> tuple[str, str]:
+    """trace-d of alice's with the release's action credit, and a personal model of hers that
+    scored it as a whole only (raw 0.25, calibrated 0.6): (trace id, model id)."""
+    store = api.store
+    assert import_traces(api.client(world.alice_key), "trace-d").status_code == 200
+    trace = store.get_trace("trace-d")
+    store.save_action_scores(RELEASE, {trace.id: trace.version}, [
+        ActionScore(a.id, trace.id, trace.version, RELEASE, raw=0.0, credit=0.4)
+        for a in trace.actions()])
+    owner = store.get_reward_model(world.model_id).owner
+    model = store.create_reward_model(owner, parse_reward_model_request(
+        {"name": "whole traces only", "trace_ids": [trace.id]}))
+    store.mark_running(model.id)
+    store.mark_succeeded(model.id, metrics=METRICS, checkpoint_uri="file:///nowhere",
+                         scores=[TraceScore(trace.id, trace.version, model.id, raw=0.25,
+                                            calibrated=0.6)],
+                         scored={trace.id: trace.version})
+    return trace.id, model.id
+
+
 METRICS = {"train_pairs": 8, "eval_pairs": 0, "eval_accuracy": None, "final_loss": 0.61,
            "epochs": 1, "device": "cpu", "seconds": 3.2, "excluded_cross_trace_pairs": 1,
            "phases": {"inputs": 0.1, "training": 2.5, "scoring": 0.4},
@@ -70,8 +91,6 @@ METRICS = {"train_pairs": 8, "eval_pairs": 0, "eval_accuracy": None, "final_loss
 
 
 def _request(trace_ids: tuple[str, ...]):
-    from stash_pipeline.core.requests import parse_reward_model_request
-
     return parse_reward_model_request({"name": "first personal model",
                                        "trace_ids": list(trace_ids)})
 

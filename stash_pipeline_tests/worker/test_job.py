@@ -365,6 +365,32 @@ def test_the_checkpoint_is_stored_in_the_base_models_dtype(tmp_path, tiny_base_m
     assert as_fp32.score_traces(tau2_sample[:2]) == pytest.approx(stored, abs=1e-6)
 
 
+@pytest.mark.parametrize("offline", [False, True])
+def test_a_hub_model_that_cannot_be_downloaded_fails_at_once_naming_the_cause(
+        tmp_path, synthetic_pairs, monkeypatch, offline):
+    """Issue 52.1: no network and an empty cache: the reason says so in one line (one request
+    to the hub, refused at once here: a closed loopback port), not the library's last retry."""
+    import socket
+
+    from huggingface_hub import constants
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        endpoint = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    monkeypatch.setattr(constants, "ENDPOINT", endpoint)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", offline)
+    write_job(tmp_path / "job", JobSettings(evaluator="m", base_model="stash-test/nowhere"),
+              train_pairs=synthetic_pairs(0, 2))
+    assert main(str(tmp_path / "job")) == 1
+    [line] = failure_reason(tmp_path / "job").strip().splitlines()[-1:]
+    assert line.startswith("job failed in phase inputs: ModelLoadError: base model "
+                           "stash-test/nowhere: not in the local cache")
+    cause = ("HF_HUB_OFFLINE forbids downloading it" if offline
+             else f"the hub ({endpoint}) is unreachable (ConnectError)")
+    assert cause in line and "download it once where there is network" in line
+
+
 @pytest.mark.parametrize("content, expected", [
     ((), "the directory has no config.json (it holds nothing: the directory is empty)"),
     (("config.json",),

@@ -60,6 +60,10 @@ class ReviewBody(BaseModel):
     model_config = STRICT
     reviewer: str = Field(min_length=1, max_length=256)
     status: Literal["approved", "rejected"] = "approved"
+    version: int | None = Field(None, ge=0, le=2**31 - 1, description=(
+        "The comparison's review version you decided on (the review queue's `version`, or the "
+        "last verdict's): the verdict is stored only if it is still that, else 409 with its "
+        "state now. Without it the verdict replaces whatever is there."))
 
 
 class OutcomeBody(BaseModel):
@@ -97,15 +101,18 @@ def compare(body: ComparisonBody, account: AccountDep, store: StoreDep) -> Compa
     return comparison_view(item)
 
 
-@router.post("/comparisons/{comparison_id}/review", responses=NOT_FOUND)
+@router.post("/comparisons/{comparison_id}/review", responses={**NOT_FOUND, 409: {
+    "description": "The comparison changed since `version`: `current` holds its state now; "
+                   "nothing was changed."}})
 def review(comparison_id: str, body: ReviewBody, account: AccountDep,
            store: StoreDep) -> ComparisonView:
-    """Approve or reject a comparison on your traces."""
+    """Approve or reject a comparison on your traces, at its review `version` when given."""
     item = review_item(comparison_id, body.reviewer, body.status)
     validate_review(item)
-    comparison = store.review_comparison(
-        item.comparison_id, reviewer=item.reviewer, status=item.status, owner=account.id)
-    return comparison_view(comparison)
+    comparison, version = store.decide_comparison(
+        item.comparison_id, reviewer=item.reviewer, status=item.status, owner=account.id,
+        version=body.version)
+    return comparison_view(comparison).model_copy(update={"version": version})
 
 
 @router.post("/traces/{trace_id}/outcomes", status_code=201, responses=NOT_FOUND)

@@ -25,6 +25,9 @@ from stash_pipeline.store.review_queue import QueueScope
 router = APIRouter(prefix="/api/v1/review", tags=["review"],
                    dependencies=[Depends(readable_ids)])
 NOT_FOUND = {404: {"description": "A model or item that is not yours."}}
+CONFLICT = {409: {"description": "An item changed since the version given: `current` holds each "
+                                 "such item's state now (kind, id, version, status, assignee, "
+                                 "reviewer); nothing was changed."}}
 STRICT = ConfigDict(extra="forbid", strict=True)
 NAME = Field(None, min_length=1, max_length=256)
 
@@ -73,6 +76,14 @@ class Item(BaseModel):
     model_config = STRICT
     kind: Literal["trace", "comparison"]
     id: str = Field(min_length=1, max_length=64)
+    version: int | None = Field(None, ge=0, le=2**31 - 1, description=(
+        "The item's review version you decided on (the queue's `version`): the change is made "
+        "only if it is still that, else 409 with the item's state now. Without it the change "
+        "applies whatever changed since."))
+
+
+def expected(items: list[Item]) -> dict[tuple[str, str], int]:
+    return {(i.kind, i.id): i.version for i in items if i.version is not None}
 
 
 class StatusChange(BaseModel):
@@ -91,19 +102,22 @@ class Assignment(BaseModel):
                                  description="A reviewer's name; null: nobody.")
 
 
-@router.post("/items", responses=NOT_FOUND)
+@router.post("/items", responses={**NOT_FOUND, **CONFLICT})
 def set_status(body: StatusChange, account: AccountDep, store: StoreDep) -> ReviewStatusChanged:
-    """Mark items reviewed or skipped, or put them back; all or nothing. Approving or rejecting
-    a comparison is its review (`POST /api/v1/comparisons/{id}/review`)."""
-    changed = review.set_status(store, account.id,
-                                [(i.kind, i.id) for i in body.items], body.status,
-                                reviewer=body.reviewer or reviewer_name(account))
-    return ReviewStatusChanged(items=changed, status=body.status)
+    """Mark items reviewed or skipped, or put them back; all or nothing, each item with a
+    `version` only at that version. Approving or rejecting a comparison is its review (`POST
+    /api/v1/comparisons/{id}/review`)."""
+    versions = review.set_status(store, account.id,
+                                 [(i.kind, i.id) for i in body.items], body.status,
+                                 reviewer=body.reviewer or reviewer_name(account),
+                                 expected=expected(body.items))
+    return ReviewStatusChanged(items=len(versions), status=body.status, versions=versions)
 
 
-@router.post("/assign", responses=NOT_FOUND)
+@router.post("/assign", responses={**NOT_FOUND, **CONFLICT})
 def assign(body: Assignment, account: AccountDep, store: StoreDep) -> ReviewAssigned:
-    """Assign items to a reviewer (or to nobody); all or nothing."""
-    changed = review.assign(store, account.id,
-                            [(i.kind, i.id) for i in body.items], body.assignee)
-    return ReviewAssigned(items=changed, assignee=body.assignee)
+    """Assign items to a reviewer (or to nobody); all or nothing, each item with a `version`
+    only at that version."""
+    versions = review.assign(store, account.id, [(i.kind, i.id) for i in body.items],
+                             body.assignee, expected=expected(body.items))
+    return ReviewAssigned(items=len(versions), assignee=body.assignee, versions=versions)

@@ -39,7 +39,10 @@ def pick(trace_id: str, request: Request, store: StoreDep, account: ViewerDep) -
 
 def _side(store: Any, account: Account, trace_id: str, evaluator: str | None,
           names: dict[str, str]) -> dict[str, Any]:
-    return views.trace_view(store, account.id, trace_id, evaluator=evaluator, names=names)
+    # Any evaluator that scored the trace, so a personal model that scored whole traces only is
+    # shown as that (its whole-trace score, no credit), never replaced by another evaluator.
+    return views.trace_view(store, account.id, trace_id, evaluator=evaluator, names=names,
+                            whole_trace_only=True)
 
 
 @router.get("/compare", response_class=HTMLResponse)

@@ -26,7 +26,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from stash_pipeline.api.deps import StoreDep
 from stash_pipeline.api.ui import plots
 from stash_pipeline.api.ui.session import COOKIE, Sessions, session_secret
-from stash_pipeline.core.errors import InputError, NotFoundError, StorageFullError, UnavailableError
+from stash_pipeline.core.errors import (
+    InputError,
+    NotFoundError,
+    ReviewConflict,
+    StorageFullError,
+    UnavailableError,
+)
 from stash_pipeline.core.requests import MAX_TRACE_IDS
 from stash_pipeline.core.trust import held_out_summary
 from stash_pipeline.store import Account, StatusError
@@ -228,6 +234,7 @@ def install(app: FastAPI, routers: Sequence[APIRouter]) -> None:
     on_ui(NotFoundError, 404, "Not found: there is no such page of yours.")
     on_ui(InputError, 422)
     on_ui(StatusError, 409)
+    on_ui(ReviewConflict, 409)  # the message says the item's state now
     on_ui(StarletteHTTPException, None)
     # Outages and full disks are pages too, in the JSON handler's words (which name no host).
     on_ui(UnavailableError, 503)

@@ -39,7 +39,8 @@ def _run_progress(run_id: str) -> dict[str, Any] | None:
 def wait_text(wait: dict[str, Any] | None) -> str:
     """What a queued model or Score again request waits for (``defs.worker_queue.Wait``)."""
     if wait and wait.get("waiting_for") == "worker":
-        return f"Waiting for the worker: {wait['runs_ahead']} runs ahead."
+        n = wait["runs_ahead"]
+        return f"Waiting for the worker: {n} run{'' if n == 1 else 's'} ahead."
     return "Waiting for the pipeline to start its run."
 
 

@@ -27,7 +27,7 @@ from stash_pipeline.api.ui.frame import (
     render,
     viewer_page,
 )
-from stash_pipeline.core.errors import InputError, NotFoundError
+from stash_pipeline.core.errors import InputError, NotFoundError, ReviewConflict
 from stash_pipeline.core.review_order import REASON_TEXT, REASONS
 from stash_pipeline.core.trace_search import OUTCOMES, filter_params, parse_filter
 from stash_pipeline.services import feedback, review
@@ -101,10 +101,21 @@ def _progress(store: Store, scope: QueueScope) -> dict[str, Any]:
     return review.queue(store, scope, limit=1)
 
 
+def _version(store: Store, kind: str, item_id: str) -> int:
+    """The item's review version now, which its forms send back (a change since: 409)."""
+    return store.review_states([(kind, item_id)])[0]["version"]
+
+
 @router.get("/traces/{trace_id}", response_class=HTMLResponse)
 def trace_item(trace_id: str, request: Request, store: StoreDep, account: ViewerDep,
                focus: str | None = None, done: str | None = None) -> Response:
     """One trace of the queue in context: why it is here, the action to look at first."""
+    return _trace_item(trace_id, request, store, account, focus=focus, done=done)
+
+
+def _trace_item(trace_id: str, request: Request, store: Store, account: Account, *,
+                focus: str | None = None, done: str | None = None,
+                conflict: ReviewConflict | None = None) -> Response:
     scope, params = queue_of(request, store, account)
     why = review.trace_focus(store, scope, trace_id)
     view = views.trace_view(store, account.id, trace_id, evaluator=scope.release)
@@ -114,6 +125,8 @@ def trace_item(trace_id: str, request: Request, store: StoreDep, account: Viewer
     return render(request, "review_item.html", account=account, kind="trace", view=view,
                   trace=view["trace"], why=why, focus=focused, params=params, qs=_qs(params),
                   page=_progress(store, scope), done=DONE.get(done or ""),
+                  version=_version(store, "trace", trace_id), error=conflict,
+                  status=409 if conflict else 200,
                   model_name=next((m.name for m in views.models_of(store, account.id)
                                    if m.id == scope.model_id), scope.model_id))
 
@@ -122,6 +135,12 @@ def trace_item(trace_id: str, request: Request, store: StoreDep, account: Viewer
 def comparison_item(comparison_id: str, request: Request, store: StoreDep,
                     account: ViewerDep, done: str | None = None) -> Response:
     """A comparison waiting for review: its two sides side by side, approve or reject."""
+    return _comparison_item(comparison_id, request, store, account, done=done)
+
+
+def _comparison_item(comparison_id: str, request: Request, store: Store, account: Account, *,
+                     done: str | None = None,
+                     conflict: ReviewConflict | None = None) -> Response:
     scope, params = queue_of(request, store, account)
     if comparison_id not in store.owned_comparisons([comparison_id], account.id):
         raise NotFoundError(f"no comparison {comparison_id}")
@@ -140,7 +159,9 @@ def comparison_item(comparison_id: str, request: Request, store: StoreDep,
                   chosen_focus=local(comparison["chosen_action_id"]),
                   rejected_focus=local(comparison["rejected_action_id"]),
                   mine=comparison["author"] == author(account), params=params,
-                  qs=_qs(params), page=_progress(store, scope), done=DONE.get(done or ""))
+                  qs=_qs(params), page=_progress(store, scope), done=DONE.get(done or ""),
+                  version=_version(store, "comparison", comparison_id), error=conflict,
+                  status=409 if conflict else 200)
 
 
 @router.post("/traces/{trace_id}/comments", response_class=HTMLResponse)
@@ -184,16 +205,34 @@ def act(kind: str, item_id: str, action: str, request: Request, store: StoreDep,
     if kind not in kinds or action not in ("done", "skip", "approve", "reject") or (
             action in ("approve", "reject") and kind != "comparisons"):
         raise NotFoundError("no such form")
-    if action in ("approve", "reject"):
-        if item_id not in store.owned_comparisons([item_id], account.id):
-            raise NotFoundError(f"no comparison {item_id}")
-        store.review_comparison(item_id, reviewer=author(account),
-                                status="approved" if action == "approve" else "rejected",
-                                owner=account.id)
-        return _after(fields, params, "approved" if action == "approve" else "rejected")
-    review.set_status(store, account.id, [(kinds[kind], item_id)],
-                      "reviewed" if action == "done" else "skipped", reviewer=author(account))
+    version = _form_version(one(fields, "version"))
+    try:
+        if action in ("approve", "reject"):
+            if item_id not in store.owned_comparisons([item_id], account.id):
+                raise NotFoundError(f"no comparison {item_id}")
+            store.decide_comparison(item_id, reviewer=author(account),
+                                    status="approved" if action == "approve" else "rejected",
+                                    owner=account.id, version=version)
+            return _after(fields, params, "approved" if action == "approve" else "rejected")
+        review.set_status(store, account.id, [(kinds[kind], item_id)],
+                          "reviewed" if action == "done" else "skipped",
+                          reviewer=author(account),
+                          expected=None if version is None else {(kinds[kind], item_id): version})
+    except ReviewConflict as conflict:
+        # Someone else changed it since this page was loaded: the item as it is now, saying so.
+        if kind == "traces":
+            return _trace_item(item_id, request, store, account, conflict=conflict)
+        return _comparison_item(item_id, request, store, account, conflict=conflict)
     return _after(fields, params)
+
+
+def _form_version(value: str | None) -> int | None:
+    """A form's ``version`` field (none: the change applies whatever changed since)."""
+    if value is None or value == "":
+        return None
+    if not value.isdigit() or len(value) > 10:
+        raise Refused(422, f"version is a whole number, got {value[:20]!r}")
+    return int(value)
 
 
 @router.post("/assign", response_class=HTMLResponse)
@@ -201,15 +240,19 @@ def assign(request: Request, store: StoreDep, fields: FormDep,
            account: ViewerDep) -> Response:
     """Assign the ticked items to a reviewer's name (or, ``unassign``, to nobody)."""
     _, params = queue_of(request, store, account)
-    items = []
-    for value in fields.get("items") or []:
+    items, expected = [], {}
+    for value in fields.get("items") or []:  # kind:id@version, as the queue's page lists them
         kind, _, item_id = value.partition(":")
+        named, _, version = item_id.rpartition("@")
+        if named and version.isdigit() and len(version) <= 10:
+            item_id = named
+            expected[(kind, item_id)] = int(version)
         items.append((kind, item_id))
     assignee = None if one(fields, "unassign") else one(fields, "assignee")
     if assignee is None and not one(fields, "unassign"):
         raise Refused(422, "name the reviewer to assign the items to")
     try:
-        review.assign(store, account.id, items, assignee)
+        review.assign(store, account.id, items, assignee, expected=expected)
     except InputError as error:
         raise Refused(422, str(error)) from None
     return redirect("/ui/review" + _qs(params, done="assigned" if assignee else "unassigned"))

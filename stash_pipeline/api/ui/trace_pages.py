@@ -43,9 +43,14 @@ def _trace_page(request: Request, store: Store, account: Account, trace_id: str,
     view = views.trace_view(store, account.id, trace_id,
                             evaluator=request.query_params.get("evaluator"),
                             names={m.id: m.name for m in models})
+    pending = [("comparison", f["id"]) for f in view["trace"]["feedback"]
+               if f["type"] == "ReviewedComparison" and f["status"] == "pending"]
+    # The review version each Approve / Reject sends back: a verdict someone made since is a 409.
+    versions = {s["id"]: s["version"] for s in store.review_states(pending)} if pending else {}
     return render(request, "trace.html", status=status, account=account, trace=view["trace"],
                   view=view, models=[m for m in models if m.status == "succeeded"],
                   error=error, form=form, done=views.TRACE_DONE.get(done or ""),
+                  review_versions=versions,
                   **progress.followed(request, store, account.id))
 
 

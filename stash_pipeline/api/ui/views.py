@@ -31,28 +31,45 @@ def models_of(store: Store, owner: str) -> list[Any]:
         return []
 
 
-def evaluators_of(detail: dict[str, Any], names: dict[str, str]) -> list[dict[str, Any]]:
-    """The evaluators with action credit on this trace: the shared release first."""
+def evaluators_of(detail: dict[str, Any], names: dict[str, str], *,
+                  whole_trace_only: bool = False) -> list[dict[str, Any]]:
+    """The evaluators with action credit on this trace, the shared release first; with
+    ``whole_trace_only``, after them those that scored the whole trace only (``credits`` empty).
+    Each carries its whole-trace ``score`` (raw, calibrated) or None."""
     found: dict[str, dict[str, Any]] = {}
+
+    def entry(evaluator: str, kind: str) -> dict[str, Any]:
+        return found.setdefault(evaluator, {
+            "id": evaluator, "kind": kind, "credits": {},
+            "label": (f"shared evaluator {evaluator}" if kind == "shared"
+                      else f"personal: {names.get(evaluator, evaluator)}")})
+
     for score in detail["action_scores"]:
-        entry = found.setdefault(score["evaluator"], {
-            "id": score["evaluator"], "kind": score["kind"], "credits": {},
-            "label": (f"shared evaluator {score['evaluator']}" if score["kind"] == "shared"
-                      else f"personal: {names.get(score['evaluator'], score['evaluator'])}")})
-        entry["credits"][score["action_id"]] = score["credit"]
+        entry(score["evaluator"], score["kind"])["credits"][score["action_id"]] = score["credit"]
+    whole = {s["evaluator"]: s for s in detail["scores"]}
+    if whole_trace_only:
+        for score in detail["scores"]:
+            if score["evaluator"] not in found:
+                entry(score["evaluator"], score["kind"])["label"] += " (whole trace only)"
+    for evaluator in found.values():
+        evaluator["score"] = whole.get(evaluator["id"])
     release = detail["shared_evaluator"]["release"]
-    return sorted(found.values(), key=lambda e: (e["id"] != release, e["kind"] != "shared",
-                                                 e["label"]))
+    return sorted(found.values(), key=lambda e: (not e["credits"], e["id"] != release,
+                                                 e["kind"] != "shared", e["label"]))
 
 
 def trace_view(store: Store, owner: str, trace_id: str, *, evaluator: str | None = None,
-               names: dict[str, str] | None = None) -> dict[str, Any]:
+               names: dict[str, str] | None = None,
+               whole_trace_only: bool = False) -> dict[str, Any]:
     """One trace of the owner's as the pages show it, under ``evaluator`` (default: the shared
-    release, else the first evaluator with action credit on it)."""
+    release, else the first evaluator with action credit on it); with ``whole_trace_only`` an
+    evaluator that scored the whole trace only may be chosen too (it shows no credit).
+    ``comparable`` is every evaluator that scored the trace, whole or by action."""
     detail = traces.detail(store, owner, trace_id)
     if names is None:
         names = {m.id: m.name for m in models_of(store, owner)}
-    evaluators = evaluators_of(detail, names)
+    comparable = evaluators_of(detail, names, whole_trace_only=True)
+    evaluators = comparable if whole_trace_only else [e for e in comparable if e["credits"]]
     selected = next((e for e in evaluators if e["id"] == evaluator), None) or (
         evaluators[0] if evaluators else None)
     credits = selected["credits"] if selected else {}
@@ -65,7 +82,8 @@ def trace_view(store: Store, owner: str, trace_id: str, *, evaluator: str | None
         by_message[action["message_index"]].append(cell)
         cells.append(cell)
     scored = [c["credit"] for c in cells if c["credit"] is not None]
-    return {"trace": detail, "evaluators": evaluators, "selected": selected, "cells": cells,
+    return {"trace": detail, "evaluators": evaluators, "comparable": comparable,
+            "selected": selected, "cells": cells,
             "by_message": by_message, "names": names,
             "mean_credit": sum(scored) / len(scored) if scored else None,
             "scored": len(scored)}
