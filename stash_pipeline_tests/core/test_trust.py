@@ -138,10 +138,10 @@ def test_a_model_whose_raw_scores_span_006_barely_separates_anything():
 def test_the_separation_note_says_the_threshold_once_and_a_probability_that_reads_under_it():
     """Issue 52.6: never "probability 0.60 (under 0.6)"."""
     report = trust_report(facts(raw_scores=[0.0, 0.4054]))  # sigma(0.4054) = 0.599984
-    [note] = [n for n in report["notes"] if n.startswith("This model barely separates")]
-    assert "with probability only 0.59998, under 0.6. " in note and note.count("0.6") == 1
+    [note] = [n for n in report["notes"] if n.startswith("Its raw scores span only")]
+    assert "with probability only 0.59998, under 0.6, so " in note and note.count("0.6") == 1
     low = trust_report(facts(raw_scores=[0.01, 0.03, 0.07]))
-    assert any("probability only 0.51, under 0.6. " in n for n in low["notes"])
+    assert any("probability only 0.51, under 0.6, so " in n for n in low["notes"])
 
 
 def test_inputs_cut_to_the_window_are_counted():
