@@ -22,6 +22,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -62,9 +63,10 @@ class ProcessRunLauncher(RunLauncher, ConfigurableClass):
         run = context.dagster_run
         if run.job_code_origin is None:
             raise ValueError(f"run {run.run_id} has no code origin to load its job from")
-        command = ExecuteRunArgs(job_origin=run.job_code_origin, run_id=run.run_id,
-                                 instance_ref=self._instance.get_ref(),
-                                 set_exit_code_on_failure=True).get_command_args()
+        arguments = ExecuteRunArgs(job_origin=run.job_code_origin, run_id=run.run_id,
+                                   instance_ref=self._instance.get_ref(),
+                                   set_exit_code_on_failure=True).get_command_args()
+        command = run_command(run.job_code_origin.executable_path, arguments)
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL)
         # Reaped when it ends, so that a finished run leaves no zombie behind the daemon.
         threading.Thread(target=process.wait, name=f"run-{run.run_id[:8]}", daemon=True).start()
@@ -103,6 +105,14 @@ class ProcessRunLauncher(RunLauncher, ConfigurableClass):
                 WorkerStatus.FAILED, f"the run's process (pid {_pid(tag)}) ended before the run "
                 "did (it was killed); retry the run")
         return CheckRunHealthResult(WorkerStatus.RUNNING)
+
+
+def run_command(python: str, arguments: list[str]) -> list[str]:
+    """``execute_run`` through the code location's own interpreter: a code server that `dg dev`
+    starts records the bare entry point ``dagster``, which is not on ``PATH`` when the virtualenv
+    is not activated (``.venv/bin/stash-pipeline dev``), and every launch would then fail."""
+    start = arguments.index("api")
+    return [python or sys.executable, "-m", "dagster", *arguments[start:]]
 
 
 def _on_this_host(tag: str) -> bool:

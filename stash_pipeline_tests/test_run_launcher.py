@@ -92,3 +92,15 @@ def test_run_monitoring_leaves_runs_it_cannot_see_to_their_timeouts(instance):
         run = started_run(instance, tags)
         health = instance.run_launcher.check_run_worker_health(run)
         assert health.status == WorkerStatus.RUNNING
+
+
+def test_a_run_starts_with_the_code_locations_python_not_a_bare_dagster_on_path():
+    from stash_pipeline.run_launcher import run_command
+
+    # `dg dev`'s code server records the bare entry point "dagster" (not on PATH without an
+    # activated virtualenv); the run starts with the interpreter the code location runs.
+    arguments = ["dagster", "api", "execute_run", "{}"]
+    assert run_command("/venv/bin/python", arguments) == [
+        "/venv/bin/python", "-m", "dagster", "api", "execute_run", "{}"]
+    assert run_command("/venv/bin/python", ["/x/python", "-m", "dagster", "api", "execute_run",
+                                             "{}"])[:3] == ["/venv/bin/python", "-m", "dagster"]
