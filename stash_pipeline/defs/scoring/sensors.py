@@ -13,7 +13,12 @@ import dagster as dg
 
 from stash_pipeline.defs.resources import SharedEvaluatorResource, StoreResource
 from stash_pipeline.defs.scoring.jobs import trace_scoring_job
-from stash_pipeline.defs.sensor_cursors import REQUESTS_PER_TICK, settled_cursor, unstarted
+from stash_pipeline.defs.sensor_cursors import (
+    REQUEST_INTERVAL_S,
+    REQUESTS_PER_TICK,
+    settled_cursor,
+    unstarted,
+)
 from stash_pipeline.defs.worker_queue import ensure_worker_pool, priority_tags
 from stash_pipeline.pipelines import trace_scoring
 from stash_pipeline.pipelines.trace_scoring import REQUEST_TAG
@@ -36,7 +41,7 @@ def scoring_config(evaluator: str, actions: bool, **fields) -> dict:
                                                 **fields}}}}
 
 
-@dg.sensor(job=trace_scoring_job, minimum_interval_seconds=INTERVAL_S,
+@dg.sensor(job=trace_scoring_job, minimum_interval_seconds=REQUEST_INTERVAL_S,
            default_status=dg.DefaultSensorStatus.RUNNING,
            description="Starts a scoring run for each Score again request for chosen traces "
                        "(traces score, POST /api/v1/traces/score): the released shared evaluator "
