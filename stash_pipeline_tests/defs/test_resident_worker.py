@@ -102,3 +102,10 @@ def test_a_training_job_never_goes_to_the_resident_worker(tmp_path, monkeypatch)
     compute = local.LocalCompute("python", resident=str(tmp_path / "w.sock"))
     assert compute.launch(object(), job_dir) == "a new process"
     assert asked == []
+
+
+def test_a_scoring_runs_step_runs_in_the_runs_own_process():
+    """Dagster's default executor would start a second process for the one step, which imports
+    Dagster and the code location again."""
+    job = definitions().resolve_job_def("trace_scoring")
+    assert job.executor_def.name == dg.in_process_executor.name
