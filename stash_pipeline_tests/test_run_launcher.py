@@ -104,3 +104,32 @@ def test_a_run_starts_with_the_code_locations_python_not_a_bare_dagster_on_path(
         "/venv/bin/python", "-m", "dagster", "api", "execute_run", "{}"]
     assert run_command("/venv/bin/python", ["/x/python", "-m", "dagster", "api", "execute_run",
                                              "{}"])[:3] == ["/venv/bin/python", "-m", "dagster"]
+
+
+def test_the_next_run_takes_the_spare_process_started_before_it(tmp_path):
+    """A spare (run_spare) has imported Dagster and the code location before the run: the run's
+    process is that one, given the run's arguments, not a new one."""
+    from stash_pipeline.run_launcher import Spares
+
+    spares = Spares()
+    spares.prepare(sys.executable)
+    prepared = spares._spare[0]
+    taken = spares.take(sys.executable, ["--version"])  # what `dagster --version` runs
+    assert taken is prepared
+    assert taken.wait(timeout=bound(PROCESS_EXIT_S)) == 0
+    assert spares.take(sys.executable, ["--version"]) is None  # one spare, taken once
+
+
+def test_a_spare_of_older_code_or_another_python_is_let_go(monkeypatch):
+    import stash_pipeline.run_launcher as launcher
+
+    spares = launcher.Spares()
+    spares.prepare(sys.executable)
+    older = spares._spare[0]
+    monkeypatch.setattr(launcher, "code_version", lambda: -1)  # the code changed since
+    assert spares.take(sys.executable, ["--version"]) is None
+    assert older.wait(timeout=bound(PROCESS_EXIT_S)) == 0  # its stdin closed: it exits
+    spares.prepare(sys.executable)
+    other = spares._spare[0]
+    assert spares.take("/another/python", ["--version"]) is None
+    assert other.wait(timeout=bound(PROCESS_EXIT_S)) == 0
