@@ -37,7 +37,7 @@ from typing import Any
 from dagster import DagsterRun
 from dagster._core.launcher import CheckRunHealthResult, LaunchRunContext, RunLauncher, WorkerStatus
 from dagster._grpc.types import ExecuteRunArgs
-from dagster._serdes import ConfigurableClass, ConfigurableClassData
+from dagster._serdes import ConfigurableClass, ConfigurableClassData, serialize_value
 
 from stash_pipeline.defs.abandoned_runs import process_gone, process_tag
 
@@ -73,13 +73,20 @@ class Spares:
             return None
         return process
 
-    def prepare(self, python: str) -> None:
-        """A spare for the next run, unless one is there."""
+    def prepare(self, python: str, instance_ref: str) -> None:
+        """A spare for the next run, unless one is there, warmed on ``instance_ref`` (the
+        serialized ref of the instance its run will use)."""
         with self._lock:
             if self._spare is not None:
                 return
             process = subprocess.Popen([python, "-m", "stash_pipeline.run_spare"],
                                        stdin=subprocess.PIPE)
+            try:
+                process.stdin.write((instance_ref.replace("\n", " ") + "\n").encode())
+                process.stdin.flush()
+            except OSError:  # it ended at once: the next run starts a process of its own
+                _let_go(process)
+                return
             self._spare = (process, python, code_version())
 
     def let_go(self) -> None:
@@ -149,7 +156,7 @@ class ProcessRunLauncher(RunLauncher, ConfigurableClass):
         self._instance.add_run_tags(run.run_id, {RUN_PROCESS_TAG: process_tag(process.pid)})
         self._instance.report_engine_event(
             f"{STARTED} (pid {process.pid}) on this host, {how}.", run, cls=self.__class__)
-        self._spares.prepare(command[0])
+        self._spares.prepare(command[0], serialize_value(self._instance.get_ref()))
 
     def terminate(self, run_id: str) -> bool:
         run = self._instance.get_run_by_id(run_id)
