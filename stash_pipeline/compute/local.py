@@ -11,11 +11,9 @@ limit.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ import dagster as dg
 
 from stash_pipeline.compute.job import CHECKPOINT_INPUT, read_settings
 from stash_pipeline.compute.outcome import StderrTail, WorkerExit, WorkerFailed, check_worker_exit
+from stash_pipeline.compute.parent_death import signal_when_parent_dies
 from stash_pipeline.compute.pipes import TempFileMessageReader
 from stash_pipeline.compute.resident import run_resident_worker
 from stash_pipeline.compute.upload import upload_checkpoint
@@ -32,9 +31,6 @@ from stash_pipeline.core.home import absolute
 
 # After SIGTERM the worker logs why it stops; past this it is killed.
 TERMINATION_GRACE_S = 30
-# prctl(PR_SET_PDEATHSIG): Linux signals the worker when the process that started it dies.
-PR_SET_PDEATHSIG = 1
-_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
 
 @dataclass(frozen=True)
@@ -100,13 +96,6 @@ def _die_with_parent() -> None:
     """In the worker, before it starts: SIGTERM (it logs why it stops) when its caller dies, so
     a `--wait` command killed with SIGKILL leaves no worker running on."""
     signal_when_parent_dies(signal.SIGTERM)
-
-
-def signal_when_parent_dies(number: int) -> None:
-    """In a child, before it starts: Linux sends it ``number`` when the process that started it
-    dies (elsewhere nothing)."""
-    if _LIBC is not None:
-        _LIBC.prctl(PR_SET_PDEATHSIG, number)
 
 
 def _terminate(process: subprocess.Popen) -> int:

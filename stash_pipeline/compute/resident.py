@@ -21,6 +21,7 @@ import dagster as dg
 
 from stash_pipeline.compute.job import read_resident_message, resident_message
 from stash_pipeline.compute.outcome import WorkerExit, WorkerFailed
+from stash_pipeline.compute.parent_death import signal_when_parent_dies
 from stash_pipeline.compute.pipes import TempFileMessageReader
 
 RESIDENT_ENV = "RM_RESIDENT_WORKER"  # the resident worker's socket (`stash-pipeline dev` sets it)
@@ -96,8 +97,6 @@ def start_resident_worker(python: str) -> tuple[subprocess.Popen, str]:
     """The resident worker (``python -m stash_pipeline.worker.resident``) on a new socket, named
     in ``RM_RESIDENT_WORKER`` for the processes this one starts (the daemon's runs). It is killed
     if this process dies without stopping it (``stop_resident_worker``)."""
-    from stash_pipeline.compute.local import signal_when_parent_dies
-
     path = os.environ.get(RESIDENT_ENV) or str(
         Path(tempfile.gettempdir()) / f"stash-worker-{os.getpid()}.sock")
     process = subprocess.Popen([python, "-m", "stash_pipeline.worker.resident", path],
