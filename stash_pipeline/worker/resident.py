@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from stash_pipeline.compute.job import read_resident_message, resident_message
+from stash_pipeline.worker.stop_signals import WorkerStopped, stop_signals_raise
 from stash_pipeline.worker.threads import use_cpu_threads
 
 
@@ -77,30 +78,42 @@ def serve_one(connection: socket.socket) -> None:
         connection.sendall(resident_message({"pid": os.getpid()}))
     except OSError:
         return  # the step went away before its job started
-    done = threading.Event()
-    threading.Thread(target=stop_when_closed, args=(connection, done), daemon=True).start()
-    with environment(env):
+    done, deciding = threading.Event(), threading.Lock()
+    threading.Thread(target=stop_when_closed, args=(connection, done, deciding),
+                     daemon=True).start()
+    with environment(env), stop_signals_raise():
         # open_dagster_pipes hands back the process's one context once it exists: each job
         # opens its own, as in a new process.
         PipesContext.set(None)  # type: ignore[arg-type]
-        code = main(job_dir)
-    done.set()
+        code = 1
+        try:
+            try:
+                code = main(job_dir)
+            except WorkerStopped:  # stopped before main's own handling began
+                code = 1
+            with deciding:  # from here the step's going away stops nothing
+                done.set()
+        except WorkerStopped:  # the step went away as the job ended: it reads no answer
+            done.set()
     try:
         connection.sendall(resident_message({"exit": code}))
     except OSError:
         pass  # the step went away: the job was stopped
 
 
-def stop_when_closed(connection: socket.socket, done: threading.Event) -> None:
+def stop_when_closed(connection: socket.socket, done: threading.Event,
+                     deciding: threading.Lock) -> None:
     """SIGTERM to this process when the step closes its side during the job: ``runner.main``
-    turns it into the job's failure (``stop_signals``), and serving goes on."""
+    turns it into the job's failure (``stop_signals``), and serving goes on. Under ``deciding``,
+    so that the signal never comes once the job is done."""
     try:
         while not done.is_set() and connection.recv(1):
             pass
     except OSError:
         pass
-    if not done.is_set():
-        os.kill(os.getpid(), signal.SIGTERM)
+    with deciding:
+        if not done.is_set():
+            os.kill(os.getpid(), signal.SIGTERM)
 
 
 @contextmanager

@@ -109,3 +109,71 @@ def test_a_scoring_runs_step_runs_in_the_runs_own_process():
     Dagster and the code location again."""
     job = definitions().resolve_job_def("trace_scoring")
     assert job.executor_def.name == dg.in_process_executor.name
+
+
+def test_a_step_that_goes_away_stops_its_job_and_the_worker_serves_on(resident, tmp_path,
+                                                                      shared_checkpoint):
+    """A cancelled or killed run closes its connection: the job ends through its failure path
+    (as SIGTERM ends a worker process's), and the next job is served by the same process."""
+    import errno
+    import os
+    import socket
+
+    from dagster_pipes import (
+        DAGSTER_PIPES_CONTEXT_ENV_VAR,
+        DAGSTER_PIPES_MESSAGES_ENV_VAR,
+        encode_param,
+    )
+
+    from stash_pipeline.compute.job import (
+        CHECKPOINT_INPUT,
+        JobSettings,
+        read_resident_message,
+        resident_message,
+        write_job,
+    )
+    from stash_pipeline.compute.job_log import LOG
+    from stash_pipeline.compute.resident import connect
+    from stash_pipeline_tests.support.waiting import wait_until
+
+    process, path = resident
+    job_dir = tmp_path / "job"
+    write_job(job_dir, JobSettings(evaluator="r1", checkpoint=CHECKPOINT_INPUT,
+                                   outputs=("scores",)),
+              score_traces=[agentprocessbench_records(1)[0].trace])
+    shutil.copyfile(shared_checkpoint, job_dir / CHECKPOINT_INPUT)
+    context = tmp_path / "context"  # the step's Pipes context, which never comes: the job waits
+    os.mkfifo(context)
+    env = {DAGSTER_PIPES_CONTEXT_ENV_VAR: encode_param({"path": str(context)}),
+           DAGSTER_PIPES_MESSAGES_ENV_VAR: encode_param({"path": str(tmp_path / "messages")})}
+
+    def ask(directory: Path, env: dict) -> tuple[socket.socket, object]:
+        client = connect(path)
+        assert client is not None
+        client.settimeout(bound(PROCESS_EXIT_S))
+        client.sendall(resident_message({"job_dir": str(directory), "env": env}))
+        stream = client.makefile("rb")
+        assert read_resident_message(stream) == {"pid": process.pid}
+        return client, stream
+
+    def reading() -> int | None:
+        """The context's writing end, once the job opens it to read (then it waits there)."""
+        try:
+            return os.open(context, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as error:
+            assert error.errno == errno.ENXIO  # no reader yet
+            return None
+
+    client, stream = ask(job_dir, env)
+    writer: list[int] = []
+    with client:
+        wait_until(lambda: bool(writer) or writer.extend(filter(None, [reading()])) or writer,
+                   timeout_s=PROCESS_EXIT_S, what="the job to open its Pipes context")
+        client.shutdown(socket.SHUT_WR)  # the step's side closes, as a cancelled run's does
+        assert read_resident_message(stream) == {"exit": 1}
+    os.close(writer[0])
+    assert "WorkerStopped: stopped by signal 15 (SIGTERM)" in (job_dir / LOG).read_text()
+    client, stream = ask(tmp_path / "no-such-job", {})  # served on, by the same process
+    with client:
+        assert read_resident_message(stream) == {"exit": 2}  # the worker's usage error
+    assert process.poll() is None
