@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -220,6 +221,8 @@ def main() -> None:
     parser.add_argument("--traces", type=int, default=10, help="airline traces imported")
     parser.add_argument("--timeout", type=float, default=600.0, help="per request, in seconds")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the temporary STASH_HOME (dev.log, the instance) to look at")
     parser.add_argument("--idle-s", type=float, default=30.0,
                         help="seconds over which the idle CPU is measured first")
     args = parser.parse_args()
@@ -254,6 +257,8 @@ def main() -> None:
     finally:
         os.killpg(dev.pid, 2)
         dev.wait(timeout=60)
+        if not args.keep:
+            shutil.rmtree(home, ignore_errors=True)
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     for name in PARTS:
         values = sorted(s[name] for s in splits if name in s)
