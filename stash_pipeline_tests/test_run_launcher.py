@@ -92,3 +92,49 @@ def test_run_monitoring_leaves_runs_it_cannot_see_to_their_timeouts(instance):
         run = started_run(instance, tags)
         health = instance.run_launcher.check_run_worker_health(run)
         assert health.status == WorkerStatus.RUNNING
+
+
+def test_a_run_starts_with_the_code_locations_python_not_a_bare_dagster_on_path():
+    from stash_pipeline.run_launcher import run_command
+
+    # `dg dev`'s code server records the bare entry point "dagster" (not on PATH without an
+    # activated virtualenv); the run starts with the interpreter the code location runs.
+    arguments = ["dagster", "api", "execute_run", "{}"]
+    assert run_command("/venv/bin/python", arguments) == [
+        "/venv/bin/python", "-m", "dagster", "api", "execute_run", "{}"]
+    assert run_command("/venv/bin/python", ["/x/python", "-m", "dagster", "api", "execute_run",
+                                             "{}"])[:3] == ["/venv/bin/python", "-m", "dagster"]
+
+
+def test_the_next_run_takes_the_spare_process_started_before_it(instance):
+    """A spare (run_spare) has imported Dagster and the code location and opened the instance
+    before the run: the run's process is that one, given the run's arguments, not a new one."""
+    from dagster._serdes import serialize_value
+
+    from stash_pipeline.run_launcher import Spares
+
+    spares = Spares()
+    spares.prepare(sys.executable, serialize_value(instance.get_ref()))
+    prepared = spares._spare[0]
+    taken = spares.take(sys.executable, ["--version"])  # what `dagster --version` runs
+    assert taken is prepared
+    assert taken.wait(timeout=bound(PROCESS_EXIT_S)) == 0
+    assert spares.take(sys.executable, ["--version"]) is None  # one spare, taken once
+
+
+def test_a_spare_of_older_code_or_another_python_is_let_go(instance, monkeypatch):
+    from dagster._serdes import serialize_value
+
+    import stash_pipeline.run_launcher as launcher
+
+    ref = serialize_value(instance.get_ref())
+    spares = launcher.Spares()
+    spares.prepare(sys.executable, ref)
+    older = spares._spare[0]
+    monkeypatch.setattr(launcher, "code_version", lambda: -1)  # the code changed since
+    assert spares.take(sys.executable, ["--version"]) is None
+    assert older.wait(timeout=bound(PROCESS_EXIT_S)) == 0  # its stdin closed: it exits
+    spares.prepare(sys.executable, ref)
+    other = spares._spare[0]
+    assert spares.take("/another/python", ["--version"]) is None
+    assert other.wait(timeout=bound(PROCESS_EXIT_S)) == 0

@@ -25,6 +25,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                     "models up.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=3000)
+    parser.add_argument("--no-resident-worker", dest="resident_worker", action="store_false",
+                        help="start a worker process for every job, Score again's included, "
+                             "instead of keeping one running with torch loaded (docs/worker.md)")
     parser.set_defaults(handler=run)
 
 
@@ -60,9 +63,31 @@ def run(args: argparse.Namespace) -> int:
     os.environ["DAGSTER_HOME"] = str(home)
     if sys.prefix != sys.base_prefix:  # this interpreter's virtualenv is the active one
         os.environ.setdefault("VIRTUAL_ENV", sys.prefix)
-    # In the instance folder: its dagster.yaml is the one in use, so Dagster does not warn about
-    # the checkout's (for a bare `dg dev` there) being ignored.
-    return supervise(dev_command(args.host, args.port), cwd=home if home.is_dir() else None)
+    resident = start_resident(args)
+    try:
+        # In the instance folder: its dagster.yaml is the one in use, so Dagster does not warn
+        # about the checkout's (for a bare `dg dev` there) being ignored.
+        return supervise(dev_command(args.host, args.port), cwd=home if home.is_dir() else None)
+    finally:
+        if resident is not None:
+            from stash_pipeline.compute.resident import stop_resident_worker
+
+            stop_resident_worker(resident)
+
+
+def start_resident(args: argparse.Namespace) -> subprocess.Popen | None:
+    """The resident worker for the local compute's scoring jobs (Score again in seconds), unless
+    turned off or the worker runs elsewhere (RM_COMPUTE=modal)."""
+    if not getattr(args, "resident_worker", True) or os.environ.get("RM_COMPUTE",
+                                                                    "local") != "local":
+        return None
+    from stash_pipeline.compute.resident import start_resident_worker
+
+    python = os.environ.get("RM_WORKER_PYTHON") or sys.executable
+    process, path = start_resident_worker(python)
+    print(f"stash-pipeline dev: the resident worker (pid {process.pid}) takes scoring jobs on "
+          f"{path}", file=sys.stderr, flush=True)
+    return process
 
 
 def supervise(command: list[str], *, cwd: Path | None = None,

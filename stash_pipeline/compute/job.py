@@ -314,3 +314,25 @@ def pipes_message_writer(environ: Mapping[str, str] | None = None) -> Any:
 
     return PipesS3MessageWriter(object_store_from_env(environ, require_s3=True).client,
                                 interval=PIPES_S3_INTERVAL_S)
+
+
+# A job handed to the resident worker (``worker.resident``, ``compute.resident``): one JSON object
+# a line over its Unix socket; the step sends {"job_dir", "env"}, the worker answers {"pid"} once
+# it takes the job and {"exit"} at its end.
+MAX_RESIDENT_MESSAGE = 1 << 20
+
+
+def resident_message(message: Mapping[str, Any]) -> bytes:
+    return json.dumps(message).encode() + b"\n"
+
+
+def read_resident_message(stream: Any) -> dict[str, Any]:
+    """One message from ``stream`` (a socket's ``makefile("rb")``); ValueError for anything else,
+    a connection closed before a whole line included."""
+    line = stream.readline(MAX_RESIDENT_MESSAGE)
+    if not line.endswith(b"\n"):
+        raise ValueError("the connection closed before a whole message")
+    message = json.loads(line)
+    if not isinstance(message, dict):
+        raise ValueError("a message is a JSON object")
+    return message

@@ -1,4 +1,6 @@
-"""RM_COMPUTE=local: the worker as a subprocess of the Dagster step, through Dagster Pipes.
+"""RM_COMPUTE=local: the worker as a subprocess of the Dagster step, through Dagster Pipes, or a
+scoring job handed to the resident worker when ``RM_RESIDENT_WORKER`` names one
+(``compute.resident``).
 
 ``python -m stash_pipeline.worker JOB_DIR`` runs with ``RM_WORKER_PYTHON`` in the job directory.
 Its per-step loss and pairs/s arrive as Pipes log events in the run; its metrics as a Pipes message.
@@ -9,29 +11,26 @@ limit.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
-from stash_pipeline.compute.job import CHECKPOINT_INPUT
+from stash_pipeline.compute.job import CHECKPOINT_INPUT, read_settings
 from stash_pipeline.compute.outcome import StderrTail, WorkerExit, WorkerFailed, check_worker_exit
+from stash_pipeline.compute.parent_death import signal_when_parent_dies
 from stash_pipeline.compute.pipes import TempFileMessageReader
+from stash_pipeline.compute.resident import run_resident_worker
 from stash_pipeline.compute.upload import upload_checkpoint
 from stash_pipeline.core.failures import hide_server_paths
 from stash_pipeline.core.home import absolute
 
 # After SIGTERM the worker logs why it stops; past this it is killed.
 TERMINATION_GRACE_S = 30
-# prctl(PR_SET_PDEATHSIG): Linux signals the worker when the process that started it dies.
-PR_SET_PDEATHSIG = 1
-_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
 
 @dataclass(frozen=True)
@@ -40,6 +39,7 @@ class LocalCompute:
 
     python: str  # the worker's interpreter: RM_WORKER_PYTHON
     timeout_s: float | None = None
+    resident: str | None = None  # the resident worker's socket: RM_RESIDENT_WORKER
 
     def run(self, context: Any, job_dir: Path, objects: Any, *, upload_key: str | None = None,
             checkpoint_uri: str | None = None) -> str | None:
@@ -50,7 +50,12 @@ class LocalCompute:
         return upload_checkpoint(objects, job_dir, upload_key) if upload_key else None
 
     def launch(self, context: Any, job_dir: Path) -> WorkerExit:
-        """Run the worker on ``job_dir`` to its end (the one step a test's compute replaces)."""
+        """Run the worker on ``job_dir`` to its end (the one step a test's compute replaces): a
+        scoring job on the resident worker when one answers, else a new process."""
+        if self.resident and not read_settings(job_dir).is_training:
+            done = run_resident_worker(context, job_dir, self.resident, timeout_s=self.timeout_s)
+            if done is not None:
+                return done
         return run_local_worker(context, job_dir, python=self.python, timeout_s=self.timeout_s)
 
 
@@ -90,8 +95,7 @@ def run_local_worker(context: Any, job_dir: Path, *, python: str,
 def _die_with_parent() -> None:
     """In the worker, before it starts: SIGTERM (it logs why it stops) when its caller dies, so
     a `--wait` command killed with SIGKILL leaves no worker running on."""
-    if _LIBC is not None:
-        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    signal_when_parent_dies(signal.SIGTERM)
 
 
 def _terminate(process: subprocess.Popen) -> int:

@@ -16,6 +16,7 @@ import dagster as dg
 
 from stash_pipeline.compute.local import LocalCompute
 from stash_pipeline.compute.remote import MODAL_APP, MODAL_FUNCTION
+from stash_pipeline.compute.resident import RESIDENT_ENV
 from stash_pipeline.compute.run import ComputeTarget, run_worker_job
 from stash_pipeline.core.home import absolute, stash_home
 from stash_pipeline.core.requests import local_model_path
@@ -56,13 +57,15 @@ class ObjectStoreResource(dg.ConfigurableResource):
 
 class ComputeResource(dg.ConfigurableResource):
     """Where the worker runs: ``RM_COMPUTE`` (local | modal), ``RM_WORKER_PYTHON``,
-    ``RM_ARTIFACT_DIR`` (scratch for job directories)."""
+    ``RM_ARTIFACT_DIR`` (scratch for job directories), ``RM_RESIDENT_WORKER`` (the resident
+    worker's socket, for local scoring jobs)."""
 
     compute: str | None = None
     worker_python: str | None = None
     artifact_dir: str | None = None
     # Modal's own limit is 20 minutes an invocation; a local worker gets this unless set.
     timeout_s: float | None = None
+    resident_worker: str | None = None
 
     @property
     def kind(self) -> str:
@@ -86,7 +89,8 @@ class ComputeResource(dg.ConfigurableResource):
             from stash_pipeline.compute.modal import ModalCompute
 
             return ModalCompute(modal.Function.from_name(MODAL_APP, MODAL_FUNCTION))
-        return LocalCompute(self.python, self.timeout_s)
+        return LocalCompute(self.python, self.timeout_s,
+                            self.resident_worker or os.environ.get(RESIDENT_ENV) or None)
 
     def worker(self, context: dg.AssetExecutionContext, objects: ObjectStoreResource, *,
                upload_key: str | None = None) -> Callable[..., str | None]:

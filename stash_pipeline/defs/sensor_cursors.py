@@ -31,6 +31,10 @@ RUN_KEY_TAG = "dagster/run_key"
 SENSOR_NAME_TAG = "dagster/sensor_name"
 # Requests one tick reads: more wait for the next tick (a few seconds later).
 REQUESTS_PER_TICK = 200
+# The minimum interval of the sensors that start what a person waits for in seconds (Score
+# again): the daemon's sensor loop (run_queue.py) and the run queue look as often, so a request's
+# run is made and launched within a second or two. A tick that finds nothing reads one index.
+REQUEST_INTERVAL_S = 1
 # Runs one tick asks for. The daemon creates and queues each in Dagster's storage (some 20
 # connections and 25 statements: 0.1-0.2 s on an idle machine, up to a second on a loaded one;
 # benchmarks/sensor_ticks.py), one after another, so a tick stays within seconds; the rest are

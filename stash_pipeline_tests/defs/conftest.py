@@ -19,7 +19,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, use_stash_home) -> Pat
     monkeypatch.setenv("DATABASE_URL", f"sqlite:///{tmp_path / 'stash.db'}")
     monkeypatch.setenv("RM_ARTIFACT_DIR", str(tmp_path / "jobs"))
     monkeypatch.setenv("STASH_EXTRACTION", "off")
-    for name in ("S3_BUCKET", "S3_ENDPOINT", "RM_COMPUTE", "DAGSTER_HOME", "ANTHROPIC_API_KEY"):
+    for name in ("S3_BUCKET", "S3_ENDPOINT", "RM_COMPUTE", "DAGSTER_HOME", "ANTHROPIC_API_KEY",
+                 "RM_RESIDENT_WORKER"):
         monkeypatch.delenv(name, raising=False)
     return tmp_path
 

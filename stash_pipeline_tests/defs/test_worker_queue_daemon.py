@@ -1,5 +1,6 @@
 """The worker's queue as a deployment runs it (issue 43): a gRPC code server and `dagster-daemon`
-with the QueuedRunCoordinator of the packaged dagster_local.yaml, on the test's instance.
+with the run queue of the packaged dagster_local.yaml (run_queue.PromptRunCoordinator), on the
+test's instance.
 
 - A person's Score again, asked while background scoring of many traces is queued and running,
   runs before the queued background chunks; `traces score --wait` and the API say how many runs
@@ -48,7 +49,7 @@ def deployment(home: Path, store, monkeypatch, shared_checkpoint) -> Iterator[De
     """The release r1 (a tiny checkpoint) and 10 of ana's traces, all pending for it; background
     chunks of 2 traces; the worker behind a gate; a code server and a daemon running."""
     config = yaml.safe_load((home / "stash" / "dagster" / "dagster.yaml").read_text())
-    assert config["run_coordinator"]["class"] == "QueuedRunCoordinator"  # the packaged one
+    assert config["run_coordinator"]["class"] == "PromptRunCoordinator"  # the packaged one
     assert config["run_coordinator"]["config"]["max_user_code_failure_retries"] > 0
     _, key = accounts.create(store, "Ana", account_id="ana")
     with release_scoring(home, store, monkeypatch, shared_checkpoint, traces=10) as running:

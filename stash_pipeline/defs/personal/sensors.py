@@ -18,6 +18,7 @@ from stash_pipeline.defs.resources import ComputeResource, StoreResource
 from stash_pipeline.defs.runs import launch_failure, record_dead_run
 from stash_pipeline.defs.scoring.jobs import trace_scoring_job
 from stash_pipeline.defs.sensor_cursors import (
+    REQUEST_INTERVAL_S,
     REQUESTS_PER_TICK,
     parse_time_cursor,
     settled_cursor,
@@ -63,7 +64,7 @@ def _training_run_key(model: RewardModelRecord) -> str:
     return f"{model.id}:{model.attempt}"
 
 
-@dg.sensor(job=trace_scoring_job, minimum_interval_seconds=INTERVAL_S,
+@dg.sensor(job=trace_scoring_job, minimum_interval_seconds=REQUEST_INTERVAL_S,
            default_status=dg.DefaultSensorStatus.RUNNING,
            description="Starts a scoring run for each Score again request of a succeeded "
                        "personal model: its saved checkpoint rescores the owner's traces.")

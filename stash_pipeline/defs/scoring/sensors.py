@@ -16,6 +16,7 @@ import dagster as dg
 from stash_pipeline.defs.resources import SharedEvaluatorResource, StoreResource
 from stash_pipeline.defs.scoring.jobs import trace_scoring_job
 from stash_pipeline.defs.sensor_cursors import (
+    REQUEST_INTERVAL_S,
     REQUESTS_PER_TICK,
     parse_time_cursor,
     settled_cursor,
@@ -44,7 +45,7 @@ def scoring_config(evaluator: str, actions: bool, **fields) -> dict:
                                                 **fields}}}}
 
 
-@dg.sensor(job=trace_scoring_job, minimum_interval_seconds=INTERVAL_S,
+@dg.sensor(job=trace_scoring_job, minimum_interval_seconds=REQUEST_INTERVAL_S,
            default_status=dg.DefaultSensorStatus.RUNNING,
            description="Starts a scoring run for each Score again request for chosen traces "
                        "(traces score, POST /api/v1/traces/score): the released shared evaluator "

@@ -1,0 +1,117 @@
+"""A step's side of the resident worker (``worker.resident``): hand it a job directory over its
+Unix socket instead of starting a worker process, when ``RM_RESIDENT_WORKER`` names one.
+
+The job is the same job (``write_job``'s directory, the worker's ``runner.main``, its log and
+Pipes events in the run); only the process is not new. A scoring-only job goes there; a training
+job keeps a process of its own (its memory is returned when it ends). No resident worker
+answering (not started, stopped, another interpreter's) means a new process, as without one.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import IO, Any
+
+import dagster as dg
+
+from stash_pipeline.compute.job import read_resident_message, resident_message
+from stash_pipeline.compute.outcome import WorkerExit, WorkerFailed
+from stash_pipeline.compute.parent_death import signal_when_parent_dies
+from stash_pipeline.compute.pipes import TempFileMessageReader
+
+RESIDENT_ENV = "RM_RESIDENT_WORKER"  # the resident worker's socket (`stash-pipeline dev` sets it)
+# The words of the run's event that says which worker took the job (tests look for them).
+SERVED = "scored by the resident worker"
+# After the step gives up (its time limit), how long the resident worker gets to stop the job.
+STOP_GRACE_S = 30.0
+
+
+def connect(path: str) -> socket.socket | None:
+    """A connection to the resident worker at ``path``, or None when none answers there."""
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        client.connect(path)
+    except OSError:
+        client.close()
+        return None
+    return client
+
+
+def run_resident_worker(context: Any, job_dir: Path, path: str, *,
+                        timeout_s: float | None = None) -> WorkerExit | None:
+    """Run the job in ``job_dir`` on the resident worker at ``path`` to its end; None (nothing
+    run) when no resident worker answers there. A resident worker that ends during the job is
+    WorkerFailed with the reason."""
+    client = connect(path)
+    if client is None:
+        context.log.info(f"no resident worker answers at {path}: the job starts a new worker "
+                         "process")
+        return None
+    with client, dg.open_pipes_session(context=context,
+                                       context_injector=dg.PipesEnvContextInjector(),
+                                       message_reader=TempFileMessageReader()) as session:
+        stream = client.makefile("rb")
+        try:
+            client.sendall(resident_message({"job_dir": str(job_dir),
+                                   "env": session.get_bootstrap_env_vars()}))
+            pid = int(read_resident_message(stream)["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            context.log.info(f"the resident worker at {path} did not take the job: it starts a "
+                             "new worker process")
+            return None
+        context.log.info(f"{SERVED} (pid {pid}): no new process, torch already loaded")
+        timed_out = False
+        client.settimeout(timeout_s)
+        try:
+            code = int(read_resident_message(stream)["exit"])
+        except TimeoutError:
+            timed_out = True
+            code = _stop(client, stream)
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise WorkerFailed(f"the resident worker (pid {pid}) ended during the job "
+                               f"({error}); the next job starts it again or a new process")
+        except BaseException:  # the run was cancelled: the closed connection stops the job
+            client.shutdown(socket.SHUT_RDWR)
+            raise
+    return WorkerExit(code, timed_out=timed_out, timeout_s=timeout_s,
+                      messages=tuple(session.get_custom_messages()))
+
+
+def _stop(client: socket.socket, stream: IO[bytes]) -> int:
+    """Past the time limit: close this side (the resident worker stops the job through its
+    failure path) and wait for its exit status."""
+    client.shutdown(socket.SHUT_WR)
+    client.settimeout(STOP_GRACE_S)
+    try:
+        return int(read_resident_message(stream)["exit"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return -signal.SIGTERM
+
+
+def start_resident_worker(python: str) -> tuple[subprocess.Popen, str]:
+    """The resident worker (``python -m stash_pipeline.worker.resident``) on a new socket, named
+    in ``RM_RESIDENT_WORKER`` for the processes this one starts (the daemon's runs). It is killed
+    if this process dies without stopping it (``stop_resident_worker``)."""
+    path = os.environ.get(RESIDENT_ENV) or str(
+        Path(tempfile.gettempdir()) / f"stash-worker-{os.getpid()}.sock")
+    process = subprocess.Popen([python, "-m", "stash_pipeline.worker.resident", path],
+                               stdin=subprocess.DEVNULL, start_new_session=True,
+                               preexec_fn=lambda: signal_when_parent_dies(signal.SIGKILL))
+    os.environ[RESIDENT_ENV] = path
+    return process, path
+
+
+def stop_resident_worker(process: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM (a job in progress ends through its failure path), SIGKILL past ``grace_s``."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
