@@ -20,7 +20,7 @@ from typing import Any
 
 import dagster as dg
 
-from stash_pipeline.compute.job import CHECKPOINT_INPUT
+from stash_pipeline.compute.contract import CHECKPOINT_INPUT
 from stash_pipeline.compute.outcome import StderrTail, WorkerExit, WorkerFailed, check_worker_exit
 from stash_pipeline.compute.pipes import TempFileMessageReader
 from stash_pipeline.compute.upload import upload_checkpoint
