@@ -1,7 +1,7 @@
 """Auto-scoring actions/s on the CPU through the real scoring path, against its forwards alone.
 
 The path is Score again's and auto-scoring's (``pipelines.trace_scoring.score``): the traces are
-read from the store (SQLite), written into a job directory (``compute.job.write_job``), scored by
+read from the store (SQLite), written into a job directory (``contract.write_job``), scored by
 the worker's own ``main`` (``worker.runner``: the settings, the dataset, the checkpoint's load, the
 rendering and tokenising, the forwards, the JSON Lines written), read back (``read_results``) and
 stored (``Store.replace_scores``). The worker runs in this process (as the tests' in-process
@@ -47,7 +47,7 @@ import torch
 from transformers import BertConfig, BertModel
 from transformers.utils import logging as transformers_logging
 
-from stash_pipeline.compute.job import CHECKPOINT_INPUT
+from stash_pipeline.compute.contract import CHECKPOINT_INPUT
 from stash_pipeline.core.calibration import RewardStats
 from stash_pipeline.core.requests import RewardModelRequest
 from stash_pipeline.importers import read_path

@@ -52,8 +52,8 @@ def sample_records() -> list:
 
 def release_tiny_evaluator(home: Path, store) -> str:  # store: stash_pipeline.store.Store
     """Train a tiny shared checkpoint on the samples' step ratings and release it as "bench"."""
-    from stash_pipeline.compute.job import ARCHIVE_NAME, JobSettings, write_job
-    from stash_pipeline.compute.job_log import failure_reason
+    from stash_pipeline.compute.contract import ARCHIVE_NAME, JobSettings, write_job
+    from stash_pipeline.compute.worker_log import failure_reason
     from stash_pipeline.core.pair_builders import build_feedback_pairs
     from stash_pipeline.objects import object_store_from_env
     from stash_pipeline.objects.keys import shared_evaluator_checkpoint_key

@@ -56,8 +56,8 @@ from typing import Any
 
 import torch
 
-from stash_pipeline.compute.job import JobSettings, read_jsonl, read_metrics, write_job
-from stash_pipeline.compute.job_log import failure_reason
+from stash_pipeline.compute.contract import JobSettings, read_jsonl, read_metrics, write_job
+from stash_pipeline.compute.worker_log import failure_reason
 from stash_pipeline.core.estimates import wilson_interval
 from stash_pipeline.core.pair_builders import build_feedback_pairs
 from stash_pipeline.core.pairs import Pair, PairSide

@@ -40,14 +40,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from stash_pipeline.compute.job import (
+from stash_pipeline.compute.contract import (
     ARCHIVE_NAME,
     CHECKPOINT_DIR,
     JobSettings,
     read_metrics,
     write_job,
 )
-from stash_pipeline.compute.job_log import LOG, failure_reason, logged_phase, phase_seconds
+from stash_pipeline.compute.worker_log import LOG, failure_reason, logged_phase, phase_seconds
 from stash_pipeline.core.pair_builders import build_feedback_pairs
 from stash_pipeline.core.split import split_pairs
 from stash_pipeline.core.training_settings import DEFAULT_MAX_PAIRS

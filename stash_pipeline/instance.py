@@ -21,7 +21,7 @@ from typing import Any
 
 import dagster as dg
 
-from stash_pipeline.compute.job_log import JobProgress, job_progress
+from stash_pipeline.compute.worker_log import JobProgress, job_progress
 from stash_pipeline.core.home import absolute, stash_home
 from stash_pipeline.defs import abandoned_runs
 from stash_pipeline.defs.abandoned_runs import PROCESS_TAG, this_process

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from stash_pipeline.compute.job_log import job_progress, phase_mark
+from stash_pipeline.compute.worker_log import job_progress, phase_mark
 
 LONG_PHASES = ("training", "evaluation", "scoring")
 _COUNTS = re.compile(r"(\d+)/(\d+) (\w+)")

@@ -13,7 +13,7 @@ HEAVY = ("torch", "transformers", "datasets")
 
 def test_entry_points_never_import_torch():
     """The CLI, the Dagster definitions and the HTTP API (its app and every route) load no torch;
-    nor does the worker's runner before it has read a job's settings (worker/jobs.py does)."""
+    nor does the worker's runner before it has read a job's settings (worker/procedures.py does)."""
     code = (
         "import sys\n"
         "import stash_pipeline.definitions, stash_pipeline.cli, stash_pipeline.store\n"
@@ -64,7 +64,7 @@ def test_the_worker_imports_only_core_and_the_job_contract_and_log():
         for name in imports_of(path)
         if name.startswith("stash_pipeline")
         and not name.startswith(("stash_pipeline.core", "stash_pipeline.worker"))
-        and name not in ("stash_pipeline.compute.job", "stash_pipeline.compute.job_log")
+        and name not in ("stash_pipeline.compute.contract", "stash_pipeline.compute.worker_log")
         and name != "stash_pipeline.compute"
     ]
     assert offenders == []
@@ -189,16 +189,16 @@ def test_only_the_job_contract_deletes_directories():
     no caller deletes a job directory its own way."""
     offenders = [
         str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py")
-        if path != PACKAGE / "compute" / "job.py" and "rmtree" in path.read_text()
+        if path != PACKAGE / "compute" / "contract.py" and "rmtree" in path.read_text()
     ]
     assert offenders == []
 
 
-@pytest.mark.parametrize("name", ["runner.py", "jobs.py"])
+@pytest.mark.parametrize("name", ["runner.py", "procedures.py"])
 def test_the_worker_runner_only_conducts(name):
-    """A job's inputs are read in worker/job_inputs.py, its outputs written in job_outputs.py and
-    checkpoint.py (the one writer and loader of a checkpoint): runner.py and jobs.py touch no file
-    themselves."""
+    """A job's inputs are read in worker/inputs.py, its outputs written in outputs.py and
+    checkpoint.py (the one writer and loader of a checkpoint): runner.py and procedures.py touch no
+    file themselves."""
     conductor = PACKAGE / "worker" / name
     text = conductor.read_text()
     file_access = [call for call in ("read_text(", "write_text(", "open(", "json.load",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from stash_pipeline.compute.job_log import phase_done_line, phase_started_line, step_line
+from stash_pipeline.compute.worker_log import phase_done_line, phase_started_line, step_line
 from stash_pipeline.run_console import PhaseDisplay
 
 WORKER_LINES = [

@@ -20,7 +20,7 @@ from typing import Any
 
 import dagster as dg
 
-from stash_pipeline.compute.job import CHECKPOINT_INPUT, read_settings
+from stash_pipeline.compute.contract import CHECKPOINT_INPUT, read_settings
 from stash_pipeline.compute.outcome import StderrTail, WorkerExit, WorkerFailed, check_worker_exit
 from stash_pipeline.compute.parent_death import signal_when_parent_dies
 from stash_pipeline.compute.pipes import TempFileMessageReader

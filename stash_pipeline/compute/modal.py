@@ -14,7 +14,7 @@ from typing import Any
 
 import dagster as dg
 
-from stash_pipeline.compute.job import (
+from stash_pipeline.compute.contract import (
     ACTION_SCORES,
     INPUT_FILES,
     LOSSES,
@@ -22,10 +22,10 @@ from stash_pipeline.compute.job import (
     PAIR_REWARDS,
     SCORES,
 )
-from stash_pipeline.compute.job_log import LOG
 from stash_pipeline.compute.outcome import WorkerFailed
 from stash_pipeline.compute.pipes import s3_message_reader
 from stash_pipeline.compute.upload import record_upload
+from stash_pipeline.compute.worker_log import LOG
 
 PIPES_POLL_S = 5.0
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from stash_pipeline.compute.job import METRICS, read_metrics
-from stash_pipeline.compute.job_log import failure_reason
+from stash_pipeline.compute.contract import METRICS, read_metrics
+from stash_pipeline.compute.worker_log import failure_reason
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.training_settings import ERROR_TAIL_CHARS
 

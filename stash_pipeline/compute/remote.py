@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from stash_pipeline.compute.job import (
+from stash_pipeline.compute.contract import (
     ACTION_SCORES,
     ARCHIVE_NAME,
     CHECKPOINT_INPUT,
@@ -29,9 +29,9 @@ from stash_pipeline.compute.job import (
     read_jsonl,
     read_metrics,
 )
-from stash_pipeline.compute.job_log import failure_reason
 from stash_pipeline.compute.outcome import StderrTail, WorkerExit
 from stash_pipeline.compute.upload import read_upload, upload_checkpoint
+from stash_pipeline.compute.worker_log import failure_reason
 from stash_pipeline.core.home import absolute
 
 # The seed: "storage and model-provider credentials, but no database, queue, or integration

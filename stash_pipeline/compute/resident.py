@@ -19,7 +19,7 @@ from typing import IO, Any
 
 import dagster as dg
 
-from stash_pipeline.compute.job import read_resident_message, resident_message
+from stash_pipeline.compute.contract import read_resident_message, resident_message
 from stash_pipeline.compute.outcome import WorkerExit, WorkerFailed
 from stash_pipeline.compute.parent_death import signal_when_parent_dies
 from stash_pipeline.compute.pipes import TempFileMessageReader

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from stash_pipeline.compute.job import UPLOAD
+from stash_pipeline.compute.contract import UPLOAD
 from stash_pipeline.compute.upload import record_upload, upload_checkpoint, uploaded_checkpoint
 
 __all__ = ["JOB_DIRS_TAG", "UPLOAD", "Compute", "ComputeTarget", "job_dirs_of", "record_job_dir",
@@ -71,10 +71,10 @@ def run_job(job_dir: Path, write: Callable[[Path], Any], run: Callable[[Path], A
             read: Callable[[Path], Results], *,
             finished: Callable[[Path], None] | None = None) -> Results:
     """A worker job's one life, the same for every caller (training, Score again, benchmark
-    rewards, auto-scoring): ``write`` its inputs (``compute.job.write_job``, the only clearing of
+    rewards, auto-scoring): ``write`` its inputs (``contract.write_job``, the only clearing of
     a job directory), ``run`` it (``run_worker_job`` bound to a step), ``read`` what it left.
 
-    ``finished`` (``compute.job.remove_job`` or ``keep_only_logs``) then prunes the directory,
+    ``finished`` (``compute.contract.remove_job`` or ``keep_only_logs``) then prunes the directory,
     whether the job succeeded or failed: ``read`` must take everything the caller needs. None
     leaves it to the caller (a personal attempt, whose next step stores its results).
     """

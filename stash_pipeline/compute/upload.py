@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from stash_pipeline.compute.job import (
+from stash_pipeline.compute.contract import (
     ACTION_SCORES,
     ARCHIVE_NAME,
     METRICS,
@@ -22,7 +22,7 @@ from stash_pipeline.compute.job import (
     UPLOAD,
     atomic_path,
 )
-from stash_pipeline.compute.job_log import logged_phase
+from stash_pipeline.compute.worker_log import logged_phase
 from stash_pipeline.objects.errors import ObjectNotFoundError
 from stash_pipeline.objects.keys import result_key
 
@@ -77,7 +77,7 @@ def hand_over_results(objects: Any, job_dir: Path, checkpoint_key: str) -> None:
 
 def fetch_results(objects: Any, checkpoint_key: str, into: Path) -> Path:
     """The handed-over results of the job that trained ``checkpoint_key``, as files in ``into``
-    (a job directory's names, so ``compute.job``'s readers read them); ObjectNotFoundError that
+    (a job directory's names, so ``compute.contract``'s readers read them); ObjectNotFoundError that
     names the key when that job handed over none."""
     for name in HANDED_OVER:
         uri = objects.uri_for(result_key(checkpoint_key, name))

@@ -13,7 +13,7 @@ from typing import Any
 
 import dagster as dg
 
-from stash_pipeline.compute.job import keep_only_logs
+from stash_pipeline.compute.contract import keep_only_logs
 from stash_pipeline.compute.run import job_dirs_of
 
 # The process that executes a run here (`host:pid:start`): a run whose process is gone, such as a

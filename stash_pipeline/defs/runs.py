@@ -10,8 +10,8 @@ from typing import Any
 
 import dagster as dg
 
-from stash_pipeline.compute.job import job_directory, keep_only_logs
-from stash_pipeline.compute.job_log import LOG, failure_reason
+from stash_pipeline.compute.contract import job_directory, keep_only_logs
+from stash_pipeline.compute.worker_log import LOG, failure_reason
 from stash_pipeline.defs.personal.partitions import ATTEMPT_TAG, SCORE_AGAIN_TAG, model_id_of
 from stash_pipeline.defs.resources import ComputeResource, StoreResource
 from stash_pipeline.pipelines import personal_training as steps

@@ -11,14 +11,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from stash_pipeline.compute.job import JobSettings, write_job
+from stash_pipeline.compute.contract import JobSettings, write_job
 from stash_pipeline.compute.upload import discard_results
 from stash_pipeline.core.split import PairSplit
 from stash_pipeline.core.traces import Trace
 from stash_pipeline.extraction.config import ExtractionConfig
 from stash_pipeline.objects.keys import reward_model_checkpoint_key
 from stash_pipeline.pipelines.training_pairs import training_pairs
-from stash_pipeline.pipelines.worker_jobs import JobResults, split_stored_pairs, traces_in_chunks
+from stash_pipeline.pipelines.worker_io import JobResults, split_stored_pairs, traces_in_chunks
 from stash_pipeline.store import RewardModelRecord, StatusError, Store
 
 

@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from stash_pipeline.compute.job import (
+from stash_pipeline.compute.contract import (
     CHECKPOINT_INPUT,
     PAIR_REWARDS,
     JobSettings,
@@ -42,7 +42,7 @@ from stash_pipeline.core.traces import Trace
 from stash_pipeline.core.training_settings import DEFAULT_BASE_MODEL, DEFAULT_EPOCHS
 from stash_pipeline.extraction.config import ExtractionConfig
 from stash_pipeline.pipelines.training_pairs import TrainingPairs, training_pairs
-from stash_pipeline.pipelines.worker_jobs import split_stored_pairs, traces_in_chunks
+from stash_pipeline.pipelines.worker_io import split_stored_pairs, traces_in_chunks
 from stash_pipeline.store import BenchmarkComparison, Release, Store
 
 SHARED_DIR = "shared-evaluator"  # under RM_ARTIFACT_DIR: <candidate>/train, benchmark-<evaluator>

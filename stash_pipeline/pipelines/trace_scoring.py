@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stash_pipeline.compute.job import (
+from stash_pipeline.compute.contract import (
     CHECKPOINT_INPUT,
     JobSettings,
     job_directory,
@@ -26,7 +26,7 @@ from stash_pipeline.compute.job import (
 )
 from stash_pipeline.compute.run import run_job
 from stash_pipeline.core.errors import InputError, NotFoundError
-from stash_pipeline.pipelines.worker_jobs import JobResults, read_results, traces_in_chunks
+from stash_pipeline.pipelines.worker_io import JobResults, read_results, traces_in_chunks
 from stash_pipeline.store import Release, RewardModelRecord, Store
 from stash_pipeline.store.scoring_work import models_kept_current  # noqa: F401  (its home was here)
 
@@ -75,7 +75,7 @@ def owner_traces(store: Store, model_id: str) -> dict[str, int]:
 
 
 # The run tag that names a Score again request's run (its state is read from that run).
-REQUEST_TAG = "stash/scoring_request"
+SCORING_REQUEST_TAG = "stash/scoring_request"
 
 
 def request_run_key(run_ref: str) -> str:

@@ -17,7 +17,7 @@ from stash_pipeline.core.record_ids import parse_record_id
 from stash_pipeline.core.validation import check_id, check_trace_id
 from stash_pipeline.pipelines.trace_scoring import (
     NEEDS_ACTION_TRAINING,
-    REQUEST_TAG,
+    SCORING_REQUEST_TAG,
     Scorer,
     model_scorer,
     release_scorer,
@@ -85,7 +85,7 @@ def get(store: Store, owner: str, request_id: str | int) -> ScoringRequest:
 
 def run_tags(scoring: ScoringRequest) -> dict[str, str]:
     """The tag that names the request's run (the ``score_again_for_traces`` sensor sets it)."""
-    return {REQUEST_TAG: scoring.run_ref}
+    return {SCORING_REQUEST_TAG: scoring.run_ref}
 
 
 def request_view(scoring: ScoringRequest) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 
 import torch
 
-from stash_pipeline.compute.job import ARCHIVE_NAME, CHECKPOINT_DIR, atomic_path
+from stash_pipeline.compute.contract import ARCHIVE_NAME, CHECKPOINT_DIR, atomic_path
 from stash_pipeline.core.calibration import RewardStats
 from stash_pipeline.core.errors import InputError, NotFoundError
 from stash_pipeline.core.training_settings import MAX_LENGTH

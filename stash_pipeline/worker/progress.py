@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any, Protocol
 
-from stash_pipeline.compute.job_log import step_line
+from stash_pipeline.compute.worker_log import step_line
 
 logger = logging.getLogger("stash_pipeline.worker")
 # dagster_pipes.DAGSTER_PIPES_CONTEXT_ENV_VAR (a test checks they agree), named here so that the

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from stash_pipeline.compute.job import read_resident_message, resident_message
+from stash_pipeline.compute.contract import read_resident_message, resident_message
 from stash_pipeline.worker.stop_signals import WorkerStopped, stop_signals_raise
 from stash_pipeline.worker.threads import use_cpu_threads
 
@@ -59,7 +59,7 @@ def warm() -> None:
     for name, value in QUIET_LIBRARIES.items():
         os.environ.setdefault(name, value)
     use_cpu_threads()
-    import stash_pipeline.worker.jobs  # noqa: F401  (torch, transformers, datasets)
+    import stash_pipeline.worker.procedures  # noqa: F401  (torch, transformers, datasets)
 
 
 def serve_one(connection: socket.socket) -> None:

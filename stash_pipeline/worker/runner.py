@@ -4,7 +4,7 @@
 Every attempt starts clean (an earlier attempt's outputs removed, its log kept in attempt-logs/),
 logs each phase with its duration, and on SIGTERM logs why it stops before it exits. This module
 only conducts an attempt: it checks the ML stack (``stack.check_stack``) first, then reads the
-settings; the training and scoring jobs are ``jobs``'s, imported once both passed (this module
+settings; the training and scoring jobs are ``procedures``'s, imported once both passed (this module
 imports no torch); the stop signals are handled by ``stop_signals``.
 """
 
@@ -21,8 +21,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from stash_pipeline.compute import job as contract, job_log
-from stash_pipeline.worker.job_outputs import write_metrics
+from stash_pipeline.compute import contract, worker_log
+from stash_pipeline.worker.outputs import write_metrics
 from stash_pipeline.worker.progress import Progress, default_progress, logger, under_dagster_pipes
 from stash_pipeline.worker.stack import UnsupportedStackError, check_stack
 from stash_pipeline.worker.stop_signals import stop_signals_raise
@@ -40,12 +40,12 @@ class Phases:
     @contextmanager
     def __call__(self, name: str) -> Iterator[None]:
         self.current = name
-        self.progress.info(job_log.phase_started_line(name))
+        self.progress.info(worker_log.phase_started_line(name))
         started = time.perf_counter()
         yield
         seconds = time.perf_counter() - started
         self.seconds[name] = self.seconds.get(name, 0.0) + seconds
-        self.progress.info(job_log.phase_done_line(name, seconds))
+        self.progress.info(worker_log.phase_done_line(name, seconds))
         self.current = None
 
 
@@ -65,11 +65,11 @@ def train_or_score(job_dir: Path, progress: Progress | None = None, phase: Phase
     # The ML libraries load only for settings that passed: a bad job fails in a fraction of a
     # second. Threads first: OpenMP reads its wait policy once, when torch loads it.
     threads = use_cpu_threads()
-    from stash_pipeline.worker import jobs
+    from stash_pipeline.worker import procedures
 
     progress.info(versions)
     progress.info(threads.describe())
-    run = jobs.train_job if settings.is_training else jobs.score_job
+    run = procedures.train_job if settings.is_training else procedures.score_job
     metrics = run(job_dir, settings, progress, phase)
     metrics.update(seconds=time.perf_counter() - started, attempt=attempt,
                    phases=dict(phase.seconds))
@@ -93,9 +93,9 @@ def main(job_dir: str) -> int:
     if not path.is_dir():
         print(f"job directory {job_dir} does not exist", file=sys.stderr)
         return 2
-    job_log.retire_log(path)
+    worker_log.retire_log(path)
     attempt = contract.attempt_of(path)
-    handler = logging.FileHandler(path / job_log.LOG)
+    handler = logging.FileHandler(path / worker_log.LOG)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.addHandler(handler)

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from stash_pipeline.api import create_app
-from stash_pipeline.compute.job import job_directory, keep_only_logs
+from stash_pipeline.compute.contract import job_directory, keep_only_logs
 from stash_pipeline.core.failures import hide_server_paths
 from stash_pipeline.objects import LocalObjectStore, UrlSigner
 from stash_pipeline.pipelines.personal_training import attempt_name

@@ -13,7 +13,7 @@ import dagster as dg
 import pytest
 
 from stash_pipeline.cli import main
-from stash_pipeline.compute.job import job_directory
+from stash_pipeline.compute.contract import job_directory
 from stash_pipeline.compute.run import job_dirs_of
 from stash_pipeline.pipelines.personal_training import attempt_name
 from stash_pipeline_tests.support.cli_helpers import home, last_json  # noqa: F401 - fixtures

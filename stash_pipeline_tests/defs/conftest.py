@@ -44,8 +44,8 @@ def instance(tmp_path: Path, test_instance_template: Path):
 @pytest.fixture(scope="session")
 def shared_checkpoint(tmp_path_factory: pytest.TempPathFactory, pipeline_base_model: Path) -> Path:
     """A tiny shared-evaluator checkpoint archive (trained on action comparisons), built once."""
-    from stash_pipeline.compute.job import ARCHIVE_NAME, JobSettings, write_job
-    from stash_pipeline.compute.job_log import failure_reason
+    from stash_pipeline.compute.contract import ARCHIVE_NAME, JobSettings, write_job
+    from stash_pipeline.compute.worker_log import failure_reason
     from stash_pipeline.core.pair_builders import build_feedback_pairs
     from stash_pipeline.worker.runner import main
     from stash_pipeline_tests.support.shared_samples import contributions

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from stash_pipeline.compute.job import job_directory
+from stash_pipeline.compute.contract import job_directory
 from stash_pipeline.compute.run import JOB_DIRS_TAG
 from stash_pipeline.defs.abandoned_runs import PROCESS_TAG, process_gone, this_process
 from stash_pipeline.instance import definitions

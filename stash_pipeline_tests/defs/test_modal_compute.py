@@ -143,7 +143,7 @@ def test_the_shared_evaluator_scores_pending_traces_through_the_modal_function(
 
 
 def test_benchmark_rewards_come_back_from_the_modal_function_as_files(tmp_path):
-    from stash_pipeline.compute.job import PAIR_REWARDS, read_jsonl
+    from stash_pipeline.compute.contract import PAIR_REWARDS, read_jsonl
     from stash_pipeline.compute.modal import write_results
 
     rows = [{"pair_id": "p1", "chosen": 0.5, "rejected": -0.25}]

@@ -11,8 +11,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from stash_pipeline.compute.job import job_directory
-from stash_pipeline.compute.job_log import LOG, PHASES
+from stash_pipeline.compute.contract import job_directory
+from stash_pipeline.compute.worker_log import LOG, PHASES
 from stash_pipeline.core.failures import hide_server_paths
 from stash_pipeline.defs.personal.sensors import queued_reward_models
 from stash_pipeline.instance import definitions, run_sensor_requests
@@ -298,7 +298,7 @@ def test_a_reimport_that_orphans_feedback_still_trains(store, instance, pipeline
 
 @pytest.mark.slow
 def test_worker_log_has_every_phase_with_its_duration(store, instance, pipeline_base_model, home):
-    from stash_pipeline.compute.job_log import phase_seconds
+    from stash_pipeline.compute.worker_log import phase_seconds
 
     records = agentprocessbench_records(4)
     store.import_traces(records)
@@ -317,11 +317,11 @@ def test_score_again_uses_the_audience_the_checkpoint_was_trained_for(store, ins
                                                                      tiny_base_model, home):
     """A shared-audience checkpoint rescored: the same scores as when it was trained (today's
     bug was a scoring-only job defaulting to the personal rendering)."""
-    from stash_pipeline.compute.job import ARCHIVE_NAME, JobSettings, write_job
-    from stash_pipeline.compute.job_log import failure_reason
+    from stash_pipeline.compute.contract import ARCHIVE_NAME, JobSettings, write_job
+    from stash_pipeline.compute.worker_log import failure_reason
     from stash_pipeline.importers import read_path
     from stash_pipeline.objects import object_store_from_env
-    from stash_pipeline.pipelines.worker_jobs import read_results
+    from stash_pipeline.pipelines.worker_io import read_results
     from stash_pipeline.worker.runner import main
     from stash_pipeline.worker.scoring import RewardModel
 

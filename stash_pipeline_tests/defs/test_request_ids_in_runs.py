@@ -11,7 +11,7 @@ import dagster as dg
 
 from stash_pipeline.defs.sensor_cursors import time_cursor
 from stash_pipeline.instance import definitions
-from stash_pipeline.pipelines.trace_scoring import REQUEST_TAG
+from stash_pipeline.pipelines.trace_scoring import SCORING_REQUEST_TAG
 from stash_pipeline.store import Store, schema
 from stash_pipeline_tests.defs.test_sensor_costs import _runs_as_the_daemon_creates_them
 
@@ -40,7 +40,7 @@ def test_the_request_sensor_goes_on_from_a_cursor_kept_from_before_uuids(
     defs = definitions()
 
     result = _tick(instance, defs, "1")  # request 1 was settled before the migration
-    assert [(r.run_key, r.tags[REQUEST_TAG],
+    assert [(r.run_key, r.tags[SCORING_REQUEST_TAG],
              r.run_config["ops"]["trace_scores"]["config"]["request"])
             for r in result.run_requests] == [
         ("scoring-request:2", "2", old[2].id), ("scoring-request:3", "3", old[3].id),

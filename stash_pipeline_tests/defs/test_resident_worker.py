@@ -92,7 +92,7 @@ def test_without_a_resident_worker_the_job_starts_a_new_process(store, instance,
 def test_a_training_job_never_goes_to_the_resident_worker(tmp_path, monkeypatch):
     """Training keeps a process of its own: its memory is returned when it ends."""
     import stash_pipeline.compute.local as local
-    from stash_pipeline.compute.job import JobSettings, write_job
+    from stash_pipeline.compute.contract import JobSettings, write_job
 
     asked = []
     monkeypatch.setattr(local, "run_resident_worker", lambda *args, **_: asked.append(args))
@@ -125,15 +125,15 @@ def test_a_step_that_goes_away_stops_its_job_and_the_worker_serves_on(resident, 
         encode_param,
     )
 
-    from stash_pipeline.compute.job import (
+    from stash_pipeline.compute.contract import (
         CHECKPOINT_INPUT,
         JobSettings,
         read_resident_message,
         resident_message,
         write_job,
     )
-    from stash_pipeline.compute.job_log import LOG
     from stash_pipeline.compute.resident import connect
+    from stash_pipeline.compute.worker_log import LOG
     from stash_pipeline_tests.support.waiting import wait_until
 
     process, path = resident

@@ -21,7 +21,7 @@ from stash_pipeline.defs.worker_queue import (
     worker_wait,
 )
 from stash_pipeline.instance import definitions, model_wait, request_state
-from stash_pipeline.pipelines.trace_scoring import REQUEST_TAG
+from stash_pipeline.pipelines.trace_scoring import SCORING_REQUEST_TAG
 from stash_pipeline.services import reward_models
 from stash_pipeline.store import Release, Store
 from stash_pipeline_tests.support.dagster_storage import queued_run_origin
@@ -127,15 +127,15 @@ def test_a_waiting_run_counts_the_runs_ahead_of_it():
         assert ahead("request-1") == 0 and ahead("chunk-2") == 2
 
         # A request whose run is not made yet waits for it; a model finds its run by its tags.
-        assert request_wait(instance, {REQUEST_TAG: "7"}).waiting_for == "run"
-        add_run(instance, "request-7", "request", tags={REQUEST_TAG: "7"})
-        state = request_state({REQUEST_TAG: "7"}, instance)
+        assert request_wait(instance, {SCORING_REQUEST_TAG: "7"}).waiting_for == "run"
+        add_run(instance, "request-7", "request", tags={SCORING_REQUEST_TAG: "7"})
+        state = request_state({SCORING_REQUEST_TAG: "7"}, instance)
         assert state["status"] == "queued" and state["run_id"] == "request-7"
         assert state["wait"] == {"waiting_for": "worker", "runs_ahead": 2, "run_id": "request-7",
                                  "text": "waiting for the worker: 2 runs ahead"}
         assert storage.claim_concurrency_slot(REWARD_POOL, "request-7",
                                               "trace_scores").is_claimed
-        assert request_state({REQUEST_TAG: "7"}, instance)["status"] == "running"
+        assert request_state({SCORING_REQUEST_TAG: "7"}, instance)["status"] == "running"
 
 
 class Model:
@@ -167,9 +167,9 @@ def unreachable(instance: dg.DagsterInstance, run: dg.DagsterRun) -> None:
 
 def test_a_request_whose_run_failed_before_it_started_reads_failed_with_the_reason():
     with dg.instance_for_test() as instance:
-        run = add_run(instance, "request-3", "request", tags={REQUEST_TAG: "3"})
+        run = add_run(instance, "request-3", "request", tags={SCORING_REQUEST_TAG: "3"})
         unreachable(instance, run)
-        state = request_state({REQUEST_TAG: "3"}, instance)
+        state = request_state({SCORING_REQUEST_TAG: "3"}, instance)
         assert state["status"] == "failed" and state["wait"] is None
         assert state["error"].startswith("Run dequeue failed to reach the user code server")
         assert "Could not reach user code server" in state["error"]
@@ -202,11 +202,11 @@ def test_a_model_whose_run_failed_before_it_started_is_failed_with_the_reason(st
 def test_a_retried_launch_leaves_the_request_queued():
     """The coordinator re-enqueues a run it could not launch: the request still waits."""
     with dg.instance_for_test() as instance:
-        run = add_run(instance, "request-4", "request", tags={REQUEST_TAG: "4"})
+        run = add_run(instance, "request-4", "request", tags={SCORING_REQUEST_TAG: "4"})
         instance.report_engine_event("Run dequeue failed to reach the user code server, "
                                      "re-submitting the run into the queue", run)
         instance.report_dagster_event(dg.DagsterEvent.job_enqueue(run), run_id=run.run_id)
-        state = request_state({REQUEST_TAG: "4"}, instance)
+        state = request_state({SCORING_REQUEST_TAG: "4"}, instance)
         assert (state["status"], state["error"]) == ("queued", None)
 
 

@@ -33,7 +33,7 @@ from stash_pipeline.defs.scoring.sensors import BACKGROUND_TAG
 from stash_pipeline.defs.worker_queue import PRIORITY_TAG, worker_holders
 from stash_pipeline.defs.worker_runs import REWARD_POOL
 from stash_pipeline.instance import get_instance
-from stash_pipeline.pipelines.trace_scoring import REQUEST_TAG
+from stash_pipeline.pipelines.trace_scoring import SCORING_REQUEST_TAG
 from stash_pipeline.services import accounts
 from stash_pipeline_tests.support.deployment import BIN, Deployment, release_scoring
 from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records
@@ -114,7 +114,7 @@ def test_a_score_again_runs_before_the_queued_background_chunks(deployment, stor
             # Runs ahead: the chunk holding the worker, and any run of this same request made
             # before this one (a daemon's tick racing the command's own); never a queued chunk.
             earlier = [r for r in instance.get_runs(filters=dg.RunsFilter(
-                           tags={REQUEST_TAG: asked.run_ref}))
+                           tags={SCORING_REQUEST_TAG: asked.run_ref}))
                        if r.run_id != shown["run_id"]
                        and instance.get_run_record_by_id(r.run_id).storage_id
                        < instance.get_run_record_by_id(shown["run_id"]).storage_id]
@@ -139,7 +139,8 @@ def test_a_score_again_runs_before_the_queued_background_chunks(deployment, stor
     assert [s.evaluator for s in store.scores_for(trace_id)] == ["r1"]
 
     # The request's run had the worker before every chunk that was queued when it was asked.
-    [request_run, *_] = instance.get_runs(filters=dg.RunsFilter(tags={REQUEST_TAG: asked.run_ref}))
+    [request_run, *_] = instance.get_runs(
+        filters=dg.RunsFilter(tags={SCORING_REQUEST_TAG: asked.run_ref}))
     asked_started = worker_step_start(instance, request_run.run_id)
     assert request_run.tags[PRIORITY_TAG] == "10" and asked_started is not None
     for run_id in queued_chunks:

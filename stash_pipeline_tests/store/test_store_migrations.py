@@ -176,7 +176,7 @@ def test_records_made_before_uuid_ids_keep_their_integer_ids(fresh_url: str) -> 
     parsing), still keys and tags its scoring run as the sensor did, and a sensor cursor kept
     from before still reads the requests after it."""
     from stash_pipeline.core.errors import NotFoundError
-    from stash_pipeline.pipelines.trace_scoring import REQUEST_TAG, request_run_key
+    from stash_pipeline.pipelines.trace_scoring import SCORING_REQUEST_TAG, request_run_key
     from stash_pipeline.services import scoring_requests, traces
     from stash_pipeline.store.engine import migrate
 
@@ -195,7 +195,7 @@ def test_records_made_before_uuid_ids_keep_their_integer_ids(fresh_url: str) -> 
             scoring_requests.get(store, "ana", "2")  # bo's
         assert [request_run_key(r.run_ref) for r in before] == [
             "scoring-request:1", "scoring-request:2", "scoring-request:3"]  # the runs' keys then
-        assert scoring_requests.run_tags(before[2]) == {REQUEST_TAG: "3"}
+        assert scoring_requests.run_tags(before[2]) == {SCORING_REQUEST_TAG: "3"}
         made = store.request_scoring(owner="ana", evaluator="r1", traces={"t9": 1},
                                      actions=False)
         assert made.legacy_id is None and made.run_ref == made.id and uuid.UUID(made.id)

@@ -18,8 +18,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-WORKER_MODULES = ["stash_pipeline.worker.runner", "stash_pipeline.worker.jobs",
-                  "stash_pipeline.worker.job_inputs"]
+WORKER_MODULES = ["stash_pipeline.worker.runner", "stash_pipeline.worker.procedures",
+                  "stash_pipeline.worker.inputs"]
 
 
 def start(job_dir: Path, stop_at: str, reached: Path, output: Path) -> multiprocessing.Process:
@@ -34,7 +34,7 @@ def start(job_dir: Path, stop_at: str, reached: Path, output: Path) -> multiproc
 
 
 def _run(job_dir: str, stop_at: str, reached: str, output: str) -> None:
-    from stash_pipeline.worker import job_inputs, runner
+    from stash_pipeline.worker import inputs, runner
 
     descriptor = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(descriptor, 1)
@@ -54,7 +54,7 @@ def _run(job_dir: str, stop_at: str, reached: str, output: str) -> None:
                 pause()
             yield
 
-    save_to_disk = job_inputs.Dataset.save_to_disk
+    save_to_disk = inputs.Dataset.save_to_disk
 
     def pausing_save(self, path, *args, **kwargs):
         save_to_disk(self, path, *args, **kwargs)
@@ -62,5 +62,5 @@ def _run(job_dir: str, stop_at: str, reached: str, output: str) -> None:
             pause()
 
     runner.Phases.__call__ = pausing_phase
-    job_inputs.Dataset.save_to_disk = pausing_save
+    inputs.Dataset.save_to_disk = pausing_save
     sys.exit(runner.main(job_dir))

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from stash_pipeline.api import create_app as create_api
-from stash_pipeline.compute.job import CHECKPOINT_INPUT
+from stash_pipeline.compute.contract import CHECKPOINT_INPUT
 from stash_pipeline.objects import LocalObjectStore, reward_model_checkpoint_key
 from stash_pipeline.pipelines import trace_scoring
 from stash_pipeline.serving.models import ModelRegistry

@@ -209,14 +209,14 @@ def scoring_run(run_id: str, request_id: str | None = None, *, to: str = "queued
 
     from stash_pipeline.defs.worker_queue import priority_tags
     from stash_pipeline.instance import get_instance
-    from stash_pipeline.pipelines.trace_scoring import REQUEST_TAG
+    from stash_pipeline.pipelines.trace_scoring import SCORING_REQUEST_TAG
     from stash_pipeline_tests.support.dagster_storage import queued_run_origin
 
     instance = get_instance()
     run = instance.get_run_by_id(run_id)
     if run is None:
         tags = {**priority_tags("request"),
-                **({REQUEST_TAG: str(request_id)} if request_id is not None else {})}
+                **({SCORING_REQUEST_TAG: str(request_id)} if request_id is not None else {})}
         run = instance.add_run(dg.DagsterRun(job_name="trace_scoring", run_id=run_id,
                                              status=dg.DagsterRunStatus.QUEUED, tags=tags,
                                              remote_job_origin=queued_run_origin("trace_scoring")))

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from stash_pipeline.compute.job import (
+from stash_pipeline.compute.contract import (
     JobSettings,
     read_jsonl,
     read_metrics,
     read_settings,
     write_job,
 )
-from stash_pipeline.compute.job_log import failure_reason, phase_seconds
+from stash_pipeline.compute.worker_log import failure_reason, phase_seconds
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.pairs import PairSide
 from stash_pipeline.worker.runner import main
@@ -249,12 +249,12 @@ def test_without_held_out_pairs_evaluation_is_unavailable(tmp_path, tiny_base_mo
 
 def test_fewer_than_two_pairs_fail_before_the_model_loads(tmp_path, tiny_base_model,
                                                            synthetic_pairs, monkeypatch):
-    from stash_pipeline.worker import jobs
+    from stash_pipeline.worker import procedures
 
     def no_download(*args, **kwargs):
         raise AssertionError("the base model was loaded")
 
-    monkeypatch.setattr(jobs, "load_reward_model", no_download)
+    monkeypatch.setattr(procedures, "load_reward_model", no_download)
     write_job(tmp_path, JobSettings(evaluator="m", base_model=str(tiny_base_model)),
               train_pairs=synthetic_pairs(0, 1))
     assert main(str(tmp_path)) == 1
@@ -471,9 +471,9 @@ def test_the_display_scale_beyond_its_limit_comes_from_a_seeded_sample_of_traini
     from functools import partial
 
     from stash_pipeline.core.calibration import display_scale_sample, reward_stats
-    from stash_pipeline.worker import jobs
+    from stash_pipeline.worker import procedures
 
-    monkeypatch.setattr(jobs, "display_scale_sample", partial(display_scale_sample, limit=3))
+    monkeypatch.setattr(procedures, "display_scale_sample", partial(display_scale_sample, limit=3))
     train = synthetic_pairs(0, 10)
     write_job(tmp_path, JobSettings(evaluator="m", base_model=str(tiny_base_model),
                                     outputs=("checkpoint", "pair_rewards")),

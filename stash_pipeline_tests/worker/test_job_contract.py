@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from stash_pipeline.compute.job import JobSettings, atomic_path, read_metrics, write_job
-from stash_pipeline.compute.job_log import (
+from stash_pipeline.compute.contract import JobSettings, atomic_path, read_metrics, write_job
+from stash_pipeline.compute.worker_log import (
     PHASES,
     JobProgress,
     append_log,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from stash_pipeline.compute.job import JobSettings, read_metrics, write_job
-from stash_pipeline.compute.job_log import failure_reason
+from stash_pipeline.compute.contract import JobSettings, read_metrics, write_job
+from stash_pipeline.compute.worker_log import failure_reason
 from stash_pipeline.worker.runner import main
 from stash_pipeline_tests.support import pausing_worker
 from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, bound

@@ -12,8 +12,8 @@ import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, PreTrainedTokenizerFast
 
-from stash_pipeline.compute.job import JobSettings, read_jsonl, write_job
-from stash_pipeline.compute.job_log import failure_reason
+from stash_pipeline.compute.contract import JobSettings, read_jsonl, write_job
+from stash_pipeline.compute.worker_log import failure_reason
 from stash_pipeline.importers import read_path
 from stash_pipeline.worker import tiny_model
 from stash_pipeline.worker.modeling import load_tokenizer

@@ -8,8 +8,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel
 
-from stash_pipeline.compute.job import JobSettings, read_jsonl, read_settings, write_job
-from stash_pipeline.compute.job_log import failure_reason
+from stash_pipeline.compute.contract import JobSettings, read_jsonl, read_settings, write_job
+from stash_pipeline.compute.worker_log import failure_reason
 from stash_pipeline.worker.modeling import load_tokenizer, tokenize
 from stash_pipeline.worker.render import render_trace
 from stash_pipeline.worker.runner import main

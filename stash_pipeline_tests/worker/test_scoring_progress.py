@@ -7,8 +7,14 @@ from dataclasses import replace
 
 import pytest
 
-from stash_pipeline.compute.job import ACTION_SCORES, SCORES, JobSettings, read_jsonl, write_job
-from stash_pipeline.compute.job_log import LOG
+from stash_pipeline.compute.contract import (
+    ACTION_SCORES,
+    SCORES,
+    JobSettings,
+    read_jsonl,
+    write_job,
+)
+from stash_pipeline.compute.worker_log import LOG
 from stash_pipeline.worker import batching, progress
 from stash_pipeline.worker.modeling import tokenize
 from stash_pipeline.worker.progress import PhaseProgress

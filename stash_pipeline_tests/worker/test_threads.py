@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from stash_pipeline.cli import main as cli_main
-from stash_pipeline.compute.job import JobSettings, write_job
-from stash_pipeline.compute.job_log import failure_reason
+from stash_pipeline.compute.contract import JobSettings, write_job
+from stash_pipeline.compute.worker_log import failure_reason
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.worker.threads import INTER_OP_THREADS, THREADS_ENV, choose_threads, cpu_quota
 from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, bound

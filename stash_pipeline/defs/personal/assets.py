@@ -17,10 +17,10 @@ from pathlib import Path
 
 import dagster as dg
 
-from stash_pipeline.compute.job import LOSSES, job_directory, keep_only_logs
-from stash_pipeline.compute.job_log import LOG, append_log, phase_done_line
+from stash_pipeline.compute.contract import LOSSES, job_directory, keep_only_logs
 from stash_pipeline.compute.run import run_job, uploaded_checkpoint
 from stash_pipeline.compute.upload import discard_results, hand_over_results
+from stash_pipeline.compute.worker_log import LOG, append_log, phase_done_line
 from stash_pipeline.core.trust import held_out_report
 from stash_pipeline.defs import metadata
 from stash_pipeline.defs.personal.partitions import model_id_of, personal_reward_model
@@ -34,7 +34,7 @@ from stash_pipeline.defs.traces.assets import traces
 from stash_pipeline.defs.worker_runs import REWARD_POOL, failing_step, failure_text
 from stash_pipeline.objects.keys import reward_model_checkpoint_key
 from stash_pipeline.pipelines import personal_training as steps
-from stash_pipeline.pipelines.worker_jobs import handed_over_results, read_losses, read_results
+from stash_pipeline.pipelines.worker_io import handed_over_results, read_losses, read_results
 from stash_pipeline.store import Store
 
 GROUP = "personal_reward_models"

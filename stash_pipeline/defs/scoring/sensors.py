@@ -25,7 +25,7 @@ from stash_pipeline.defs.sensor_cursors import (
 )
 from stash_pipeline.defs.worker_queue import ensure_worker_pool, priority_tags
 from stash_pipeline.pipelines import trace_scoring
-from stash_pipeline.pipelines.trace_scoring import REQUEST_TAG
+from stash_pipeline.pipelines.trace_scoring import SCORING_REQUEST_TAG
 
 # The evaluator a background chunk scores with (a release version or a personal model id).
 BACKGROUND_TAG = "stash/background_scoring"
@@ -62,7 +62,8 @@ def score_again_for_traces(context: dg.SensorEvaluationContext,
         run_requests=[dg.RunRequest(run_key=trace_scoring.request_run_key(r.run_ref),
                                     run_config=scoring_config(r.evaluator, r.actions,
                                                               request=r.id),
-                                    tags={REQUEST_TAG: r.run_ref, **priority_tags("request")})
+                                    tags={SCORING_REQUEST_TAG: r.run_ref,
+                                          **priority_tags("request")})
                       for r in requests],
         cursor=settled_cursor(covered, lambda r: r.created_at,
                               lambda r: time_cursor(r.created_at, r.id), context.cursor))

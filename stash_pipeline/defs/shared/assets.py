@@ -9,7 +9,7 @@ reads another's job directory. The release gate is the blocking check on ``bench
 
 import dagster as dg
 
-from stash_pipeline.compute.job import LOSSES, job_directory, keep_only_logs
+from stash_pipeline.compute.contract import LOSSES, job_directory, keep_only_logs
 from stash_pipeline.compute.run import run_job, uploaded_checkpoint
 from stash_pipeline.compute.upload import hand_over_results
 from stash_pipeline.core.training_settings import DEFAULT_MAX_PAIRS
@@ -28,7 +28,7 @@ from stash_pipeline.defs.traces.assets import traces
 from stash_pipeline.defs.worker_runs import REWARD_POOL, failing_step
 from stash_pipeline.objects.keys import shared_evaluator_checkpoint_key
 from stash_pipeline.pipelines import shared_evaluator as steps
-from stash_pipeline.pipelines.worker_jobs import handed_over_results, read_losses, read_results
+from stash_pipeline.pipelines.worker_io import handed_over_results, read_losses, read_results
 
 GROUP = "shared_evaluator"
 TRAIN_JOB = "train"

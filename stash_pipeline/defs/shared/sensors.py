@@ -11,7 +11,7 @@ from stash_pipeline.defs.sensor_cursors import REQUESTS_PER_TICK, settled_cursor
 from stash_pipeline.defs.shared.jobs import shared_training_job
 from stash_pipeline.defs.worker_queue import priority_tags
 
-REQUEST_TAG = "stash/shared_training_request"
+SHARED_TRAINING_REQUEST_TAG = "stash/shared_training_request"
 TRAINING_INTERVAL_S = 10
 
 
@@ -39,7 +39,7 @@ def shared_training_requests(context: dg.SensorEvaluationContext,
     return dg.SensorResult(
         run_requests=[dg.RunRequest(run_key=request_run_key(r.id),
                                     run_config=training_run_config(r.base_model, r.epochs),
-                                    tags={REQUEST_TAG: str(r.id),
+                                    tags={SHARED_TRAINING_REQUEST_TAG: str(r.id),
                                           **priority_tags("shared_training")})
                       for r in requests],
         cursor=settled_cursor(covered, lambda r: r.created_at, lambda r: str(r.id),

@@ -3,7 +3,7 @@ weights) and scoring with a checkpoint, each conducted phase by phase.
 
 ``runner.py`` imports this module only once the settings were read, so a job whose settings are
 invalid fails in a fraction of a second instead of after torch's and transformers' imports. Like
-the runner, it only conducts: inputs are read by ``job_inputs``, outputs written by ``job_outputs``
+the runner, it only conducts: inputs are read by ``inputs``, outputs written by ``outputs``
 and ``checkpoint``.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from stash_pipeline.compute import job as contract
+from stash_pipeline.compute import contract
 from stash_pipeline.core.calibration import RewardStats, display_scale_sample, reward_stats
 from stash_pipeline.core.curves import downsample
 from stash_pipeline.core.errors import InputError
@@ -32,13 +32,7 @@ from stash_pipeline.worker.checkpoint import (
     writing_checkpoint,
 )
 from stash_pipeline.worker.evaluation import forward_tokens, pair_rewards_from
-from stash_pipeline.worker.job_inputs import encoded_pairs, record_window, traces_to_score
-from stash_pipeline.worker.job_outputs import (
-    write_action_scores,
-    write_losses,
-    write_pair_rewards,
-    write_trace_scores,
-)
+from stash_pipeline.worker.inputs import encoded_pairs, record_window, traces_to_score
 from stash_pipeline.worker.metrics import training_metrics
 from stash_pipeline.worker.modeling import (
     cast_parameters,
@@ -49,6 +43,12 @@ from stash_pipeline.worker.modeling import (
     scoring_precision,
     scoring_precision_note,
     stored_dtype,
+)
+from stash_pipeline.worker.outputs import (
+    write_action_scores,
+    write_losses,
+    write_pair_rewards,
+    write_trace_scores,
 )
 from stash_pipeline.worker.progress import PhaseProgress, Progress
 from stash_pipeline.worker.render import Audience, template_kind, template_of

@@ -1,5 +1,5 @@
 """The job directory contract between a caller (Dagster, Modal) and the worker process: what a job
-directory holds, its settings, and writing and clearing it (``compute.job_log`` reads and writes its
+directory holds, its settings, and writing and clearing it (``worker_log`` reads and writes its
 ``worker.log``). A job (a worker job) is one run of the worker on one such directory; the only
 other jobs are Dagster's (``defs/*/jobs.py``: the assets a run materializes).
 
@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from stash_pipeline.compute.job_log import ATTEMPT_LOGS, LOG, retire_log
+from stash_pipeline.compute.worker_log import ATTEMPT_LOGS, LOG, retire_log
 from stash_pipeline.core.errors import InputError, StorageFullError, disk_full
 from stash_pipeline.core.pair_builders import AUDIENCES, Audience
 from stash_pipeline.core.pairs import Pair

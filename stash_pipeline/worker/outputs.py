@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from stash_pipeline.compute import job as contract
+from stash_pipeline.compute import contract
 from stash_pipeline.core.calibration import RewardStats, action_credit, calibrated_score
 from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.traces import Trace

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stash_pipeline.compute.job import ACTION_SCORES, SCORES, read_jsonl, read_metrics
+from stash_pipeline.compute.contract import ACTION_SCORES, SCORES, read_jsonl, read_metrics
 from stash_pipeline.compute.upload import fetch_results
 from stash_pipeline.core.split import PairSplit, split_pairs
 from stash_pipeline.core.traces import Trace

@@ -13,7 +13,7 @@ from typing import Any
 
 from datasets import Dataset, Features, Value, load_from_disk
 
-from stash_pipeline.compute import job as contract
+from stash_pipeline.compute import contract
 from stash_pipeline.core.errors import InputError
 from stash_pipeline.core.pairs import Pair
 from stash_pipeline.core.serialize import trace_from_dict

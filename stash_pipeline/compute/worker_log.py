@@ -1,5 +1,5 @@
 """The job log: ``worker.log`` in a job directory, what the worker and its caller write there and
-what is read back from it (``compute.job`` is the rest of the job directory's contract).
+what is read back from it (``compute.contract`` is the rest of the job directory's contract).
 
 The worker logs every phase with its duration, its training steps and its scoring counts, and ends
 the log with the reason when the job fails; the caller logs the phases it runs itself (extraction,
