@@ -268,6 +268,11 @@ releases = sa.Table(
     sa.Column("benchmark_report", sa.JSON, nullable=False),
     sa.Column("data_snapshot", sa.JSON, nullable=False),  # trace ids and versions trained on
     _created(),
+    # The release's queueing, in batches (store.scoring_work.settle_release_queue): the latest
+    # release queues every trace in id order, ``queued_through`` the last id queued so far; a
+    # replaced release drops its queue rows. ``queue_settled`` once that is done.
+    sa.Column("queued_through", ID),
+    sa.Column("queue_settled", sa.Boolean, nullable=False, server_default=sa.true()),
 )
 
 # A candidate evaluated against the incumbent on the separate benchmark: the release gate's record.

@@ -439,8 +439,25 @@ class Store:
 
     # Releases and the benchmark
     def save_release(self, release: Release) -> Release:
+        """The new incumbent, committed at once; then every trace queued for it, a batch a
+        transaction (``settle_release_queue``), so an import beside it waits for one batch at
+        most. A queueing cut short (the process killed) is finished by the scoring sensor."""
         with self.transaction() as c:
-            return releases.save_release(c, release)
+            saved = releases.save_release(c, release)
+        self.settle_release_queue()
+        return saved
+
+    def settle_release_queue(self, max_batches: int | None = None) -> bool:
+        """The releases' queueing worked, ``max_batches`` batches at most (all without), each in
+        a transaction of its own (store.scoring_work.settle_release_queue); returns whether
+        work is left."""
+        done = 0
+        while max_batches is None or done < max_batches:
+            with self.transaction() as c:
+                if not scoring_work.settle_release_queue(c):
+                    return False
+            done += 1
+        return True
 
     def get_release(self, version: str) -> Release:
         with self.reading() as c:
