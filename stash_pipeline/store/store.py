@@ -20,6 +20,7 @@ from stash_pipeline.store import (
     engine,
     feedback,
     imports,
+    leases,
     models,
     pairs,
     releases,
@@ -321,6 +322,12 @@ class Store:
         with self.reading() as c:
             return models.queued_models(c, after, limit)
 
+    def models_with_runs(self, after: tuple[datetime, str] | None,
+                         limit: int) -> list[RewardModelRecord]:
+        """Queued or running models a run has taken up, queued after ``after``, oldest first."""
+        with self.reading() as c:
+            return models.models_with_runs(c, after, limit)
+
     def score_again_requested(self, after: tuple[datetime, str] | None,
                               limit: int) -> list[RewardModelRecord]:
         """Succeeded models asked to Score again after the cursor ``after``, oldest first."""
@@ -446,6 +453,24 @@ class Store:
             saved = releases.save_release(c, release)
         self.settle_release_queue()
         return saved
+
+    # Leases on the worker's steps
+    def take_lease(self, name: str, run_id: str, holder: str,
+                   alive: Callable[[leases.Lease], bool]) -> leases.Lease | None:
+        with self.transaction() as c:
+            return leases.take(c, name, run_id, holder, alive)
+
+    def renew_lease(self, name: str, holder: str) -> bool:
+        with self.transaction() as c:
+            return leases.renew(c, name, holder)
+
+    def finish_lease(self, name: str, holder: str) -> None:
+        with self.transaction() as c:
+            leases.finish(c, name, holder)
+
+    def unfinished_leases(self, run_id: str) -> list[leases.Lease]:
+        with self.reading() as c:
+            return leases.live_leases(c, run_id)
 
     def settle_release_queue(self, max_batches: int | None = None) -> bool:
         """The releases' queueing worked, ``max_batches`` batches at most (all without), each in

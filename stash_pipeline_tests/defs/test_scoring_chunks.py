@@ -8,12 +8,18 @@ import pytest
 
 from stash_pipeline.defs.resources import DEFAULT_SCORING_BATCH, SharedEvaluatorResource
 from stash_pipeline.defs.scoring import chunks
-from stash_pipeline.defs.scoring.assets import trace_scores
+
+
+def test_the_measured_asset_is_the_scoring_asset() -> None:
+    from stash_pipeline.defs.scoring.assets import trace_scores
+
+    assert chunks.SCORING_ASSET == trace_scores.key
 
 
 def _chunk(instance: dg.DagsterInstance, traces: int, seconds: float) -> None:
     instance.report_runless_asset_event(dg.AssetMaterialization(
-        trace_scores.key, metadata={chunks.SCORED_TRACES: traces, chunks.WORK_SECONDS: seconds}))
+        chunks.SCORING_ASSET,
+        metadata={chunks.SCORED_TRACES: traces, chunks.WORK_SECONDS: seconds}))
 
 
 def test_a_chunk_takes_the_traces_of_its_target_seconds(

@@ -18,7 +18,9 @@ DEFAULT_CHUNK_SECONDS = 30
 MAX_CHUNK_TRACES = 2000
 # The chunks whose speed sets the next size: the latest few, so a slower evaluator counts soon.
 MEASURED_CHUNKS = 5
-# Metadata of each trace_scores materialisation that the measurement reads.
+# The one scoring asset (defs.scoring.assets.trace_scores), whose materialisations say how fast
+# its chunks went, in this metadata.
+SCORING_ASSET = dg.AssetKey("trace_scores")
 SCORED_TRACES = "scored_traces"
 WORK_SECONDS = "work_seconds"
 
@@ -61,8 +63,6 @@ def next_chunk_size(instance: dg.DagsterInstance,
                     settings: SharedEvaluatorResource | None = None) -> int:
     """``chunk_size`` of the one scoring asset's chunks, with the deployment's settings (a
     SharedEvaluatorResource; its environment without one)."""
-    from stash_pipeline.defs.scoring.assets import trace_scores  # the asset reports the speed
-
     settings = settings or SharedEvaluatorResource()
-    return chunk_size(instance, trace_scores.key, fixed=settings.fixed_batch_size(),
+    return chunk_size(instance, SCORING_ASSET, fixed=settings.fixed_batch_size(),
                       first=settings.batch_size())
