@@ -152,8 +152,7 @@ def settle_release_queue(connection: sa.Connection, batch: int | None = None) ->
     whether it did any: False once every release is settled."""
     batch = batch or RELEASE_QUEUE_BATCH
     r = schema.releases
-    if connection.scalar(sa.select(r.c.version).where(r.c.queue_settled == sa.false())
-                         .limit(1)) is None:
+    if not release_queue_unsettled(connection):
         return False
     _hold(connection, ["release"], shared=False)
     unsettled = connection.execute(
@@ -168,6 +167,13 @@ def settle_release_queue(connection: sa.Connection, batch: int | None = None) ->
     for row in unsettled:
         _queue_release_rows(connection, row.version, row.queued_through, batch)
     return bool(unsettled)
+
+
+def release_queue_unsettled(connection: sa.Connection) -> bool:
+    """Whether a release's queueing has batches left (the releases table is small)."""
+    r = schema.releases
+    return connection.scalar(sa.select(r.c.version).where(r.c.queue_settled == sa.false())
+                             .limit(1)) is not None
 
 
 def _drop_release_rows(connection: sa.Connection, release: str, batch: int) -> None:

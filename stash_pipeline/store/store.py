@@ -476,6 +476,9 @@ class Store:
         """The releases' queueing worked, ``max_batches`` batches at most (all without), each in
         a transaction of its own (store.scoring_work.settle_release_queue); returns whether
         work is left."""
+        with self.reading() as c:  # most ticks: nothing to do, and no write lock taken for it
+            if not scoring_work.release_queue_unsettled(c):
+                return False
         done = 0
         while max_batches is None or done < max_batches:
             with self.transaction() as c:
