@@ -10,7 +10,7 @@ at most its own duration), and the imports made meanwhile with their median and 
 once into stash_bench_release_store (``--reuse`` keeps it and uses it when its size matches;
 each measurement runs on a copy of it).
 
-    .venv/bin/python benchmarks/release_queueing.py [--traces 1000000] [--reuse] \\
+    .venv/bin/python benchmarks/release_queueing.py [--traces 1000000] [--batch 2000] [--reuse] \\
         [--server postgresql+psycopg://postgres@127.0.0.1:5432]
 """
 
@@ -40,9 +40,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", type=int, default=1_000_000)
     parser.add_argument("--reuse", action="store_true")
+    parser.add_argument("--batch", type=int, default=scoring_work.RELEASE_QUEUE_BATCH,
+                        help="traces a batch (store.scoring_work.RELEASE_QUEUE_BATCH)")
     parser.add_argument("--server", default=os.environ.get(
         "STASH_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432"))
     args = parser.parse_args()
+    scoring_work.RELEASE_QUEUE_BATCH = args.batch
     admin = sa.create_engine(f"{args.server}/postgres", isolation_level="AUTOCOMMIT")
     shape = f"traces={args.traces}"
     if not (args.reuse and built_shape(admin, BUILT_DB) == shape):
