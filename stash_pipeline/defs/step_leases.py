@@ -8,7 +8,8 @@ that holds the lease (``runs.record_dead_run`` leaves it to that process)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 
@@ -21,6 +22,8 @@ from stash_pipeline.store.leases import Lease
 # STALE_AFTER is taken over (a process of this host is asked directly whether it lives).
 RENEW_S = 20.0
 STALE_AFTER = timedelta(seconds=120)
+# How often a step waiting for a worker slot looks again.
+WORKER_POLL_S = 1.0
 
 
 class SecondStart(StashError):
@@ -47,11 +50,20 @@ def held_by_a_live_process(store: Store, run_id: str) -> Lease | None:
                 None)
 
 
+def worker_slot_name(slot: int) -> str:
+    return f"worker:{slot}"
+
+
 @contextmanager
-def step_lease(store: Store, run_id: str, step_key: str) -> Iterator[None]:
+def step_lease(store: Store, run_id: str, step_key: str, *, worker_slots: int = 0,
+               on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
     """The block runs only in the one process that holds the step's lease; SecondStart in any
-    other start of the step. The lease is renewed while the block runs and finished after it,
-    whether it succeeded or failed (a failed step starts again only as a new run)."""
+    other start of the step. A step that drives the worker (``worker_slots``: the reward_worker
+    pool's limit) holds one of that many worker slots too, waiting (``on_wait`` hears it once)
+    while live processes hold them all: the pool's limit holds even for a process Dagster lost
+    track of (a run it failed while its step went on). The leases are renewed while the block
+    runs and finished after it, whether it succeeded or failed (a failed step starts again only
+    as a new run; a finished worker slot is free)."""
     name, me = lease_name(run_id, step_key), this_process()
     other = store.take_lease(name, run_id, me, holder_alive)
     if other is not None:
@@ -59,17 +71,40 @@ def step_lease(store: Store, run_id: str, step_key: str) -> Iterator[None]:
                  else f"is running in process {other.holder}")
         raise SecondStart(f"step {step_key} of run {run_id} {state}: this second start does "
                           "nothing")
+    held = [name]
     stop = threading.Event()
 
     def renew() -> None:
         while not stop.wait(RENEW_S):
-            store.renew_lease(name, me)
+            for lease in list(held):
+                store.renew_lease(lease, me)
 
     renewer = threading.Thread(target=renew, name=f"lease {name}", daemon=True)
     renewer.start()
     try:
+        if worker_slots:
+            held.append(_worker_slot(store, run_id, me, worker_slots, on_wait))
         yield
     finally:
         stop.set()
         renewer.join()
-        store.finish_lease(name, me)
+        for lease in held:
+            store.finish_lease(lease, me)
+
+
+def _worker_slot(store: Store, run_id: str, me: str, slots: int,
+                 on_wait: Callable[[str], None] | None) -> str:
+    """The name of a worker slot taken, once one is free (polled every WORKER_POLL_S)."""
+    told = False
+    while True:
+        holders = []
+        for slot in range(slots):
+            other = store.take_lease(worker_slot_name(slot), run_id, me, holder_alive,
+                                     reuse_finished=True)
+            if other is None:
+                return worker_slot_name(slot)
+            holders.append(f"run {other.run_id} (process {other.holder})")
+        if not told and on_wait is not None:
+            on_wait(f"waiting for the worker, held by {', '.join(holders)}")
+            told = True
+        time.sleep(WORKER_POLL_S)

@@ -35,9 +35,10 @@ def get_lease(connection: sa.Connection, name: str) -> Lease | None:
 
 
 def take(connection: sa.Connection, name: str, run_id: str, holder: str,
-         alive: Callable[[Lease], bool]) -> Lease | None:
+         alive: Callable[[Lease], bool], *, reuse_finished: bool = False) -> Lease | None:
     """The lease taken by ``holder``: None when taken (new, or from a holder that is no longer
-    ``alive``), else the lease that stands in the way (a live holder's, or a finished one)."""
+    ``alive``, or finished with ``reuse_finished``: a worker slot), else the lease that stands
+    in the way (a live holder's, or a finished one: a step done)."""
     now = schema.utcnow()
     connection.execute(sl.delete().where(sl.c.finished_at < now - KEEP_FINISHED))
     connection.execute(insert_ignoring_duplicates(connection, sl).values(
@@ -46,10 +47,13 @@ def take(connection: sa.Connection, name: str, run_id: str, holder: str,
     lease = Lease(**row._asdict())
     if lease.holder == holder and lease.finished_at is None:
         return None
-    if lease.finished_at is not None or alive(lease):
+    if lease.finished_at is None and alive(lease):
+        return lease
+    if lease.finished_at is not None and not reuse_finished:
         return lease
     connection.execute(sl.update().where(sl.c.name == name, sl.c.holder == lease.holder)
-                       .values(holder=holder, acquired_at=now, renewed_at=now))
+                       .values(holder=holder, run_id=run_id, acquired_at=now, renewed_at=now,
+                               finished_at=None))
     return None
 
 

@@ -456,9 +456,10 @@ class Store:
 
     # Leases on the worker's steps
     def take_lease(self, name: str, run_id: str, holder: str,
-                   alive: Callable[[leases.Lease], bool]) -> leases.Lease | None:
+                   alive: Callable[[leases.Lease], bool], *,
+                   reuse_finished: bool = False) -> leases.Lease | None:
         with self.transaction() as c:
-            return leases.take(c, name, run_id, holder, alive)
+            return leases.take(c, name, run_id, holder, alive, reuse_finished=reuse_finished)
 
     def renew_lease(self, name: str, holder: str) -> bool:
         with self.transaction() as c:

@@ -37,10 +37,11 @@ def _url(store: Store) -> str:
     return store.engine.url.render_as_string(hide_password=False)
 
 
-def _start(store: Store, run_id: str, model_id: str, go: Path) -> subprocess.Popen:
+def _start(store: Store, run_id: str, model_id: str, go: Path,
+           worker_slots: int = 0) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "stash_pipeline_tests.support.lease_start", _url(store), run_id,
-         STEP, model_id, str(go)], stdout=subprocess.PIPE, text=True)
+         STEP, model_id, str(go), str(worker_slots)], stdout=subprocess.PIPE, text=True)
 
 
 def _model(store: Store, owner: str) -> str:
@@ -100,3 +101,32 @@ def test_a_lease_whose_process_died_is_taken_over(lease_store: Store, tmp_path: 
     out, _ = again.communicate(timeout=PATIENT_S)
     assert again.returncode == 0 and out.strip() == "working"
     assert store.get_reward_model(model_id).status == "succeeded"
+
+
+def test_the_worker_s_pool_of_one_holds_for_steps_dagster_lost_track_of(
+        lease_store: Store, tmp_path: Path) -> None:
+    """Two runs' worker steps, each a process of its own, with one worker slot: the second
+    waits, saying for whom, and works only once the first has let go of the worker, even if
+    Dagster freed the first run's pool slot (its run failed while its step went on)."""
+    store = lease_store
+    owner = f"pool-{os.getpid()}-{tmp_path.name}"
+    first_model, second_model = _model(store, owner), _model(store, owner + "-b")
+    first_go, second_go = tmp_path / "go-a", tmp_path / "go-b"
+    first = _start(store, f"a-{tmp_path.name}", first_model, first_go, worker_slots=1)
+    second = None
+    try:
+        assert first.stdout.readline().strip() == "working"
+        second = _start(store, f"b-{tmp_path.name}", second_model, second_go, worker_slots=1)
+        assert second.stdout.readline().startswith(
+            f"waiting for the worker, held by run a-{tmp_path.name}")
+        assert store.get_reward_model(second_model).status == "queued"  # no work yet
+        first_go.touch()
+        assert first.wait(timeout=PATIENT_S) == 0
+        assert second.stdout.readline().strip() == "working"
+        second_go.touch()
+        assert second.wait(timeout=PATIENT_S) == 0
+    finally:
+        for process in (first, second):
+            if process is not None:
+                process.kill()
+    assert store.get_reward_model(second_model).status == "succeeded"

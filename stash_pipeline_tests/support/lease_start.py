@@ -1,8 +1,9 @@
 """One start of a worker step, as a process of its own: ``python -m
-stash_pipeline_tests.support.lease_start DATABASE_URL RUN_ID STEP MODEL_ID GO_FILE``. Under the
-step's lease (defs.step_leases) it marks the model running, says ``working``, waits for GO_FILE,
-then marks the model succeeded; a start that finds the step worked elsewhere, or done, says
-``second start: ...`` and exits 3 having changed nothing."""
+stash_pipeline_tests.support.lease_start DATABASE_URL RUN_ID STEP MODEL_ID GO_FILE [SLOTS]``.
+Under the step's lease (defs.step_leases; with SLOTS, one of that many worker slots too, saying
+``waiting for the worker, ...`` while none is free) it marks the model running, says
+``working``, waits for GO_FILE, then marks the model succeeded; a start that finds the step
+worked elsewhere, or done, says ``second start: ...`` and exits 3 having changed nothing."""
 
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ from stash_pipeline.store import Store
 SECOND_START_EXIT = 3
 
 
-def main(url: str, run_id: str, step: str, model_id: str, go: str) -> int:
+def main(url: str, run_id: str, step: str, model_id: str, go: str, slots: str = "0") -> int:
     store = Store(url)
     try:
-        with step_lease(store, run_id, step):
+        with step_lease(store, run_id, step, worker_slots=int(slots),
+                        on_wait=lambda text: print(text, flush=True)):
             if store.get_reward_model(model_id).status == "queued":
                 store.mark_running(model_id, run_id)
             print("working", flush=True)

@@ -33,6 +33,7 @@ from stash_pipeline.defs.resources import (
 from stash_pipeline.defs.scoring.chunks import next_chunk_size
 from stash_pipeline.defs.step_leases import step_lease
 from stash_pipeline.defs.traces.assets import traces
+from stash_pipeline.defs.worker_queue import worker_step_lease
 from stash_pipeline.defs.worker_runs import REWARD_POOL, failing_step, failure_text
 from stash_pipeline.objects.keys import reward_model_checkpoint_key
 from stash_pipeline.pipelines import personal_training as steps
@@ -112,7 +113,7 @@ def personal_checkpoint(context: dg.AssetExecutionContext, database: StoreResour
     for ``personal_scores``. The job directory keeps its logs only."""
     store, model_id = database.store, model_id_of(context.partition_key)
     with (model_fails_with(store, model_id, objects, compute.scratch),
-          step_lease(store, context.run.run_id, "personal_checkpoint")):
+          worker_step_lease(context, store, "personal_checkpoint")):
         steps.resume(store, model_id, context.run.run_id, context.run.parent_run_id,
                      same_attempt=False)
         # This step's body runs once it holds the reward_worker slot: the model is running now.

@@ -11,8 +11,8 @@ import dagster as dg
 from stash_pipeline.defs import metadata
 from stash_pipeline.defs.resources import ComputeResource, ObjectStoreResource, StoreResource
 from stash_pipeline.defs.scoring import chunks
-from stash_pipeline.defs.step_leases import step_lease
 from stash_pipeline.defs.traces.assets import traces
+from stash_pipeline.defs.worker_queue import worker_step_lease
 from stash_pipeline.defs.worker_runs import REWARD_POOL, failing_step
 from stash_pipeline.pipelines import trace_scoring as steps
 
@@ -45,7 +45,7 @@ def trace_scores(context: dg.AssetExecutionContext, config: TraceScoringConfig,
     """Whole-trace scores and action credit, as the config asks, of one batch of traces by one
     saved checkpoint: a fresh run, without labelling calls or retraining."""
     started = time.perf_counter()
-    with failing_step(), step_lease(database.store, context.run.run_id, "trace_scores"):
+    with failing_step(), worker_step_lease(context, database.store, "trace_scores"):
         results = steps.score(
             database.store, config.evaluator, batch_traces(database, config),
             actions=config.actions, whole_traces=config.whole_traces,

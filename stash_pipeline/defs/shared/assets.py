@@ -24,8 +24,8 @@ from stash_pipeline.defs.resources import (
 )
 from stash_pipeline.defs.shared.candidate import CANDIDATE, current_candidate, new_candidate
 from stash_pipeline.defs.shared.report import gate_metadata
-from stash_pipeline.defs.step_leases import step_lease
 from stash_pipeline.defs.traces.assets import traces
+from stash_pipeline.defs.worker_queue import worker_step_lease
 from stash_pipeline.defs.worker_runs import REWARD_POOL, failing_step
 from stash_pipeline.objects.keys import shared_evaluator_checkpoint_key
 from stash_pipeline.pipelines import shared_evaluator as steps
@@ -97,7 +97,7 @@ def shared_candidate(context: dg.AssetExecutionContext, config: SharedCandidateC
     candidate = current_candidate(context)
     job_dir = job_directory(compute.scratch, steps.SHARED_DIR, candidate, TRAIN_JOB)
     key = shared_evaluator_checkpoint_key(candidate)
-    with failing_step(), step_lease(database.store, context.run.run_id, "shared_candidate"):
+    with failing_step(), worker_step_lease(context, database.store, "shared_candidate"):
         try:
             uri, metrics = run_job(
                 job_dir, lambda job_dir: steps.write_training_job(
@@ -133,7 +133,7 @@ def benchmark_results(context: dg.AssetExecutionContext, database: StoreResource
                                        compute.worker(context, objects), compute.scratch)
 
     # The handed-over metrics stay: it can run again (as a new run).
-    with failing_step(), step_lease(store, context.run.run_id, "benchmark_results"):
+    with failing_step(), worker_step_lease(context, store, "benchmark_results"):
         ours = rewards(candidate, objects.objects.uri_for(key))
         theirs = rewards(incumbent.version, incumbent.checkpoint_uri) if incumbent else {}
         metrics = handed_over_results(objects.objects, key, candidate).metrics
