@@ -19,8 +19,9 @@ from stash_pipeline.compute.run import job_dirs_of
 # The process that executes a run here (`host:pid:start`): a run whose process is gone, such as a
 # `--wait` command killed with SIGKILL, is failed by fail_abandoned_runs and its pool slots freed.
 PROCESS_TAG = "stash/process"
-IN_PROGRESS = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
-               dg.DagsterRunStatus.CANCELING]
+# NOT_STARTED too: a command killed between making its run and starting it leaves it so.
+IN_PROGRESS = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+               dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
 
 
 def this_process() -> str:

@@ -27,8 +27,9 @@ from stash_pipeline.store import Store
 from stash_pipeline.store.engine import database_url_from_env
 
 COMPUTE_KINDS = ("local", "modal")
-# Traces a background scoring run covers: enough to amortise starting the worker and loading the
-# checkpoint, few enough that a person's request waits for one such run at most (docs/pipeline.md).
+# Traces the first background scoring run covers, before any was measured (defs.scoring.chunks
+# then sizes chunks to STASH_CHUNK_SECONDS of work): enough to amortise starting the worker and
+# loading the checkpoint, few enough that a person's request waits for one such run at most.
 DEFAULT_SCORING_BATCH = 50
 
 
@@ -133,8 +134,14 @@ class SharedEvaluatorResource(dg.ConfigurableResource):
                                 or DEFAULT_BASE_MODEL)
 
     def batch_size(self) -> int:
-        return positive_setting("STASH_SCORING_BATCH", self.scoring_batch
-                                or os.environ.get("STASH_SCORING_BATCH") or DEFAULT_SCORING_BATCH)
+        """Traces a background chunk takes: ``fixed_batch_size()``, else DEFAULT_SCORING_BATCH
+        (the first chunk's, defs.scoring.chunks sizes the next ones by their speed)."""
+        return self.fixed_batch_size() or DEFAULT_SCORING_BATCH
+
+    def fixed_batch_size(self) -> int | None:
+        """``STASH_SCORING_BATCH`` when set: every background chunk that many traces."""
+        value = self.scoring_batch or os.environ.get("STASH_SCORING_BATCH")
+        return positive_setting("STASH_SCORING_BATCH", value) if value else None
 
 
 @dg.definitions

@@ -14,6 +14,7 @@ from stash_pipeline.compute.contract import job_directory, keep_only_logs
 from stash_pipeline.compute.worker_log import LOG, failure_reason
 from stash_pipeline.defs.personal.partitions import ATTEMPT_TAG, SCORE_AGAIN_TAG, model_id_of
 from stash_pipeline.defs.resources import ComputeResource, StoreResource
+from stash_pipeline.defs.step_leases import held_by_a_live_process
 from stash_pipeline.pipelines import personal_training as steps
 
 
@@ -28,6 +29,8 @@ def record_dead_run(run: dg.DagsterRun, message: str, database: StoreResource,
         return None
     model_id = model_id_of(key)
     store = database.store
+    if held_by_a_live_process(store, run.run_id) is not None:
+        return None  # a live process works the run's step: the model is its to change
     model = store.get_reward_model(model_id)
     # Only the run of the model's current attempt speaks for it (a stale or duplicate run does not).
     current = (model.run_id == run.run_id if model.status == "running"

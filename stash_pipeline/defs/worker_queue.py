@@ -12,12 +12,15 @@ traces a run).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
 
+from stash_pipeline.defs.step_leases import step_lease
 from stash_pipeline.defs.worker_runs import REWARD_POOL
+from stash_pipeline.store import Store
 
 PRIORITY_TAG = "dagster/priority"
 PRIORITIES = {
@@ -78,6 +81,24 @@ def ensure_worker_pool(instance: dg.DagsterInstance) -> None:
     if (storage.supports_global_concurrency_limits
             and REWARD_POOL not in storage.get_concurrency_keys()):
         storage.initialize_concurrency_limit_to_default(REWARD_POOL)
+
+
+def worker_slots(instance: dg.DagsterInstance) -> int:
+    """The worker pool's limit (one where the storage has no pools): how many worker steps may
+    run at once, which their leases hold to (defs.step_leases)."""
+    storage = instance.event_log_storage
+    if not storage.supports_global_concurrency_limits:
+        return 1
+    info = storage.get_concurrency_info(REWARD_POOL)
+    return max(1, info.slot_count or info.limit or 1)
+
+
+def worker_step_lease(context: dg.AssetExecutionContext, store: Store,
+                      step_key: str) -> AbstractContextManager[None]:
+    """The lease of a step in the worker's pool (defs.step_leases): started at most once, and
+    holding one of the pool's worker slots; a wait for a slot is told in the run's log."""
+    return step_lease(store, context.run.run_id, step_key,
+                      worker_slots=worker_slots(context.instance), on_wait=context.log.info)
 
 
 def worker_holders(instance: dg.DagsterInstance) -> set[str]:

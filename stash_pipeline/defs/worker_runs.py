@@ -10,6 +10,7 @@ import dagster as dg
 from stash_pipeline.compute.outcome import WorkerFailed
 from stash_pipeline.core.errors import StashError
 from stash_pipeline.core.failures import reason_line
+from stash_pipeline.defs.step_leases import SecondStart
 
 # Reward work runs one job at a time, like the seed's Celery worker with concurrency 1 (the pool's
 # limit is in dagster.yaml).
@@ -43,7 +44,8 @@ def failing_step(on_failure: Callable[[Exception], None] | None = None) -> Itera
     try:
         yield
     except Exception as error:
-        if on_failure is not None:
+        # A second start of a step another process works (defs.step_leases) changes nothing.
+        if on_failure is not None and not isinstance(error, SecondStart):
             on_failure(error)
         if isinstance(error, dg.Failure):
             raise

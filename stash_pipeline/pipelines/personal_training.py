@@ -79,25 +79,34 @@ def split(store: Store, model: RewardModelRecord) -> PairSplit:
     return split_stored_pairs(store, reward_model_id=model.id)
 
 
-def owner_traces(store: Store, owner: str) -> Iterator[Trace]:
-    """Every trace the owner has, read a chunk at a time: the model scores them all."""
-    return traces_in_chunks(store, store.trace_ids(owner=owner))
+def traces_scored_in_training(store: Store, model: RewardModelRecord,
+                              limit: int) -> Iterator[Trace]:
+    """What the training job scores once trained: ``limit`` of the owner's traces at most (one
+    bounded chunk of work: the request's own traces first), read a chunk at a time. The rest
+    of the owner's traces are queued for the model as it succeeds (``store.mark_succeeded``)
+    and scored in background chunks like any other scoring."""
+    chosen = set(model.trace_ids)
+    ids = [*model.trace_ids, *(i for i in store.trace_ids(owner=model.owner) if i not in chosen)]
+    return traces_in_chunks(store, ids[:limit])
 
 
-def write_training_job(store: Store, model: RewardModelRecord, job_dir: Path) -> JobSettings:
-    """The worker's inputs: the stored split's pairs, and every trace of the owner to score."""
+def write_training_job(store: Store, model: RewardModelRecord, job_dir: Path, *,
+                       score_limit: int) -> JobSettings:
+    """The worker's inputs: the stored split's pairs, and the owner's traces it scores once
+    trained (``traces_scored_in_training``)."""
     excluded = len(store.load_pairs(reward_model_id=model.id, split="excluded"))
     settings = JobSettings(evaluator=model.id, audience="personal", base_model=model.base_model,
                            epochs=model.epochs, excluded_cross_trace_pairs=excluded)
     write_job(job_dir, settings,
               train_pairs=store.load_pairs(reward_model_id=model.id, split="train"),
               eval_pairs=store.load_pairs(reward_model_id=model.id, split="eval"),
-              score_traces=owner_traces(store, model.owner))
+              score_traces=traces_scored_in_training(store, model, score_limit))
     return settings
 
 
 def succeed(store: Store, model_id: str, results: JobResults, checkpoint_uri: str) -> None:
-    """Metrics, checkpoint and scores land in the one transaction that marks the model succeeded."""
+    """Metrics, checkpoint and the training job's scores land in the one transaction that marks
+    the model succeeded, which queues the owner's traces it has not scored yet."""
     store.mark_succeeded(model_id, metrics=results.metrics, checkpoint_uri=checkpoint_uri,
                          scores=results.scores, action_scores=results.action_scores,
                          scored=results.scored, untrained=results.untrained)

@@ -276,3 +276,17 @@ def claim_partition_retirement(connection: sa.Connection, finished_before: datet
                           rm.c.status.in_(finished))
         .values(partition_retired_at=schema.utcnow()).returning(*rm.c))]
     return sorted(claimed, key=lambda m: (m.finished_at, m.id))
+
+
+def models_with_runs(connection: sa.Connection, after: tuple[datetime, str] | None,
+                     limit: int) -> list[RewardModelRecord]:
+    """Queued or running models whose attempt a run has taken up, queued after ``after``
+    ((queued at, model id), a sensor's cursor), oldest first, ``limit`` at most (through the
+    index on status and queued_at): the models whose run may have ended without them."""
+    query = sa.select(rm).where(rm.c.status.in_(("queued", "running")),
+                                rm.c.run_id.is_not(None))
+    if after is not None:
+        query = query.where(sa.or_(rm.c.queued_at > after[0],
+                                   sa.and_(rm.c.queued_at == after[0], rm.c.id > after[1])))
+    return [_record(row) for row in connection.execute(
+        query.order_by(rm.c.queued_at, rm.c.id).limit(limit))]

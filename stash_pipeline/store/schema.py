@@ -121,6 +121,18 @@ scoring_candidates = sa.Table(
     sa.Index("ix_scoring_candidates_trace_id", "trace_id"),
 )
 
+# Leases on the worker's steps (store.leases): a step of a run is worked by the one process that
+# holds its lease; a second start of it finds the lease held (or finished) and does nothing.
+step_leases = sa.Table(
+    "step_leases", metadata,
+    sa.Column("name", sa.String(256), primary_key=True),  # step:<run id>:<step key>
+    sa.Column("run_id", sa.String(64), nullable=False, index=True),
+    sa.Column("holder", sa.String(256), nullable=False),  # host:pid:start of the process
+    sa.Column("acquired_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("renewed_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("finished_at", sa.DateTime(timezone=True), index=True),
+)
+
 comments = sa.Table(
     "comments", metadata,
     sa.Column("id", ID, primary_key=True),
@@ -283,6 +295,11 @@ releases = sa.Table(
     sa.Column("benchmark_report", sa.JSON, nullable=False),
     sa.Column("data_snapshot", sa.JSON, nullable=False),  # trace ids and versions trained on
     _created(),
+    # The release's queueing, in batches (store.scoring_work.settle_release_queue): the latest
+    # release queues every trace in id order, ``queued_through`` the last id queued so far; a
+    # replaced release drops its queue rows. ``queue_settled`` once that is done.
+    sa.Column("queued_through", ID),
+    sa.Column("queue_settled", sa.Boolean, nullable=False, server_default=sa.true()),
 )
 
 # A candidate evaluated against the incumbent on the separate benchmark: the release gate's record.

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from stash_pipeline.core.validation import positive_setting
 from stash_pipeline.store import schema
-from stash_pipeline.store.batching import chunks
+from stash_pipeline.store.batching import chunks, insert_ignoring_duplicates
 from stash_pipeline.store.locks import lock_key
 
 # The most recent succeeded personal models of each owner that auto-scoring keeps current.
@@ -124,20 +124,91 @@ def queue_traces(connection: sa.Connection, traces: Mapping[str, tuple[str, int]
         connection.execute(c.insert(), chunk)
 
 
-def queue_release(connection: sa.Connection, release: str, replaced: str | None) -> None:
-    """A new release has scored nothing: every trace is queued for it, in one statement; what was
-    queued for the release it replaces is dropped."""
+# Traces a batch of a release's queueing queues (or queue rows of a replaced release it drops),
+# under the queue's exclusive lock: an import waits for one batch at most (benchmarks/
+# release_queueing.py: the lock's longest hold and an import's longest wait at 1M traces).
+RELEASE_QUEUE_BATCH = 2000
+
+
+def open_release_queue(connection: sa.Connection, release: str, replaced: str | None) -> None:
+    """A new release, saved in this transaction, has scored nothing: every trace is to be queued
+    for it, and what was queued for the release it replaces dropped; both happen in batches
+    (``settle_release_queue``). Under the exclusive lock, so an import in flight commits first
+    (and its traces are read by a batch) and any import after this commits queues for it."""
     _hold(connection, ["release"], shared=False)
+    r = schema.releases
+    connection.execute(r.update().where(r.c.version == release)
+                       .values(queue_settled=False, queued_through=None))
     if replaced is not None:
-        connection.execute(c.delete().where(c.c.evaluator == replaced))
-    m = schema.scoring_marks
-    connection.execute(c.insert().from_select(
+        connection.execute(r.update().where(r.c.version == replaced)
+                           .values(queue_settled=False))
+
+
+def settle_release_queue(connection: sa.Connection, batch: int | None = None) -> bool:
+    """One batch of the releases' queueing, in the caller's (short) transaction, under the
+    queue's exclusive lock: the rows of a replaced release dropped, ``batch`` at most, or else
+    the latest release's next ``batch`` (RELEASE_QUEUE_BATCH) traces in id order queued (those
+    it has not scored at their version; a row an import queued meanwhile stays). Returns
+    whether it did any: False once every release is settled."""
+    batch = batch or RELEASE_QUEUE_BATCH
+    r = schema.releases
+    if not release_queue_unsettled(connection):
+        return False
+    _hold(connection, ["release"], shared=False)
+    unsettled = connection.execute(
+        sa.select(r.c.version, r.c.queued_through).where(r.c.queue_settled == sa.false())
+        .with_for_update()).all()
+    latest = connection.scalar(sa.select(r.c.version)
+                               .order_by(r.c.created_at.desc(), r.c.version.desc()).limit(1))
+    for row in unsettled:
+        if row.version != latest:
+            _drop_release_rows(connection, row.version, batch)
+            return True
+    for row in unsettled:
+        _queue_release_rows(connection, row.version, row.queued_through, batch)
+    return bool(unsettled)
+
+
+def release_queue_unsettled(connection: sa.Connection) -> bool:
+    """Whether a release's queueing has batches left (the releases table is small)."""
+    r = schema.releases
+    return connection.scalar(sa.select(r.c.version).where(r.c.queue_settled == sa.false())
+                             .limit(1)) is not None
+
+
+def _drop_release_rows(connection: sa.Connection, release: str, batch: int) -> None:
+    """Up to ``batch`` queue rows of a replaced release dropped; settled when none is left."""
+    page = sa.select(c.c.trace_id).where(c.c.evaluator == release).limit(batch)
+    dropped = connection.execute(c.delete().where(c.c.evaluator == release,
+                                                  c.c.trace_id.in_(page))).rowcount
+    if dropped < batch:
+        r = schema.releases
+        connection.execute(r.update().where(r.c.version == release).values(queue_settled=True))
+
+
+def _queue_release_rows(connection: sa.Connection, release: str, after: str | None,
+                        batch: int) -> None:
+    """The release's next ``batch`` traces after ``after`` in id order queued; settled past the
+    last trace."""
+    r, m = schema.releases, schema.scoring_marks
+    page = sa.select(t.c.id).order_by(t.c.id).limit(batch)
+    if after is not None:
+        page = page.where(t.c.id > after)
+    ids = page.subquery()
+    last = connection.scalar(sa.select(sa.func.max(ids.c.id)))
+    if last is None:
+        connection.execute(r.update().where(r.c.version == release)
+                           .values(queue_settled=True, queued_through=None))
+        return
+    span = t.c.id <= last if after is None else sa.and_(t.c.id > after, t.c.id <= last)
+    connection.execute(insert_ignoring_duplicates(connection, c).from_select(
         ["evaluator", "trace_id", "trace_version", "personal", "queued_at"],
         sa.select(sa.literal(release, sa.String(128)), t.c.id, t.c.version, sa.false(),
                   sa.literal(schema.utcnow(), sa.DateTime(timezone=True)))
         .select_from(t.outerjoin(m, sa.and_(m.c.trace_id == t.c.id, m.c.evaluator == release,
                                             m.c.trace_version == t.c.version)))
-        .where(m.c.trace_id.is_(None))))
+        .where(span, m.c.trace_id.is_(None))))
+    connection.execute(r.update().where(r.c.version == release).values(queued_through=last))
 
 
 def queue_model(connection: sa.Connection, model_id: str, owner: str) -> None:

@@ -20,6 +20,7 @@ from stash_pipeline.store import (
     engine,
     feedback,
     imports,
+    leases,
     models,
     pairs,
     releases,
@@ -345,6 +346,12 @@ class Store:
         with self.reading() as c:
             return models.queued_models(c, after, limit)
 
+    def models_with_runs(self, after: tuple[datetime, str] | None,
+                         limit: int) -> list[RewardModelRecord]:
+        """Queued or running models a run has taken up, queued after ``after``, oldest first."""
+        with self.reading() as c:
+            return models.models_with_runs(c, after, limit)
+
     def score_again_requested(self, after: tuple[datetime, str] | None,
                               limit: int) -> list[RewardModelRecord]:
         """Succeeded models asked to Score again after the cursor ``after``, oldest first."""
@@ -464,8 +471,47 @@ class Store:
 
     # Releases and the benchmark
     def save_release(self, release: Release) -> Release:
+        """The new incumbent, committed at once; then every trace queued for it, a batch a
+        transaction (``settle_release_queue``), so an import beside it waits for one batch at
+        most. A queueing cut short (the process killed) is finished by the scoring sensor."""
         with self.transaction() as c:
-            return releases.save_release(c, release)
+            saved = releases.save_release(c, release)
+        self.settle_release_queue()
+        return saved
+
+    # Leases on the worker's steps
+    def take_lease(self, name: str, run_id: str, holder: str,
+                   alive: Callable[[leases.Lease], bool], *,
+                   reuse_finished: bool = False) -> leases.Lease | None:
+        with self.transaction() as c:
+            return leases.take(c, name, run_id, holder, alive, reuse_finished=reuse_finished)
+
+    def renew_lease(self, name: str, holder: str) -> bool:
+        with self.transaction() as c:
+            return leases.renew(c, name, holder)
+
+    def finish_lease(self, name: str, holder: str) -> None:
+        with self.transaction() as c:
+            leases.finish(c, name, holder)
+
+    def unfinished_leases(self, run_id: str) -> list[leases.Lease]:
+        with self.reading() as c:
+            return leases.live_leases(c, run_id)
+
+    def settle_release_queue(self, max_batches: int | None = None) -> bool:
+        """The releases' queueing worked, ``max_batches`` batches at most (all without), each in
+        a transaction of its own (store.scoring_work.settle_release_queue); returns whether
+        work is left."""
+        with self.reading() as c:  # most ticks: nothing to do, and no write lock taken for it
+            if not scoring_work.release_queue_unsettled(c):
+                return False
+        done = 0
+        while max_batches is None or done < max_batches:
+            with self.transaction() as c:
+                if not scoring_work.settle_release_queue(c):
+                    return False
+            done += 1
+        return True
 
     def get_release(self, version: str) -> Release:
         with self.reading() as c:

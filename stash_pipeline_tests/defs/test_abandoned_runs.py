@@ -15,8 +15,11 @@ import dagster as dg
 from stash_pipeline.compute.contract import job_directory
 from stash_pipeline.compute.run import JOB_DIRS_TAG
 from stash_pipeline.defs.abandoned_runs import PROCESS_TAG, process_gone, this_process
-from stash_pipeline.instance import definitions
+from stash_pipeline.defs.step_leases import holder_alive, lease_name
+from stash_pipeline.instance import definitions, request_state
 from stash_pipeline.pipelines import personal_training as steps
+from stash_pipeline.services import reward_models
+from stash_pipeline.services.scoring_requests import run_tags
 from stash_pipeline_tests.support.pipeline_helpers import queued_model
 
 POOL = "reward_worker"
@@ -104,3 +107,66 @@ def test_a_run_that_died_while_writing_its_inputs_leaves_no_inputs(store, instan
         assert "failed 1 run" in sensor.evaluate_tick(context).skip_message
     assert store.get_reward_model(model_id).status == "failed"
     assert list(job_dir.iterdir()) == []
+
+
+def _tick(instance, defs) -> str:
+    sensor = defs.resolve_sensor_def("abandoned_runs")
+    with dg.build_sensor_context(instance=instance, definitions=defs, resources=defs.resources,
+                                 instance_ref=instance.get_ref()) as context:
+        return sensor.evaluate_tick(context).skip_message
+
+
+def test_a_score_again_whose_command_died_is_failed_by_a_tick(store, instance) -> None:
+    """Issue 50: a Score again whose `traces score --wait` was killed (its run made, or working)
+    reads running or queued until the daemon's next tick fails it, with a one-line reason."""
+    defs = definitions()
+    for request_id, status in ((1, dg.DagsterRunStatus.STARTED),
+                               (2, dg.DagsterRunStatus.NOT_STARTED)):
+        instance.add_run(dg.DagsterRun(
+            job_name="trace_scoring", run_id=f"score-{request_id}", status=status,
+            tags={PROCESS_TAG: dead_process(), **run_tags(request_id)}))
+        assert request_state(run_tags(request_id), instance)["status"] in ("queued", "running")
+    assert "failed 2 run(s) whose command died" in _tick(instance, defs)
+    for request_id in (1, 2):
+        state = request_state(run_tags(request_id), instance)
+        assert state["status"] == "failed"
+        assert "ended before the run did (it was killed); retry it" in state["error"]
+        assert "\n" not in state["error"].strip()
+
+
+def test_a_model_whose_run_ended_without_storing_it_is_failed_by_a_tick(store, instance) -> None:
+    """Issue 50: a model left running or queued by a run that ended (or is gone) without storing
+    it is failed by the daemon's tick with a one-line reason, so `rm retry` works; a model whose
+    step a live process still works (its lease) is left to that process."""
+    defs = definitions()
+    ids = {}
+    for name, run_status in (("ended", dg.DagsterRunStatus.FAILURE),
+                             ("gone", None),
+                             ("leased", dg.DagsterRunStatus.FAILURE),
+                             ("working", dg.DagsterRunStatus.STARTED)):
+        model_id = ids[name] = queued_model(store)
+        run_id = f"{name}-run"
+        if run_status is not None:
+            instance.add_run(dg.DagsterRun(
+                job_name="personal_reward_model_training", run_id=run_id, status=run_status,
+                tags={"dagster/partition": model_id}))
+        steps.start(store, model_id, run_id)
+        steps.hold_worker(store, model_id, run_id)
+    store.take_lease(lease_name("leased-run", "personal_checkpoint"), "leased-run",
+                     this_process(), holder_alive)
+
+    said = _tick(instance, defs)
+    assert "failed 2 model(s) whose run ended without storing them" in said
+    ended, gone = (store.get_reward_model(ids[n]) for n in ("ended", "gone"))
+    assert ended.status == gone.status == "failed"
+    assert ended.error == ("its run ended-run ended (failure) without storing the model; "
+                           "rm retry queues it again")
+    assert gone.error.startswith("its run gone-run no longer exists")
+    assert store.get_reward_model(ids["leased"]).status == "running"
+    assert store.get_reward_model(ids["working"]).status == "running"
+    # Once the lease's holder is done with it, the next tick ends that model too.
+    store.finish_lease(lease_name("leased-run", "personal_checkpoint"), this_process())
+    assert "failed 1 model(s)" in _tick(instance, defs)
+    assert store.get_reward_model(ids["leased"]).status == "failed"
+    reward_models.retry(store, "ana", ids["ended"])  # rm retry queues it again
+    assert store.get_reward_model(ids["ended"]).status == "queued"

@@ -366,3 +366,33 @@ def _trace_pairs(traces):
     return [Pair(pair_id("trace_rating", f"r{i}", a.id, b.id), "trace", PairSide(a), PairSide(b),
                  "trace_rating", f"r{i}", tuple(sorted({a.id, b.id})))
             for i, (a, b) in enumerate(zip(traces, traces[1:]))]
+
+
+@pytest.mark.slow
+def test_the_scoring_after_training_is_one_chunk_and_the_rest_is_queued(
+        store, instance, pipeline_base_model, monkeypatch: pytest.MonkeyPatch):
+    """Issue 54: the training job scores one chunk of the owner's traces (the request's first),
+    and the model succeeds with them; the rest wait in the scoring queue and are scored by
+    background chunks of that size, like any other scoring."""
+    monkeypatch.setenv("STASH_SCORING_BATCH", "3")
+    records = agentprocessbench_records(8)
+    store.import_traces(records)
+    selected = [r.trace.id for r in records[:6]]
+    model_id = request(store, selected, str(pipeline_base_model))
+    defs = definitions()
+    assert [run.status for run in run_sensor_requests(instance, defs, "queued_reward_models")] \
+        == [dg.DagsterRunStatus.SUCCESS]
+    assert store.get_reward_model(model_id).status == "succeeded"
+
+    def scored() -> set[str]:
+        return {r.trace.id for r in records
+                if any(s.evaluator == model_id for s in store.scores_for(r.trace.id))}
+
+    assert scored() == set(selected[:3])  # one chunk: the request's own traces first
+    queued = {w.trace_id for w in store.scoring_work(personal=True, limit=100)}
+    assert queued == {r.trace.id for r in records} - set(selected[:3])
+    chunks = run_sensor_requests(instance, defs, "pending_scoring")
+    assert [len(run.run_config["ops"]["trace_scores"]["config"]["trace_ids"])
+            for run in chunks] == [3, 2]
+    assert scored() == {r.trace.id for r in records}
+    assert store.scoring_work(personal=True, limit=100) == []

@@ -52,3 +52,16 @@ def test_a_failing_step_tells_its_model_then_fails_with_the_reason_first():
     with failing_step(told.append):
         pass
     assert len(told) == 2
+
+
+def test_a_second_start_fails_its_step_without_telling_the_model():
+    """A step another process works (defs.step_leases) ends its second start; its model hears
+    nothing of it."""
+    from stash_pipeline.defs.step_leases import SecondStart
+
+    told = []
+    with pytest.raises(dg.Failure, match="this second start does nothing"), \
+            failing_step(told.append):
+        raise SecondStart("step trace_scores of run r is running in process p: this second "
+                          "start does nothing")
+    assert told == []

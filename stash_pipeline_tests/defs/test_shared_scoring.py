@@ -169,3 +169,22 @@ def test_with_every_scoring_run_slot_taken_the_tick_skips(store, instance, relea
     result = tick(instance)
     assert result.run_requests == [] and "in flight" in result.skip_message
     assert store.traces_pending_scoring("r1") == pending
+
+
+def test_a_release_queueing_cut_short_is_finished_by_the_sensor(store, instance, monkeypatch):
+    """Issue 50: the release's row committed, its queueing not begun (its process killed): the
+    sensor's tick queues the traces, a bounded number of batches a tick, and hands them out."""
+    from stash_pipeline.defs.scoring import sensors
+    from stash_pipeline.store import releases, scoring_work
+
+    monkeypatch.setenv("STASH_SCORING_BATCH", "25")
+    monkeypatch.setattr(scoring_work, "RELEASE_QUEUE_BATCH", 2)
+    monkeypatch.setattr(sensors, "RELEASE_QUEUE_BATCHES_PER_TICK", 2)
+    store.import_traces([record(i) for i in range(7)])
+    with store.transaction() as connection:
+        releases.save_release(connection, Release("r1", "file:///r1.tar.gz", {}, {}))
+    assert store.scoring_work(personal=False, limit=10) == []
+    assert [len(batch) for batch in batches(tick(instance))] == [4]  # two batches of two
+    # No run was made of the first tick's chunk: the next hands out all seven.
+    assert [len(batch) for batch in batches(tick(instance, "1"))] == [7]
+    assert len(store.scoring_work(personal=False, limit=10)) == 7

@@ -30,7 +30,10 @@ from stash_pipeline.defs.resources import (
     ObjectStoreResource,
     StoreResource,
 )
+from stash_pipeline.defs.scoring.chunks import next_chunk_size
+from stash_pipeline.defs.step_leases import step_lease
 from stash_pipeline.defs.traces.assets import traces
+from stash_pipeline.defs.worker_queue import worker_step_lease
 from stash_pipeline.defs.worker_runs import REWARD_POOL, failing_step, failure_text
 from stash_pipeline.objects.keys import reward_model_checkpoint_key
 from stash_pipeline.pipelines import personal_training as steps
@@ -65,14 +68,15 @@ def personal_pairs(context: dg.AssetExecutionContext, database: StoreResource,
     """The request's traces' pairs: step and trace ratings, comparisons, outcomes and extracted
     comments, corrections and assessment, capped at max_pairs."""
     store, model_id = database.store, model_id_of(context.partition_key)
-    model = steps.start(store, model_id, context.run.run_id,
-                        retry=context.run.parent_run_id is not None)
-    context.log.info(f"reward model {model.name!r} (attempt {model.attempt}) is queued: it runs "
-                     "once its training step holds the worker")
-    with model_fails_with(store, model_id):
-        started = time.perf_counter()
-        report = steps.build_pairs(store, model, extraction.config())
-        seconds = time.perf_counter() - started
+    with failing_step(), step_lease(store, context.run.run_id, "personal_pairs"):
+        model = steps.start(store, model_id, context.run.run_id,
+                            retry=context.run.parent_run_id is not None)
+        context.log.info(f"reward model {model.name!r} (attempt {model.attempt}) is queued: it "
+                         "runs once its training step holds the worker")
+        with model_fails_with(store, model_id):
+            started = time.perf_counter()
+            report = steps.build_pairs(store, model, extraction.config())
+            seconds = time.perf_counter() - started
     return dg.MaterializeResult(metadata={
         "reward_model": f"{model.name} (owner {model.owner})",
         EXTRACTION_SECONDS: seconds,
@@ -90,7 +94,8 @@ def personal_split(context: dg.AssetExecutionContext,
                    database: StoreResource) -> dg.MaterializeResult:
     """The trace-level split: 10% of source traces held out, crossing pairs excluded, seed 0."""
     store, model_id = database.store, model_id_of(context.partition_key)
-    with model_fails_with(store, model_id):
+    with (model_fails_with(store, model_id),
+          step_lease(store, context.run.run_id, "personal_split")):
         model = steps.resume(store, model_id, context.run.run_id, context.run.parent_run_id,
                              same_attempt=False)
         counts = steps.split(store, model).counts()
@@ -102,11 +107,13 @@ def personal_split(context: dg.AssetExecutionContext,
 def personal_checkpoint(context: dg.AssetExecutionContext, database: StoreResource,
                         objects: ObjectStoreResource,
                         compute: ComputeResource) -> dg.MaterializeResult:
-    """Bradley-Terry training by the worker (RM_COMPUTE), which also scores the owner's traces;
-    the archive goes to the object store, and beside it the job's metrics and scores for
-    ``personal_scores``. The job directory keeps its logs only."""
+    """Bradley-Terry training by the worker (RM_COMPUTE), which then scores one background
+    chunk's worth of the owner's traces (defs.scoring.chunks; the rest are queued as the model
+    succeeds); the archive goes to the object store, and beside it the job's metrics and scores
+    for ``personal_scores``. The job directory keeps its logs only."""
     store, model_id = database.store, model_id_of(context.partition_key)
-    with model_fails_with(store, model_id, objects, compute.scratch):
+    with (model_fails_with(store, model_id, objects, compute.scratch),
+          worker_step_lease(context, store, "personal_checkpoint")):
         steps.resume(store, model_id, context.run.run_id, context.run.parent_run_id,
                      same_attempt=False)
         # This step's body runs once it holds the reward_worker slot: the model is running now.
@@ -116,7 +123,8 @@ def personal_checkpoint(context: dg.AssetExecutionContext, database: StoreResour
         job_dir = job_directory(compute.scratch, model_id, steps.attempt_name(model.attempt))
         key = reward_model_checkpoint_key(model_id, steps.attempt_name(model.attempt))
         uri, results = run_job(
-            job_dir, lambda job_dir: steps.write_training_job(store, model, job_dir),
+            job_dir, lambda job_dir: steps.write_training_job(
+                store, model, job_dir, score_limit=next_chunk_size(context.instance)),
             compute.worker(context, objects, upload_key=key),
             lambda job_dir: (uploaded_checkpoint(job_dir), read_results(job_dir, model_id)))
         hand_over_results(objects.objects, job_dir, key)
@@ -145,16 +153,18 @@ def _log_extraction(context: dg.AssetExecutionContext, job_dir: Path) -> None:
           kinds={"sql"})
 def personal_scores(context: dg.AssetExecutionContext, database: StoreResource,
                     objects: ObjectStoreResource) -> dg.MaterializeResult:
-    """Every trace of the owner scored (raw and calibrated; action scores with credit when trained
-    on action comparisons), stored with metrics and checkpoint as the model succeeds. Score again
-    and traces imported later are scored by the ``trace_scores`` runs (defs/scoring).
+    """The training job's scores (raw and calibrated; action scores with credit when trained on
+    action comparisons), stored with metrics and checkpoint as the model succeeds; the owner's
+    other traces, Score again and traces imported later are scored by ``trace_scores`` runs
+    (defs/scoring), the first in background chunks of the scoring queue.
 
     It reads what ``personal_checkpoint`` handed over beside the attempt's checkpoint in the object
     store, so it runs in a task of its own (a re-execution, a step launcher) as well. Its failure
     keeps those files and the archive (not visible: a failed model has no checkpoint), so a
     re-execution from failure stores them without training again."""
     store, model_id = database.store, model_id_of(context.partition_key)
-    with model_fails_with(store, model_id):
+    with (model_fails_with(store, model_id),
+          step_lease(store, context.run.run_id, "personal_scores")):
         model = steps.resume(store, model_id, context.run.run_id, context.run.parent_run_id,
                              same_attempt=True)
         key = reward_model_checkpoint_key(model_id, steps.attempt_name(model.attempt))

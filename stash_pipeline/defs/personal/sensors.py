@@ -25,6 +25,7 @@ from stash_pipeline.defs.sensor_cursors import (
     time_cursor,
     unstarted,
 )
+from stash_pipeline.defs.stuck_models import end_stuck_models
 from stash_pipeline.defs.worker_queue import priority_tags
 from stash_pipeline.services import reward_models
 from stash_pipeline.store import RewardModelRecord
@@ -133,15 +134,22 @@ def cancelled_reward_model_runs(context: dg.RunStatusSensorContext, database: St
 
 @dg.sensor(minimum_interval_seconds=ABANDONED_INTERVAL_S,
            default_status=dg.DefaultSensorStatus.RUNNING,
-           description="Fails runs whose launching command died (a killed --wait): the run is "
-                       "failed with the reason, its reward_worker slot freed, its job "
-                       "directories pruned to their logs and its model failed, so rm retry "
-                       "works.")
+           description="Ends stuck requests: fails runs whose launching command died (a killed "
+                       "--wait: the run failed with the reason, its reward_worker slot freed, "
+                       "its job directories pruned to their logs, its model or Score again "
+                       "failed), and fails a model whose run ended without storing it, so rm "
+                       "retry works.")
 def abandoned_runs(context: dg.SensorEvaluationContext, database: StoreResource,
-                   compute: ComputeResource) -> dg.SkipReason:
+                   compute: ComputeResource) -> dg.SensorResult:
     """Runs a `--wait` command started on this host whose command died (SIGKILL): failed, their
-    pool slots freed, their models failed with the reason, within this sensor's interval."""
+    pool slots freed, their models failed with the reason; then a page of in-progress models
+    whose run has ended without storing them, failed (defs.stuck_models); within this sensor's
+    interval."""
     failed = fail_abandoned_runs(context.instance, None, lambda run, message: record_dead_run(
         run, message, database, compute))
-    return dg.SkipReason(f"failed {len(failed)} run(s) whose command died" if failed
-                         else "no run lost its command")
+    ended, cursor = end_stuck_models(context.instance, database.store, context.cursor)
+    said = [f"failed {len(failed)} run(s) whose command died" if failed
+            else "no run lost its command"]
+    if ended:
+        said.append(f"failed {len(ended)} model(s) whose run ended without storing them")
+    return dg.SensorResult(skip_reason="; ".join(said), cursor=cursor)

@@ -4,11 +4,15 @@ set, and the background chunks of the scoring queue: the current release's actio
 trace version it has not scored, and the kept-current personal models' scores of their owners'
 traces."""
 
+import time
+
 import dagster as dg
 
 from stash_pipeline.defs import metadata
 from stash_pipeline.defs.resources import ComputeResource, ObjectStoreResource, StoreResource
+from stash_pipeline.defs.scoring import chunks
 from stash_pipeline.defs.traces.assets import traces
+from stash_pipeline.defs.worker_queue import worker_step_lease
 from stash_pipeline.defs.worker_runs import REWARD_POOL, failing_step
 from stash_pipeline.pipelines import trace_scoring as steps
 
@@ -45,7 +49,8 @@ def trace_scores(context: dg.AssetExecutionContext, config: TraceScoringConfig,
                  compute: ComputeResource) -> dg.MaterializeResult:
     """Whole-trace scores and action credit, as the config asks, of one batch of traces by one
     saved checkpoint: a fresh run, without labelling calls or retraining."""
-    with failing_step():
+    started = time.perf_counter()
+    with failing_step(), worker_step_lease(context, database.store, "trace_scores"):
         results = steps.score(
             database.store, config.evaluator, batch_traces(database, config),
             actions=config.actions, whole_traces=config.whole_traces,
@@ -54,7 +59,9 @@ def trace_scores(context: dg.AssetExecutionContext, config: TraceScoringConfig,
     raw = [score.raw for score in results.scores]
     credits = [score.credit for score in results.action_scores if score.credit is not None]
     return dg.MaterializeResult(metadata={
-        "evaluator": config.evaluator, "scored_traces": len(results.scored or results.scores),
+        "evaluator": config.evaluator,
+        chunks.SCORED_TRACES: len(results.scored or results.scores),
+        chunks.WORK_SECONDS: time.perf_counter() - started,
         "scored_actions": len(results.action_scores),
         **({"score_histogram": metadata.histogram(raw)} if raw else {}),
         **({"credit_histogram": metadata.histogram(credits, title="Action credit",

@@ -14,6 +14,7 @@ from datetime import datetime
 import dagster as dg
 
 from stash_pipeline.defs.resources import SharedEvaluatorResource, StoreResource
+from stash_pipeline.defs.scoring.chunks import next_chunk_size
 from stash_pipeline.defs.scoring.jobs import trace_scoring_job
 from stash_pipeline.defs.sensor_cursors import (
     REQUEST_INTERVAL_S,
@@ -35,6 +36,8 @@ INTERVAL_S = 5
 # keep it busy without holding the deployment's run slots (deploy/dagster.yaml: 10) away from
 # training.
 MAX_SCORING_RUNS = 2
+# Batches of a release's queueing a tick may work (store.scoring_work.RELEASE_QUEUE_BATCH each).
+RELEASE_QUEUE_BATCHES_PER_TICK = 10
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED,
              dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
              dg.DagsterRunStatus.CANCELING]
@@ -104,12 +107,14 @@ def pending_scoring(context: dg.SensorEvaluationContext, database: StoreResource
     """Background chunks for what the scoring queue holds: the personal models' oldest work
     first, then the release's, MAX_SCORING_RUNS chunks in flight at most. A tick reads one page
     of each queue whatever the number of models (store.scoring_work)."""
-    size = shared_evaluator.batch_size()
+    store = database.store
+    # A release's queueing cut short (its process killed) goes on, a bounded part a tick.
+    store.settle_release_queue(max_batches=RELEASE_QUEUE_BATCHES_PER_TICK)
     running, covered = in_flight(context.instance)
     room = max(0, MAX_SCORING_RUNS - running)
     if not room:
         return dg.SkipReason(f"{running} scoring chunks in flight, the most at once")
-    store = database.store
+    size = next_chunk_size(context.instance, shared_evaluator)
     batches = trace_scoring.pending_batches(store, batch_size=size, runs=room, skip=covered)
     if not batches and store.latest_release() is None:
         return dg.SkipReason("no shared evaluator release yet: traces wait for the first release")

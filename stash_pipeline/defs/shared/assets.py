@@ -25,6 +25,7 @@ from stash_pipeline.defs.resources import (
 from stash_pipeline.defs.shared.candidate import CANDIDATE, current_candidate, new_candidate
 from stash_pipeline.defs.shared.report import gate_metadata
 from stash_pipeline.defs.traces.assets import traces
+from stash_pipeline.defs.worker_queue import worker_step_lease
 from stash_pipeline.defs.worker_runs import REWARD_POOL, failing_step
 from stash_pipeline.objects.keys import shared_evaluator_checkpoint_key
 from stash_pipeline.pipelines import shared_evaluator as steps
@@ -96,8 +97,8 @@ def shared_candidate(context: dg.AssetExecutionContext, config: SharedCandidateC
     candidate = current_candidate(context)
     job_dir = job_directory(compute.scratch, steps.SHARED_DIR, candidate, TRAIN_JOB)
     key = shared_evaluator_checkpoint_key(candidate)
-    try:
-        with failing_step():
+    with failing_step(), worker_step_lease(context, database.store, "shared_candidate"):
+        try:
             uri, metrics = run_job(
                 job_dir, lambda job_dir: steps.write_training_job(
                     database.store, candidate, job_dir,
@@ -108,8 +109,8 @@ def shared_candidate(context: dg.AssetExecutionContext, config: SharedCandidateC
                                  read_results(job_dir, candidate).metrics))
             hand_over_results(objects.objects, job_dir, key)
             losses = read_losses(job_dir / LOSSES)
-    finally:
-        keep_only_logs(job_dir)  # the weights and metrics are in the object store now, or it failed
+        finally:
+            keep_only_logs(job_dir)  # the weights and metrics are in the object store, or it failed
     return dg.MaterializeResult(metadata={
         CANDIDATE: candidate, **metadata.training(uri, metrics, losses),
         **metadata.trust(held_out_report(candidate, "shared", metrics))})
@@ -131,7 +132,8 @@ def benchmark_results(context: dg.AssetExecutionContext, database: StoreResource
         return steps.benchmark_rewards(store, candidate, evaluator, uri,
                                        compute.worker(context, objects), compute.scratch)
 
-    with failing_step():  # the handed-over metrics stay: it can run again
+    # The handed-over metrics stay: it can run again (as a new run).
+    with failing_step(), worker_step_lease(context, store, "benchmark_results"):
         ours = rewards(candidate, objects.objects.uri_for(key))
         theirs = rewards(incumbent.version, incumbent.checkpoint_uri) if incumbent else {}
         metrics = handed_over_results(objects.objects, key, candidate).metrics

@@ -1,0 +1,68 @@
+"""How many traces a background chunk takes: as many as its worker scores in about
+``STASH_CHUNK_SECONDS`` (30 s), measured from the latest chunks, so that a request waits for one
+short chunk at most and a backlog of millions of traces is worked in a few thousand runs, not one
+per 50 traces. ``STASH_SCORING_BATCH`` fixes the size instead."""
+
+from __future__ import annotations
+
+import os
+
+import dagster as dg
+
+from stash_pipeline.core.validation import positive_setting
+from stash_pipeline.defs.resources import SharedEvaluatorResource
+
+CHUNK_SECONDS_ENV = "STASH_CHUNK_SECONDS"
+DEFAULT_CHUNK_SECONDS = 30
+# The most traces a chunk takes whatever the worker's speed: its run config lists them.
+MAX_CHUNK_TRACES = 2000
+# The chunks whose speed sets the next size: the latest few, so a slower evaluator counts soon.
+MEASURED_CHUNKS = 5
+# The one scoring asset (defs.scoring.assets.trace_scores), whose materialisations say how fast
+# its chunks went, in this metadata.
+SCORING_ASSET = dg.AssetKey("trace_scores")
+SCORED_TRACES = "scored_traces"
+WORK_SECONDS = "work_seconds"
+
+
+def chunk_seconds() -> int:
+    """``STASH_CHUNK_SECONDS``: the work a background chunk holds the worker for, about."""
+    return positive_setting(CHUNK_SECONDS_ENV,
+                            os.environ.get(CHUNK_SECONDS_ENV) or DEFAULT_CHUNK_SECONDS)
+
+
+def traces_per_second(instance: dg.DagsterInstance, asset_key: dg.AssetKey) -> float | None:
+    """The latest chunks' traces scored per second of their step (worker start, checkpoint load
+    and storing included, so sizes converge on chunks of the target's length); None before any
+    chunk was measured."""
+    records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=asset_key),
+                                              limit=MEASURED_CHUNKS, ascending=False).records
+    traces = seconds = 0.0
+    for record in records:
+        meta = record.asset_materialization.metadata
+        if SCORED_TRACES in meta and WORK_SECONDS in meta:
+            traces += float(meta[SCORED_TRACES].value)
+            seconds += float(meta[WORK_SECONDS].value)
+    return traces / seconds if traces and seconds > 0 else None
+
+
+def chunk_size(instance: dg.DagsterInstance, asset_key: dg.AssetKey, *, fixed: int | None,
+               first: int) -> int:
+    """Traces the next background chunk takes: ``fixed`` when set (``STASH_SCORING_BATCH``),
+    else ``chunk_seconds()`` of the measured speed (``first`` before any measurement), within
+    1 and MAX_CHUNK_TRACES."""
+    if fixed is not None:
+        return fixed
+    rate = traces_per_second(instance, asset_key)
+    if rate is None:
+        return first
+    return max(1, min(MAX_CHUNK_TRACES, int(rate * chunk_seconds())))
+
+
+def next_chunk_size(instance: dg.DagsterInstance,
+                    settings: SharedEvaluatorResource | None = None) -> int:
+    """``chunk_size`` of the one scoring asset's chunks, with the deployment's settings (a
+    SharedEvaluatorResource; its environment without one)."""
+    settings = settings or SharedEvaluatorResource()
+    return chunk_size(instance, SCORING_ASSET, fixed=settings.fixed_batch_size(),
+                      first=settings.batch_size())
