@@ -2,16 +2,16 @@
 every batch holds the queue's lock briefly and a batch cut short resumes where it stopped.
 Releases saved before were queued (or dropped) in one statement: settled.
 
-Revision ID: 0012_release_queueing
-Revises: 0011_sensor_indexes
+Revision ID: 0015_release_queueing
+Revises: 0014_review_versions
 """
 from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0012_release_queueing"
-down_revision = "0011_sensor_indexes"
+revision = "0015_release_queueing"
+down_revision = "0014_review_versions"
 branch_labels = None
 depends_on = None
 

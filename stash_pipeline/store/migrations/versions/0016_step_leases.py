@@ -1,16 +1,16 @@
 """Leases on the worker's steps: a step of a run is worked by the one process that holds its
 lease, so a second start of the same step does nothing.
 
-Revision ID: 0012_step_leases
-Revises: 0012_release_queueing
+Revision ID: 0016_step_leases
+Revises: 0015_release_queueing
 """
 from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0012_step_leases"
-down_revision = "0012_release_queueing"
+revision = "0016_step_leases"
+down_revision = "0015_release_queueing"
 branch_labels = None
 depends_on = None
 
