@@ -8,6 +8,8 @@ import json
 import os
 import socket
 import subprocess
+import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 
 import dagster as dg
@@ -20,6 +22,7 @@ from stash_pipeline.instance import definitions, request_state
 from stash_pipeline.pipelines import personal_training as steps
 from stash_pipeline.services import reward_models
 from stash_pipeline.services.scoring_requests import run_tags
+from stash_pipeline.store.scoring_requests import ScoringRequest
 from stash_pipeline_tests.support.pipeline_helpers import queued_model
 
 POOL = "reward_worker"
@@ -120,15 +123,17 @@ def test_a_score_again_whose_command_died_is_failed_by_a_tick(store, instance) -
     """Issue 50: a Score again whose `traces score --wait` was killed (its run made, or working)
     reads running or queued until the daemon's next tick fails it, with a one-line reason."""
     defs = definitions()
-    for request_id, status in ((1, dg.DagsterRunStatus.STARTED),
-                               (2, dg.DagsterRunStatus.NOT_STARTED)):
+    requests = [ScoringRequest(str(uuid.uuid4()), None, "ana", "r1", {}, False,
+                               datetime.now(timezone.utc)) for _ in range(2)]
+    for scoring, status in zip(requests, (dg.DagsterRunStatus.STARTED,
+                                          dg.DagsterRunStatus.NOT_STARTED)):
         instance.add_run(dg.DagsterRun(
-            job_name="trace_scoring", run_id=f"score-{request_id}", status=status,
-            tags={PROCESS_TAG: dead_process(), **run_tags(request_id)}))
-        assert request_state(run_tags(request_id), instance)["status"] in ("queued", "running")
+            job_name="trace_scoring", run_id=f"score-{scoring.id}", status=status,
+            tags={PROCESS_TAG: dead_process(), **run_tags(scoring)}))
+        assert request_state(run_tags(scoring), instance)["status"] in ("queued", "running")
     assert "failed 2 run(s) whose command died" in _tick(instance, defs)
-    for request_id in (1, 2):
-        state = request_state(run_tags(request_id), instance)
+    for scoring in requests:
+        state = request_state(run_tags(scoring), instance)
         assert state["status"] == "failed"
         assert "ended before the run did (it was killed); retry it" in state["error"]
         assert "\n" not in state["error"].strip()
