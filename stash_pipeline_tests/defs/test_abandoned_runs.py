@@ -14,8 +14,8 @@ import dagster as dg
 
 from stash_pipeline.compute.job import job_directory
 from stash_pipeline.compute.run import JOB_DIRS_TAG
+from stash_pipeline.dagster_runs.instance import definitions
 from stash_pipeline.defs.abandoned_runs import PROCESS_TAG, process_gone, this_process
-from stash_pipeline.instance import definitions
 from stash_pipeline.pipelines import personal_training as steps
 from stash_pipeline_tests.support.pipeline_helpers import queued_model
 
