@@ -4,7 +4,7 @@ import's record, and the ``--wait`` commands' runs executed in this process.
 Each function here only delegates, importing its module when called: importing this package
 loads no Dagster (the CLI's ``--help`` and the API's start pay for none). Inside the package:
 ``instance`` opens the instance and loads the definitions, ``run_state`` and ``progress`` read
-where work stands, ``import_records`` records an import, ``in_process`` runs a sensor's requests,
+where work stands, ``import_history`` records an import, ``in_process`` runs a sensor's requests,
 ``waits`` waits on runs and tells their wait for the worker, ``dead_runs`` fails and records the
 runs that died, ``console`` is what such a run prints. Tests may use those modules directly.
 """
@@ -29,11 +29,11 @@ def dagster_home() -> Path:
 
 
 def record_import(report: Any, warn: Callable[[str], None]) -> None:
-    """An import in the instance's asset history (``import_records.record_import``); a failure
+    """An import in the instance's asset history (``import_history.record_import``); a failure
     is warned about, never raised."""
-    from stash_pipeline.dagster_runs import import_records
+    from stash_pipeline.dagster_runs import import_history
 
-    import_records.record_import(report, warn)
+    import_history.record_import(report, warn)
 
 
 def run_progress(run_id: str) -> RunProgress:
