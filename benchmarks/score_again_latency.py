@@ -231,7 +231,7 @@ def main() -> None:
     from fastapi.testclient import TestClient
 
     from stash_pipeline.api import create_app
-    from stash_pipeline.instance import get_instance
+    from stash_pipeline.dagster_runs.instance import get_instance
     from stash_pipeline.objects import object_store_from_env
     from stash_pipeline.services import accounts
     from stash_pipeline.store import Store

@@ -193,7 +193,7 @@ def fill_dagster(url: str, *, store_url: str, users: int, runs_per_user: int,
     finished runs per user: real runs, one of each kind, cloned in SQL."""
     import dagster as dg
 
-    from stash_pipeline.instance import definitions
+    from stash_pipeline.dagster_runs.instance import definitions
 
     os.environ["DATABASE_URL"] = store_url
     defs = definitions()

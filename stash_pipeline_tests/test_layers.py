@@ -89,9 +89,10 @@ def test_the_two_http_apps_stand_on_web_and_not_on_each_other():
 
 
 def test_the_cli_reaches_the_pipeline_through_one_module():
-    """The commands reach the Dagster instance and the definitions through ``cli/pipeline.py``
-    only (which imports them when called: ``--help`` pays for no Dagster)."""
-    pipeline = ("stash_pipeline.defs", "stash_pipeline.instance", "stash_pipeline.definitions",
+    """The commands reach the definitions through ``cli/pipeline.py`` only, and the Dagster
+    instance through the door ``stash_pipeline.dagster_runs`` (both import Dagster when called:
+    ``--help`` pays for none)."""
+    pipeline = ("stash_pipeline.defs", "stash_pipeline.dagster_runs.", "stash_pipeline.definitions",
                 "dagster")
     offenders = [
         f"{path.relative_to(PACKAGE)}: {name}"
@@ -100,12 +101,59 @@ def test_the_cli_reaches_the_pipeline_through_one_module():
     ]
     assert offenders == []
 
+
+def test_the_api_and_the_cli_reach_the_instance_through_one_door():
+    """``dagster_runs/`` (the instance, run state, ``--wait`` runs) is entered by the API, the
+    viewer and the CLI through its package only, never a module of it; the API imports no Dagster
+    and no definitions of its own; and the door imports no Dagster when imported."""
+    api_offenders = [
+        f"{path.relative_to(PACKAGE)}: {name}" for path in (PACKAGE / "api").rglob("*.py")
+        for name in imports_of(path)
+        if name.startswith(("stash_pipeline.defs", "stash_pipeline.definitions", "dagster"))
+    ]
+    assert api_offenders == []
+    graph = module_imports()  # names `from stash_pipeline.dagster_runs import run_state` too
+    past_the_door = [
+        f"{module}: {name}" for module in sorted(graph)
+        if module.startswith(("stash_pipeline.api", "stash_pipeline.cli"))
+        for name in sorted(graph[module]) if name.startswith("stash_pipeline.dagster_runs.")
+    ]
+    assert past_the_door == []
+    code = ("import sys\n"
+            "import stash_pipeline.dagster_runs\n"
+            "loaded = [m for m in sys.modules if m.split('.')[0] == 'dagster'"
+            " or m.startswith('stash_pipeline.dagster_runs.')]\n"
+            "assert not loaded, loaded\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_instance_door_stands_above_defs_and_below_the_api_and_the_cli():
+    """``dagster_runs/`` imports ``defs/`` and what lies below, never ``api/``, ``cli/``,
+    ``services/`` or the HTTP apps; nothing below it (``defs/``, ``pipelines/``, ``services/``,
+    ``compute/``, ``store/``, ``core/``...) imports it."""
+    above = ("stash_pipeline.api", "stash_pipeline.cli", "stash_pipeline.services",
+             "stash_pipeline.serving", "stash_pipeline.web")
+    upward = [
+        f"{path.relative_to(PACKAGE)}: {name}"
+        for path in (PACKAGE / "dagster_runs").rglob("*.py")
+        for name in imports_of(path) if name.startswith(above)
+    ]
+    assert upward == []
+    callers = ("api", "cli", "dagster_runs")
+    below = [
+        f"{path.relative_to(PACKAGE)}: {name}"
+        for path in PACKAGE.rglob("*.py") if path.relative_to(PACKAGE).parts[0] not in callers
+        for name in imports_of(path) if name.startswith("stash_pipeline.dagster_runs")
+    ]
+    assert below == []
+
+
 def test_the_pipelines_steps_are_dagster_free():
     """``pipelines/`` holds the steps the defs/ assets call (and the pair assembler): defs/ may
     import it, it imports no Dagster, no defs/ and none of what the CLI and the API do
-    (``services/``, ``api/``, ``cli/``, ``instance``), directly or through what it imports."""
+    (``services/``, ``api/``, ``cli/``, ``dagster_runs/``), directly or through what it imports."""
     above = ("stash_pipeline.defs", "stash_pipeline.services", "stash_pipeline.api",
-             "stash_pipeline.cli", "stash_pipeline.instance", "stash_pipeline.definitions")
+             "stash_pipeline.cli", "stash_pipeline.dagster_runs", "stash_pipeline.definitions")
     offenders = [
         f"{path.relative_to(PACKAGE)}: {name}"
         for path in (PACKAGE / "pipelines").rglob("*.py")

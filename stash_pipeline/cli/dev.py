@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from stash_pipeline.cli import pipeline
+from stash_pipeline import dagster_runs
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
     # Absolute, so every process reads the same store whatever its working directory.
     os.environ["STASH_HOME"] = str(stash_home(os.environ))
-    home = pipeline.dagster_home()
+    home = dagster_runs.dagster_home()
     os.environ["DAGSTER_HOME"] = str(home)
     if sys.prefix != sys.base_prefix:  # this interpreter's virtualenv is the active one
         os.environ.setdefault("VIRTUAL_ENV", sys.prefix)

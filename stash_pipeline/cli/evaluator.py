@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from stash_pipeline import dagster_runs
 from stash_pipeline.cli import pipeline
 from stash_pipeline.cli.output import print_json, print_table, rounded
 from stash_pipeline.cli.store import open_store
@@ -70,9 +71,9 @@ def run_train(args: argparse.Namespace) -> int:
             print(f"Queued shared-evaluator training request {request.id}: the pipeline's sensor "
                   "starts it (stash-pipeline dev, or a deployment's daemon).")
         return 0
-    [run] = pipeline.run_sensor("shared_training_requests",
-                                run_keys=[pipeline.shared_training_run_key(request.id)],
-                                once_per_run_key=True, on_run=say)
+    [run] = dagster_runs.run_sensor("shared_training_requests",
+                                    run_keys=[pipeline.shared_training_run_key(request.id)],
+                                    once_per_run_key=True, on_run=say)
     outcome = training_outcome(store, run)
     if args.json:
         print_json(outcome)
@@ -85,7 +86,7 @@ def training_outcome(store: Any, run: Any) -> dict[str, Any]:
     """What a training run decided: released or not, why, and the benchmark report."""
     from stash_pipeline.pipelines.shared_evaluator import is_released
 
-    candidate, failures = pipeline.training_run_result(run.run_id)
+    candidate, failures = dagster_runs.training_run_result(run.run_id)
     comparisons = store.list_benchmark_comparisons(candidate) if candidate else []
     report = comparisons[-1].report if comparisons else None
     released = bool(candidate) and is_released(store, candidate)
@@ -157,7 +158,7 @@ def run_score_pending(args: argparse.Namespace) -> int:
     store = open_store()
     failed = 0
     if args.wait and store.latest_release() is not None:
-        failed = pipeline.run_sensor_until_done("pending_scoring", on_run=say)
+        failed = dagster_runs.run_sensor_until_done("pending_scoring", on_run=say)
     counts = queue_counts(store)
     counts["failed_runs"] = failed
     if args.json:

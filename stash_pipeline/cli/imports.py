@@ -7,7 +7,7 @@ import itertools
 import sys
 from pathlib import Path
 
-from stash_pipeline.cli import pipeline
+from stash_pipeline import dagster_runs
 from stash_pipeline.cli.output import print_json, progress
 from stash_pipeline.cli.store import open_store
 from stash_pipeline.core.errors import InputError
@@ -71,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
     asked = args.outcome_field  # None: the default, read without a word when it finds nothing
     outcome_field = DEFAULT_OUTCOME_FIELD if asked is None else asked
     report = import_records(store, read, outcome_field=asked or None)
-    pipeline.record_import(report, lambda warning: print(f"warning: {warning}", file=sys.stderr))
+    dagster_runs.record_import(report,
+                               lambda warning: print(f"warning: {warning}", file=sys.stderr))
     for warning in report.warnings():
         print(f"warning: {warning}", file=sys.stderr)
     for error in skipped[:SHOWN_SKIPPED]:

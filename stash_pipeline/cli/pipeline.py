@@ -1,5 +1,6 @@
-"""The CLI's one way into the pipeline: the Dagster instance and the definitions (``instance``,
-``defs/``) are reached from the commands through this module only.
+"""The CLI's one way into the pipeline's definitions (``defs/``) and a code server: the commands
+reach them through this module only, and the Dagster instance (run state, ``--wait`` runs, an
+import's record) through ``stash_pipeline.dagster_runs``, the door the API uses too.
 
 Every function imports what it needs when it is called: `--help` and the commands that never
 start a run (listing, importing without a run) do not pay for Dagster's or the definitions'
@@ -8,42 +9,11 @@ imports.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    import dagster as dg
-
     from stash_pipeline.defs.personal.partitions import NamedModel
-    from stash_pipeline.instance import RunProgress
 
-
-def run_sensor(sensor: str, *, partition_keys: Sequence[str] | None = None,
-               run_keys: Sequence[str] | None = None, once_per_run_key: bool = False,
-               on_run: Callable[[str], None] | None = None) -> list[dg.DagsterRun]:
-    """Evaluate the pipeline's ``sensor`` once and run what it requests, in this process, on the
-    local instance (``instance.run_sensor_requests``); the finished runs."""
-    from stash_pipeline.instance import definitions, get_instance, run_sensor_requests
-
-    return run_sensor_requests(get_instance(), definitions(), sensor,
-                               partition_keys=partition_keys, run_keys=run_keys,
-                               once_per_run_key=once_per_run_key, on_run=on_run)
-
-
-
-def run_sensor_until_done(sensor: str, *, on_run: Callable[[str], None] | None = None) -> int:
-    """``run_sensor`` tick after tick (each hands out at most the sensor's limit), on one load of
-    the definitions, until a tick requests nothing or a run fails; the number of failed runs."""
-    from stash_pipeline.instance import definitions, get_instance, run_sensor_requests
-
-    instance, defs = get_instance(), definitions()
-    failed = 0
-    while True:
-        runs = run_sensor_requests(instance, defs, sensor, on_run=on_run)
-        failed += sum(not run.is_success for run in runs)
-        if not runs or failed:
-            return failed
 
 def model_partition_key(model: NamedModel) -> str:
     """The partition of a personal reward model's runs."""
@@ -57,60 +27,6 @@ def shared_training_run_key(request_id: int) -> str:
     from stash_pipeline.defs.shared.sensors import request_run_key
 
     return request_run_key(request_id)
-
-
-def training_run_result(run_id: str) -> tuple[str | None, list[str]]:
-    """A shared-training run's candidate (None before it made one) and its failed steps, each in
-    its own words."""
-    from stash_pipeline.defs.runs import step_failures
-    from stash_pipeline.defs.shared.candidate import candidate_of_run
-    from stash_pipeline.instance import get_instance
-
-    instance = get_instance()
-    return candidate_of_run(instance, run_id), step_failures(instance, run_id)
-
-
-def run_progress(run_id: str) -> RunProgress:
-    """How far a running run got (its step, the worker's newest progress line)."""
-    from stash_pipeline.instance import run_progress as progress
-
-    return progress(run_id)
-
-
-def fail_abandoned_runs() -> list[dg.DagsterRun]:
-    """Fail the runs whose command was killed; the runs failed now."""
-    from stash_pipeline.instance import fail_abandoned_runs as fail, get_instance
-
-    return fail(get_instance())
-
-
-def record_import(report: Any, warn: Callable[[str], None]) -> None:
-    """An import in the instance's asset history (``instance.record_import``)."""
-    from stash_pipeline.instance import record_import as record
-
-    record(report, warn)
-
-
-def dagster_home() -> Path:
-    """The instance folder (``DAGSTER_HOME``, else ``$STASH_HOME/dagster``, created)."""
-    from stash_pipeline.instance import dagster_home as home
-
-    return home()
-
-
-def model_queue_fields(model: Any) -> dict[str, Any]:
-    """A model's wait and latest Score again from the run queue
-    (``instance.model_queue_fields``)."""
-    from stash_pipeline.instance import model_queue_fields as fields
-
-    return fields(model)
-
-
-def request_state(tags: Any) -> dict[str, Any]:
-    """Where the request whose run carries ``tags`` stands (``instance.request_state``)."""
-    from stash_pipeline.instance import request_state as state
-
-    return state(tags)
 
 
 def served_definitions(host: str, port: int, timeout_s: float) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from stash_pipeline.cli import pipeline
+from stash_pipeline import dagster_runs
 from stash_pipeline.cli.output import print_json, print_table
 from stash_pipeline.cli.store import open_store
 from stash_pipeline.cli.trust import GROUP_BY_HELP, held_out_line
@@ -186,10 +186,10 @@ def _report(store: Any, args: argparse.Namespace, model_id: str) -> int:
     from stash_pipeline.services import reward_models
 
     model = reward_models.get(store, args.owner, model_id)
-    view = {**reward_models.view(model), **pipeline.model_queue_fields(model)}
+    view = {**reward_models.view(model), **dagster_runs.model_queue_fields(model)}
     if model.status == "running" and model.run_id:
         # The newest progress line.
-        view["progress"] = pipeline.run_progress(model.run_id).worker.line
+        view["progress"] = dagster_runs.run_progress(model.run_id).worker.line
     verdict = None
     if model.status == "succeeded":  # what it may claim, wherever it is shown (docs/trust.md)
         from stash_pipeline.services import trust

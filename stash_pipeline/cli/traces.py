@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from stash_pipeline.cli import pipeline
+from stash_pipeline import dagster_runs
 from stash_pipeline.cli.output import print_json, print_table, rounded
 from stash_pipeline.cli.search import add_search_options, trace_filter
 from stash_pipeline.cli.store import open_store
@@ -262,12 +262,12 @@ def run_score(args: argparse.Namespace) -> int:
         ok = run_now("score_again_for_traces",
                      run_keys=[request_run_key(request.run_ref)])
         if not ok:
-            error = pipeline.request_state(scoring_requests.run_tags(request))["error"]
+            error = dagster_runs.request_state(scoring_requests.run_tags(request))["error"]
             print(f"the scoring run of request {request.id} failed: "
                   f"{error or 'see the Dagster run log'}", file=sys.stderr)
     if args.json:
         print_json({**scoring_requests.request_view(request),
-                    **pipeline.request_state(scoring_requests.run_tags(request))})
+                    **dagster_runs.request_state(scoring_requests.run_tags(request))})
     return 0 if ok else 1
 
 

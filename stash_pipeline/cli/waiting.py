@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
+from stash_pipeline import dagster_runs
 from stash_pipeline.cli import pipeline
 
 if TYPE_CHECKING:
@@ -20,8 +21,8 @@ def run_now(sensor: str, model: NamedModel | None = None, *,
     these run keys; a run a daemon started for it is waited for. True when every run
     succeeded."""
     keys = None if model is None else [pipeline.model_partition_key(model)]
-    runs = pipeline.run_sensor(sensor, partition_keys=keys, run_keys=run_keys,
-                               once_per_run_key=True, on_run=say)
+    runs = dagster_runs.run_sensor(sensor, partition_keys=keys, run_keys=run_keys,
+                                   once_per_run_key=True, on_run=say)
     return all(run.is_success for run in runs)
 
 
@@ -33,5 +34,5 @@ def say(line: str) -> None:
 def fail_abandoned_runs() -> None:
     """Fail the runs whose `--wait` command was killed, so their models read failed (with the
     reason) and can be retried, and their pool slots are free."""
-    for run in pipeline.fail_abandoned_runs():
+    for run in dagster_runs.fail_abandoned_runs():
         say(f"run {run.run_id} failed: the command that ran it was killed")

@@ -23,8 +23,8 @@ COMMAND = Path(sys.executable).with_name("stash-pipeline")  # what `scripts/venv
 SETTINGS = ("STASH_", "DAGSTER_", "RM_", "S3_", "DATABASE_URL", "MODAL_", "ANTHROPIC_")
 TRACE = "6f1d2c3a-0b1e-4c8e-9a51-1a2b3c4d5e01"  # a sample trace of the account `local`
 # What a running daemon's tick of the background scoring sensor does.
-DAEMON_TICK = ("from stash_pipeline.instance import definitions, get_instance, "
-               "run_sensor_requests\n"
+DAEMON_TICK = ("from stash_pipeline.dagster_runs.in_process import run_sensor_requests\n"
+               "from stash_pipeline.dagster_runs.instance import definitions, get_instance\n"
                "runs = run_sensor_requests(get_instance(), definitions(), "
                "'pending_scoring')\n"
                "assert runs and all(run.is_success for run in runs), runs\n")

@@ -71,7 +71,7 @@ def test_create_wait_show_weights_and_score_again(home, pipeline_base_model, cap
 def test_show_of_a_running_model_prints_the_workers_latest_progress(home, capsys):
     import time
 
-    from stash_pipeline.instance import get_instance
+    from stash_pipeline.dagster_runs.instance import get_instance
     from stash_pipeline.services import reward_models
     from stash_pipeline.store import Store
 

@@ -16,9 +16,10 @@ import dagster as dg
 
 from stash_pipeline.compute.contract import job_directory
 from stash_pipeline.compute.run import JOB_DIRS_TAG
+from stash_pipeline.dagster_runs.instance import definitions
+from stash_pipeline.dagster_runs.run_state import request_state
 from stash_pipeline.defs.abandoned_runs import PROCESS_TAG, process_gone, this_process
 from stash_pipeline.defs.step_leases import holder_alive, lease_name
-from stash_pipeline.instance import definitions, request_state
 from stash_pipeline.pipelines import personal_training as steps
 from stash_pipeline.services import reward_models
 from stash_pipeline.services.scoring_requests import run_tags

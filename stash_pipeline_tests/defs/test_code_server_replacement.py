@@ -17,10 +17,11 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from stash_pipeline.dagster_runs.instance import get_instance
+from stash_pipeline.dagster_runs.run_state import request_state
 from stash_pipeline.defs.abandoned_runs import process_gone
 from stash_pipeline.defs.scoring.sensors import BACKGROUND_TAG
 from stash_pipeline.defs.worker_queue import worker_holders
-from stash_pipeline.instance import get_instance, request_state
 from stash_pipeline.run_launcher import RUN_PROCESS_TAG
 from stash_pipeline.services import scoring_requests
 from stash_pipeline_tests.support.deployment import Deployment, health_check, release_scoring

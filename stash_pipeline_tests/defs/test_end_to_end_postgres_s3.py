@@ -15,8 +15,9 @@ import urllib.request
 import dagster as dg
 import pytest
 
+from stash_pipeline.dagster_runs.in_process import run_sensor_requests
+from stash_pipeline.dagster_runs.instance import definitions
 from stash_pipeline.importers import read_path
-from stash_pipeline.instance import definitions, run_sensor_requests
 from stash_pipeline.objects import object_store_from_env
 from stash_pipeline.services import reward_models
 from stash_pipeline.store import Store, schema

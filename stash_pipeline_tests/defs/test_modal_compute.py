@@ -20,7 +20,8 @@ import pytest
 from stash_pipeline.compute import remote as remote_job
 from stash_pipeline.compute.outcome import WorkerExit
 from stash_pipeline.compute.remote import worker_environment
-from stash_pipeline.instance import definitions, run_sensor_requests
+from stash_pipeline.dagster_runs.in_process import run_sensor_requests
+from stash_pipeline.dagster_runs.instance import definitions
 from stash_pipeline.services import reward_models
 from stash_pipeline_tests.support.in_process_compute import run_worker_in_process
 from stash_pipeline_tests.support.object_helpers import s3_environ

@@ -11,9 +11,9 @@ from datetime import timedelta
 import dagster as dg
 import sqlalchemy as sa
 
+from stash_pipeline.dagster_runs.instance import definitions
 from stash_pipeline.defs.personal.partitions import model_partition_key, personal_reward_model
 from stash_pipeline.defs.personal.retirement import retire_partitions
-from stash_pipeline.instance import definitions
 from stash_pipeline.services import reward_models
 from stash_pipeline.store import Store, schema
 from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records

@@ -14,8 +14,9 @@ import pytest
 from stash_pipeline.compute.contract import job_directory
 from stash_pipeline.compute.worker_log import LOG, PHASES
 from stash_pipeline.core.failures import hide_server_paths
+from stash_pipeline.dagster_runs.in_process import run_sensor_requests
+from stash_pipeline.dagster_runs.instance import definitions
 from stash_pipeline.defs.personal.sensors import queued_reward_models
-from stash_pipeline.instance import definitions, run_sensor_requests
 from stash_pipeline.objects.keys import reward_model_checkpoint_key
 from stash_pipeline.pipelines import personal_training
 from stash_pipeline.pipelines.personal_training import attempt_name

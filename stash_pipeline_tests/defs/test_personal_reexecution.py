@@ -8,7 +8,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from stash_pipeline.instance import definitions
+from stash_pipeline.dagster_runs.instance import definitions
 from stash_pipeline.pipelines import personal_training
 from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records, request
 

@@ -9,8 +9,8 @@ from datetime import timedelta
 
 import dagster as dg
 
+from stash_pipeline.dagster_runs.instance import definitions
 from stash_pipeline.defs.sensor_cursors import time_cursor
-from stash_pipeline.instance import definitions
 from stash_pipeline.pipelines.trace_scoring import SCORING_REQUEST_TAG
 from stash_pipeline.store import Store, schema
 from stash_pipeline_tests.defs.test_sensor_costs import _runs_as_the_daemon_creates_them

@@ -16,7 +16,8 @@ import dagster as dg
 import pytest
 
 from stash_pipeline.compute.resident import RESIDENT_ENV, SERVED
-from stash_pipeline.instance import definitions, run_sensor_requests
+from stash_pipeline.dagster_runs.in_process import run_sensor_requests
+from stash_pipeline.dagster_runs.instance import definitions
 from stash_pipeline.pipelines import trace_scoring
 from stash_pipeline.services import scoring_requests
 from stash_pipeline.store import Store

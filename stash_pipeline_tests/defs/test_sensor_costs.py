@@ -14,9 +14,9 @@ import pytest
 import sqlalchemy as sa
 
 from stash_pipeline.core.requests import parse_reward_model_request
+from stash_pipeline.dagster_runs.instance import definitions
 from stash_pipeline.defs import sensor_cursors
 from stash_pipeline.defs.sensor_cursors import RUN_KEY_TAG, SENSOR_NAME_TAG
-from stash_pipeline.instance import definitions
 from stash_pipeline.store import Release, Store, TraceScore
 from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records
 

@@ -13,7 +13,7 @@ from stash_pipeline.core.feedback import (
     feedback_id,
 )
 from stash_pipeline.core.records import ImportedTrace
-from stash_pipeline.instance import definitions
+from stash_pipeline.dagster_runs.instance import definitions
 from stash_pipeline_tests.support.shared_samples import contributions, trace
 
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
+from stash_pipeline.dagster_runs.in_process import run_sensor_requests
+from stash_pipeline.dagster_runs.instance import definitions
 from stash_pipeline.defs.shared.sensors import request_run_key
-from stash_pipeline.instance import definitions, run_sensor_requests
 from stash_pipeline.store import Store
 from stash_pipeline_tests.support.in_process_compute import with_in_process_compute
 from stash_pipeline_tests.support.shared_samples import contributions

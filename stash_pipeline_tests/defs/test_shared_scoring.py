@@ -10,13 +10,14 @@ import dagster as dg
 import pytest
 
 from stash_pipeline.core.records import ImportedTrace
+from stash_pipeline.dagster_runs.in_process import run_sensor_requests
+from stash_pipeline.dagster_runs.instance import definitions
 from stash_pipeline.defs.scoring.sensors import (
     BACKGROUND_TAG,
     MAX_SCORING_RUNS,
     batch_config,
     pending_scoring,
 )
-from stash_pipeline.instance import definitions, run_sensor_requests
 from stash_pipeline.pipelines.trace_scoring import ScoringBatch
 from stash_pipeline.store import Release
 from stash_pipeline_tests.support.shared_samples import trace

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from stash_pipeline.instance import definitions
+from stash_pipeline.dagster_runs.instance import definitions
 from stash_pipeline.objects.keys import result_key, shared_evaluator_checkpoint_key
 from stash_pipeline_tests.support.shared_samples import contributions
 

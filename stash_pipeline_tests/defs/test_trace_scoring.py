@@ -13,8 +13,9 @@ import sqlalchemy as sa
 
 from stash_pipeline.core.errors import InputError, NotFoundError
 from stash_pipeline.core.traces import Message
+from stash_pipeline.dagster_runs.in_process import run_sensor_requests
+from stash_pipeline.dagster_runs.instance import definitions
 from stash_pipeline.defs.worker_runs import REWARD_POOL
-from stash_pipeline.instance import definitions, run_sensor_requests
 from stash_pipeline.objects import object_store_from_env
 from stash_pipeline.objects.keys import shared_evaluator_checkpoint_key
 from stash_pipeline.pipelines import trace_scoring

@@ -9,7 +9,9 @@ from types import SimpleNamespace
 import dagster as dg
 from dagster._daemon.sensor import fetch_existing_runs
 
-from stash_pipeline.instance import RUN_KEY_TAG, SENSOR_NAME_TAG, definitions, run_sensor_requests
+from stash_pipeline.dagster_runs.in_process import run_sensor_requests
+from stash_pipeline.dagster_runs.instance import definitions
+from stash_pipeline.defs.sensor_cursors import RUN_KEY_TAG, SENSOR_NAME_TAG
 from stash_pipeline_tests.support.pipeline_helpers import queued_model
 
 SENSOR = "queued_reward_models"

@@ -4,9 +4,9 @@ waiting for the worker, and a name left behind would count a run that does not w
 
 from __future__ import annotations
 
+from stash_pipeline.dagster_runs.instance import definitions
 from stash_pipeline.defs.worker_queue import WORKER_JOBS, WORKER_STEPS
 from stash_pipeline.defs.worker_runs import REWARD_POOL
-from stash_pipeline.instance import definitions
 
 
 def pooled_nodes() -> dict[str, set[str]]:

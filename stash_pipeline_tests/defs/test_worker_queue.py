@@ -11,6 +11,8 @@ import pytest
 from dagster._core.events import EngineEventData
 from dagster._utils.error import SerializableErrorInfo
 
+from stash_pipeline.dagster_runs.instance import definitions
+from stash_pipeline.dagster_runs.run_state import model_wait, request_state
 from stash_pipeline.defs.personal.partitions import ATTEMPT_TAG, MODEL_TAG
 from stash_pipeline.defs.resources import DEFAULT_SCORING_BATCH
 from stash_pipeline.defs.worker_queue import (
@@ -20,7 +22,6 @@ from stash_pipeline.defs.worker_queue import (
     request_wait,
     worker_wait,
 )
-from stash_pipeline.instance import definitions, model_wait, request_state
 from stash_pipeline.pipelines.trace_scoring import SCORING_REQUEST_TAG
 from stash_pipeline.services import reward_models
 from stash_pipeline.store import Release, Store

@@ -29,10 +29,10 @@ import pytest
 import yaml
 
 from stash_pipeline.api import create_app
+from stash_pipeline.dagster_runs.instance import get_instance
 from stash_pipeline.defs.scoring.sensors import BACKGROUND_TAG
 from stash_pipeline.defs.worker_queue import PRIORITY_TAG, worker_holders
 from stash_pipeline.defs.worker_runs import REWARD_POOL
-from stash_pipeline.instance import get_instance
 from stash_pipeline.pipelines.trace_scoring import SCORING_REQUEST_TAG
 from stash_pipeline.services import accounts
 from stash_pipeline_tests.support.deployment import BIN, Deployment, release_scoring
@@ -153,7 +153,7 @@ def test_a_score_again_runs_before_the_queued_background_chunks(deployment, stor
 def test_a_request_queued_while_the_code_server_is_away_is_done_without_it(deployment, store):
     """A request's run is queued behind the worker; the code server goes; the worker frees; the
     run queue launches the run, which needs no code server, and the request is done."""
-    from stash_pipeline.instance import request_state
+    from stash_pipeline.dagster_runs.run_state import request_state
     from stash_pipeline.services import scoring_requests
 
     instance = get_instance()

@@ -22,7 +22,7 @@ import dagster as dg
 
 def created_embedded_instance(stash_home: Path) -> Path:
     """``$STASH_HOME/dagster`` as ``instance.get_instance`` creates it, under ``stash_home``."""
-    from stash_pipeline.instance import get_instance
+    from stash_pipeline.dagster_runs.instance import get_instance
 
     # The whole environment comes back afterwards: get_instance sets DAGSTER_HOME itself.
     with mock.patch.dict(os.environ, {"STASH_HOME": str(stash_home)}):

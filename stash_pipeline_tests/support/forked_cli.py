@@ -30,7 +30,8 @@ import gc, json, os, shutil, sys, threading
 import dagster as dg
 import sqlalchemy.dialects.postgresql.psycopg, sqlalchemy.dialects.sqlite.pysqlite
 from stash_pipeline.cli import build_parser, main
-import stash_pipeline.instance
+import stash_pipeline.dagster_runs.in_process  # what a --wait command runs its sensors with
+from stash_pipeline.dagster_runs.instance import LOCAL_CONFIG
 from stash_pipeline.store.migration_scripts import share_revision_maps
 
 build_parser()  # imports every subcommand's module
@@ -40,7 +41,7 @@ job = json.load(sys.stdin)
 # zygote's own.
 share_revision_maps()
 os.makedirs(job["preload"])
-shutil.copyfile(stash_pipeline.instance.LOCAL_CONFIG, os.path.join(job["preload"], "dagster.yaml"))
+shutil.copyfile(LOCAL_CONFIG, os.path.join(job["preload"], "dagster.yaml"))
 with dg.DagsterInstance.from_config(job["preload"]) as instance:
     instance.get_runs(limit=1)
     instance.all_instigator_state()

@@ -111,7 +111,7 @@ def report_progress(run_id: str, *messages: str) -> None:
 
     import dagster as dg
 
-    from stash_pipeline.instance import get_instance
+    from stash_pipeline.dagster_runs.instance import get_instance
 
     instance = get_instance()
     for message in messages:
@@ -207,8 +207,8 @@ def scoring_run(run_id: str, request_id: str | None = None, *, to: str = "queued
     the runs made before it), ``running`` (its worker step started) or ``failed`` (``reason``)."""
     import dagster as dg
 
+    from stash_pipeline.dagster_runs.instance import get_instance
     from stash_pipeline.defs.worker_queue import priority_tags
-    from stash_pipeline.instance import get_instance
     from stash_pipeline.pipelines.trace_scoring import SCORING_REQUEST_TAG
     from stash_pipeline_tests.support.dagster_storage import queued_run_origin
 

@@ -23,7 +23,7 @@ NOT_FOUND = {404: {"description": "Not yours, not there, or an account from befo
 
 def _view(model: Any) -> RewardModelView:
     """The model, with what it waits for in the run queue and its latest Score again's state."""
-    from stash_pipeline.instance import model_queue_fields
+    from stash_pipeline.dagster_runs import model_queue_fields
 
     return RewardModelView(**reward_models.view(model), **model_queue_fields(model))
 

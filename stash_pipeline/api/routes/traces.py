@@ -85,7 +85,7 @@ async def import_traces(request: Request, account: AccountDep, store: StoreDep,
 
 def _record_import(report: ImportReport) -> None:
     """The import as a materialisation of the `traces` asset, on the deployment's instance."""
-    from stash_pipeline.instance import record_import
+    from stash_pipeline.dagster_runs import record_import
 
     record_import(report, log.warning)
 
@@ -128,9 +128,9 @@ def get_score_again(request_id: str, account: AccountDep,
 
 
 def request_state_of(scoring: ScoringRequest) -> dict[str, Any]:
-    """Where a Score again request stands (``instance.request_state``); every field None when
+    """Where a Score again request stands (``dagster_runs.request_state``); every field None when
     the run queue cannot be read (the API's JSON and the viewer's pages say so)."""
-    from stash_pipeline.instance import request_state
+    from stash_pipeline.dagster_runs import request_state
 
     try:
         return request_state(scoring_requests.run_tags(scoring))

@@ -26,7 +26,7 @@ POLL_SECONDS = 2  # how often a live page asks for its progress
 def _run_progress(run_id: str) -> dict[str, Any] | None:
     """The run's progress as JSON fields, or None when the Dagster instance cannot be read (the
     page then says it waits for a report; the model's status still comes from the store)."""
-    from stash_pipeline.instance import run_progress
+    from stash_pipeline.dagster_runs import run_progress
 
     try:
         progress = run_progress(run_id)
@@ -73,7 +73,7 @@ def progress_text(status: str, progress: dict[str, Any] | None,
 def live_view(model: Any) -> dict[str, Any]:
     """What a model's page polls while the model is queued or running: its status and attempt,
     the run's progress as the worker reports it, and the sentence the page shows."""
-    from stash_pipeline.instance import model_queue_fields
+    from stash_pipeline.dagster_runs import model_queue_fields
 
     progress = (_run_progress(model.run_id) if model.status == "running" and model.run_id
                 else None)

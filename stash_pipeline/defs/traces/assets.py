@@ -1,8 +1,8 @@
 """The stored traces, as an asset: every import (CLI or API) records a materialisation of it.
 
 Traces live in the SQL store and arrive outside any run, so the asset is an external one whose
-materialisations the importers report (``stash_pipeline.instance.record_traces_import``); lineage in
-the UI then reads traces -> pairs -> split -> checkpoint -> scores.
+materialisations the importers report (``dagster_runs.import_history.record_traces_import``);
+lineage in the UI then reads traces -> pairs -> split -> checkpoint -> scores.
 """
 
 import dagster as dg

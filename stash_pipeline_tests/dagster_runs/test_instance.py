@@ -1,10 +1,11 @@
-"""The process's Dagster instance (instance.get_instance): opened once per instance folder."""
+"""The process's Dagster instance (dagster_runs.instance.get_instance): one per instance
+folder."""
 
 from __future__ import annotations
 
 import threading
 
-from stash_pipeline.instance import get_instance
+from stash_pipeline.dagster_runs.instance import get_instance
 
 
 def test_one_instance_per_folder_shared_by_threads(use_stash_home, tmp_path, monkeypatch) -> None:

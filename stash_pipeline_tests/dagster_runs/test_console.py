@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from stash_pipeline.compute.worker_log import phase_done_line, phase_started_line, step_line
-from stash_pipeline.run_console import PhaseDisplay
+from stash_pipeline.dagster_runs.console import PhaseDisplay
 
 WORKER_LINES = [
     "torch 2.13.0+cpu, transformers 5.24.0",

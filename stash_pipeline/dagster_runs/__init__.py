@@ -1,0 +1,94 @@
+"""The one door to the Dagster instance for the HTTP API, the viewer and the CLI: run state, an
+import's record, and the ``--wait`` commands' runs executed in this process.
+
+Each function here only delegates, importing its module when called: importing this package
+loads no Dagster (the CLI's ``--help`` and the API's start pay for none). Inside the package:
+``instance`` opens the instance and loads the definitions, ``run_state`` and ``progress`` read
+where work stands, ``import_history`` records an import, ``in_process`` runs a sensor's requests,
+``waits`` waits on runs and tells their wait for the worker, ``dead_runs`` fails and records the
+runs that died, ``console`` is what such a run prints. Tests may use those modules directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import dagster as dg
+
+    from stash_pipeline.dagster_runs.progress import RunProgress
+
+
+def dagster_home() -> Path:
+    """The instance folder (``DAGSTER_HOME``, else ``$STASH_HOME/dagster``, created)."""
+    from stash_pipeline.dagster_runs import instance
+
+    return instance.dagster_home()
+
+
+def record_import(report: Any, warn: Callable[[str], None]) -> None:
+    """An import in the instance's asset history (``import_history.record_import``); a failure
+    is warned about, never raised."""
+    from stash_pipeline.dagster_runs import import_history
+
+    import_history.record_import(report, warn)
+
+
+def run_progress(run_id: str) -> RunProgress:
+    """How far a running run got (its step, the worker's newest progress line)."""
+    from stash_pipeline.dagster_runs import progress
+
+    return progress.run_progress(run_id)
+
+
+def request_state(tags: Mapping[str, str]) -> dict[str, Any]:
+    """Where the request whose run carries ``tags`` stands (``run_state.request_state``)."""
+    from stash_pipeline.dagster_runs import run_state
+
+    return run_state.request_state(tags)
+
+
+def model_queue_fields(model: Any) -> dict[str, Any]:
+    """A model's wait and latest Score again from the run queue
+    (``run_state.model_queue_fields``)."""
+    from stash_pipeline.dagster_runs import run_state
+
+    return run_state.model_queue_fields(model)
+
+
+def training_run_result(run_id: str) -> tuple[str | None, list[str]]:
+    """A shared-training run's candidate (None before it made one) and its failed steps."""
+    from stash_pipeline.dagster_runs import run_state
+
+    return run_state.training_run_result(run_id)
+
+
+def run_sensor(sensor: str, *, partition_keys: Sequence[str] | None = None,
+               run_keys: Sequence[str] | None = None, once_per_run_key: bool = False,
+               on_run: Callable[[str], None] | None = None) -> list[dg.DagsterRun]:
+    """Evaluate the pipeline's ``sensor`` once and run what it requests, in this process, on this
+    process's instance (``in_process.run_sensor_requests``); the finished runs."""
+    from stash_pipeline.dagster_runs import in_process, instance
+
+    return in_process.run_sensor_requests(
+        instance.get_instance(), instance.definitions(), sensor, partition_keys=partition_keys,
+        run_keys=run_keys, once_per_run_key=once_per_run_key, on_run=on_run)
+
+
+def run_sensor_until_done(sensor: str, *, on_run: Callable[[str], None] | None = None) -> int:
+    """``run_sensor`` tick after tick until a tick requests nothing or a run fails
+    (``in_process.run_sensor_until_done``); the number of failed runs."""
+    from stash_pipeline.dagster_runs import in_process, instance
+
+    return in_process.run_sensor_until_done(instance.get_instance(), instance.definitions(),
+                                            sensor, on_run=on_run)
+
+
+def fail_abandoned_runs() -> list[dg.DagsterRun]:
+    """Fail the runs whose command was killed (``dead_runs.fail_abandoned_runs``); the runs
+    failed now."""
+    from stash_pipeline.dagster_runs import dead_runs, instance
+
+    return dead_runs.fail_abandoned_runs(instance.get_instance())
