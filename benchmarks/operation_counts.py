@@ -15,7 +15,8 @@ steps after a warm-up step, each step 4 pairs whose sides fill the window (the s
          ratio would measure the CPU, not the paths
   ours   the fast decoder over its compute copy (``decoder.runs_fast``): each layer, the readout
          and the loss one autograd function with its backward written out, AdamW and clipping
-         over the copy's flat master buffer
+         over the copy's flat master buffer (the fused layers whatever
+         ``decoder.AUTOGRAD_LAYER_DEVICES`` chooses for the CPU)
 
 Scoring: one forward of 8 windows with 4 action reads each, without gradients, both paths.
 ``stash_pipeline_tests/worker/test_operation_counts.py`` fails if ours rises above ``CEILING`` or
@@ -98,10 +99,13 @@ def training_ops(fast: bool, window: int = MAX_LENGTH, dispatched_only: bool = F
     batches = [full_windows(BATCH_SIZE, window, rng) for _ in range(STEPS + 1)]
     model = two_layer_model().train()
     before, decoder.FAST_DECODER = decoder.FAST_DECODER, fast
-    # Today's autocast in bf16 on any CPU (the module docstring says why); ours is bf16 anyway.
+    # Today's autocast in bf16 on any CPU (the module docstring says why); ours is bf16 anyway,
+    # and trains through the fused layers as an accelerator does, whatever the CPU's choice
+    # (decoder.AUTOGRAD_LAYER_DEVICES).
     bf16 = mock.patch.object(modeling, "supports_bf16", lambda device: True)
+    fused = mock.patch.object(decoder, "AUTOGRAD_LAYER_DEVICES", frozenset())
     try:
-        with bf16, training_copy(model, torch.bfloat16) if fast else nullcontext() as copy:
+        with bf16, fused, training_copy(model, torch.bfloat16) if fast else nullcontext() as copy:
             optimizer = make_optimizer(model, "cpu", copy)
             def step(batch: list[EncodedPair]) -> None:
                 train_step(model, optimizer, batch, device="cpu", pad_id=0,
