@@ -25,9 +25,10 @@ quiet, then with a busy process (``while True: pass``, not counted) on one core.
 forwards alone on the same rows: a process that loads the released checkpoint, plans the traces'
 rows as the scorer does (``scoring.plan_trace_rows``) and reads them (``batching.read_rows``),
 timed around the second of two reads (the first warms allocations up), under the same threads
-and load. ``path_over_forwards`` is the
-path's CPU seconds over the forwards'. The machine's other load is not ours to control: the load
-average is printed beside each figure.
+and load. ``..._over_forwards`` is a path's CPU seconds over those forwards';
+``..._over_quiet_ours_forwards`` over the forwards' work itself (quiet, our threads: torch's
+default spins in the forwards alone too, which flatters a ratio over them). The machine's other
+load is not ours to control: the load average is printed beside each figure.
 
     .venv/bin/python benchmarks/user_path_scoring.py [--traces 40] [--runs 10]
         [--paths wait,daemon] [--threads default,ours] [--repeats 1] [--data DIR]
@@ -40,6 +41,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import math
 import os
 import signal
 import socket
@@ -311,6 +313,13 @@ def main() -> None:
             if busy:
                 busy.kill()
                 busy.wait()
+    # The forwards' work itself: quiet, with our threads (torch's default spins in the forwards
+    # alone too, which flatters a ratio over them).
+    work = statistics.median(figures.get("ours_quiet_forwards_cpu_s", [math.nan]))
+    for name, values in list(figures.items()):
+        if name.endswith("_cpu_s") and "forwards" not in name:
+            figures[name.replace("_cpu_s", "_over_quiet_ours_forwards")] = [v / work
+                                                                             for v in values]
     for name, values in figures.items():
         print(f"{name}: {spread(values)}")
     worst = max(statistics.median(v) for k, v in figures.items()
