@@ -56,7 +56,9 @@ from pathlib import Path
 
 from import_to_scored import configure, release_tiny_evaluator
 
-from models import DEFAULT_DATA
+# Not models.DEFAULT_DATA: models.py imports torch, and the forwards' own process must choose its
+# threads before torch loads OpenMP (else it spins as torch's default does, whatever the choice).
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 CLI = Path(sys.executable).with_name("stash-pipeline")
 OWNER = "bench"
