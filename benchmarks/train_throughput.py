@@ -9,7 +9,11 @@ truncating them; it is skipped when trl is not installed (``--trl off`` skips it
 Reports pairs/s, model FLOPs utilisation (6 x non-embedding parameters x tokens, against the
 device's bf16 peak; GPUs only unless ``--peak-tflops``) and peak memory, per trainer. ``--today``
 also trains through the model's own modules with a forward and backward per pair (the path before
-issue 42: ``decoder.FAST_DECODER`` off, groups of 2,048 tokens). ``--compile`` also trains with
+issue 42: ``decoder.FAST_DECODER`` off, groups of 2,048 tokens). ``--compare-layers`` also trains
+through the layers the device does not use by default (``decoder.AUTOGRAD_LAYER_DEVICES``: the
+fused layers' written-out backward on a CPU, autograd's backward over ``layer_forward`` on a GPU)
+and prints ``fused_over_autograd`` (pairs/s, with the range over the repeats): the measurement
+that chooses each device's layers. ``--compile`` also trains with
 ``torch.compile`` of the fast decoder's layer (``decoder.COMPILE_DEVICES`` holding the device):
 one run first to compile (not timed as throughput), then timed runs; it prints
 ``compile_seconds`` (what the first run's training took beyond a timed one), ``compile_gain``
@@ -19,13 +23,15 @@ a torch.profiler trace of a few steps and prints the top operators. Last line ``
 over TRL), or ``ours_pairs_per_s: N`` without TRL.
 
     .venv/bin/python benchmarks/train_throughput.py [--device cuda] [--model qwen3-0.6b-shape]
-        [--pairs 200] [--repeats 3] [--data DIR] [--today] [--compile] [--profile DIR]
+        [--pairs 200] [--repeats 3] [--data DIR] [--today] [--compare-layers] [--compile]
+        [--profile DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import random
 import statistics
 import tempfile
@@ -82,20 +88,21 @@ def fresh_model(base: Path, tokenizer, device: str):
 
 
 def run_ours(base: Path, tokenizer, pairs: list[EncodedPair], device: str, *,
-             backward_tokens: int | None | str) -> tuple[float, float, float]:
+             backward_tokens: int | None | str) -> tuple[float, float, float, float]:
     model = fresh_model(base, tokenizer, device)
     reset_peak_memory(device)
     synchronize(device)
-    started = time.perf_counter()
+    started, started_cpu = time.perf_counter(), time.process_time()
     result = train(model, pairs, epochs=1, device=device, pad_id=tokenizer.pad_token_id,
                    backward_tokens=backward_tokens)
     synchronize(device)
     seconds = time.perf_counter() - started
-    return len(pairs) / seconds, result.final_loss, peak_memory_gib(device)[1]
+    return (len(pairs) / seconds, result.final_loss, peak_memory_gib(device)[1],
+            time.process_time() - started_cpu)
 
 
 def run_trl(base: Path, tokenizer, pairs: list[EncodedPair], output: Path, device: str
-            ) -> tuple[float, float, float]:
+            ) -> tuple[float, float, float, float]:
     from datasets import Dataset
     from transformers import PrinterCallback
     from trl import RewardConfig, RewardTrainer
@@ -115,12 +122,13 @@ def run_trl(base: Path, tokenizer, pairs: list[EncodedPair], output: Path, devic
     trainer.remove_callback(PrinterCallback)  # it prints every step's log dict; we read log_history
     reset_peak_memory(device)
     synchronize(device)
-    started = time.perf_counter()
+    started, started_cpu = time.perf_counter(), time.process_time()
     trainer.train()
     synchronize(device)
     seconds = time.perf_counter() - started
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
-    return len(pairs) / seconds, statistics.fmean(losses), peak_memory_gib(device)[1]
+    return (len(pairs) / seconds, statistics.fmean(losses), peak_memory_gib(device)[1],
+            time.process_time() - started_cpu)
 
 
 def profile(base: Path, tokenizer, pairs: list[EncodedPair], device: str, directory: Path,
@@ -162,6 +170,10 @@ def main() -> None:
     parser.add_argument("--trl", choices=("auto", "on", "off"), default="auto")
     parser.add_argument("--today", action="store_true",
                         help="also train through the model's modules, a pair at a time")
+    parser.add_argument("--compare-layers", action="store_true",
+                        help="also train through the layers this device does not use by default "
+                             "(decoder.AUTOGRAD_LAYER_DEVICES: the fused ones on a CPU, "
+                             "autograd's elsewhere)")
     parser.add_argument("--compile", action="store_true",
                         help="also train with torch.compile of the fast decoder's layer")
     parser.add_argument("--backward-tokens", default=BY_DEVICE,
@@ -194,6 +206,12 @@ def main() -> None:
             configs["today"] = switched(decoder, "FAST_DECODER", False)(
                 lambda: run_ours(base, tokenizer, pairs, device,
                                  backward_tokens=CPU_BACKWARD_TOKENS))
+        kind = torch.device(device).type
+        other = "fused" if kind in decoder.AUTOGRAD_LAYER_DEVICES else "autograd"
+        if args.compare_layers:  # the layers this device does not train through by default
+            configs[f"ours_{other}"] = switched(
+                decoder, "AUTOGRAD_LAYER_DEVICES",
+                frozenset() if other == "fused" else frozenset({kind}))(ours)
         compiled = switched(decoder, "COMPILE_DEVICES", frozenset({torch.device(device).type}))(
             ours)
         compile_first = None
@@ -204,13 +222,15 @@ def main() -> None:
             configs["ours_compiled"] = compiled
         if with_trl:
             configs["trl"] = lambda: run_trl(base, tokenizer, pairs, Path(scratch) / "trl", device)
-        runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in configs}
+        runs: dict[str, list[tuple[float, float, float, float]]] = {name: [] for name in configs}
         # Back to back, alternating: a shared machine's speed drifts.
         for repeat in range(args.repeats):
             for name, run in configs.items():
                 runs[name].append(run())
-            print(f"run {repeat}: " + "; ".join(f"{name} {r[-1][0]:.2f} pairs/s loss {r[-1][1]:.4f}"
-                                                for name, r in runs.items()), flush=True)
+            print(f"run {repeat}: " + "; ".join(
+                f"{name} {r[-1][0]:.2f} pairs/s ({r[-1][3]:.1f} CPU-s) loss {r[-1][1]:.4f}"
+                for name, r in runs.items()) + f"; load average {os.getloadavg()[0]:.1f}",
+                flush=True)
         memory_name = peak_memory_gib(device)[0]
         for name, results in runs.items():
             rate = median([r[0] for r in results])
@@ -219,10 +239,19 @@ def main() -> None:
             print(f"{name}_final_loss: {median([r[1] for r in results]):.4f}")
             print(f"{name}_mfu: {utilisation:.3f}" if utilisation is not None
                   else f"{name}_mfu: n/a")
-            print(f"{name}_{memory_name}: {max(r[2] for r in results):.2f}", flush=True)
+            print(f"{name}_{memory_name}: {max(r[2] for r in results):.2f}")
+            print(f"{name}_cpu_s: {median([r[3] for r in results]):.1f} (range "
+                  f"{min(r[3] for r in results):.1f}-{max(r[3] for r in results):.1f})",
+                  flush=True)
         rate = median([r[0] for r in runs["ours"]])
         if args.today:
             print(f"today_ratio: {rate / median([r[0] for r in runs['today']]):.2f}")
+        if args.compare_layers:
+            fused, autograd = (([r[0] for r in runs[name]] for name in ("ours_fused", "ours"))
+                               if other == "fused" else
+                               ([r[0] for r in runs[name]] for name in ("ours", "ours_autograd")))
+            print(f"fused_over_autograd: {median(fused) / median(autograd):.2f} (range "
+                  f"{min(fused) / max(autograd):.2f}-{max(fused) / min(autograd):.2f})")
         if compile_first is not None:
             steady = median([r[0] for r in runs["ours_compiled"]])
             compile_seconds = len(pairs) / compile_first[0] - len(pairs) / steady

@@ -560,6 +560,12 @@ class _FusedLayer(torch.autograd.Function):
 # (benchmarks/gpu_suite.sh's compile step prints ``compile_pays``: add "cuda" if it says yes). On
 # CPU it costs more than it saves.
 COMPILE_DEVICES: frozenset[str] = frozenset()
+# Device types whose training runs each layer through ``layer_forward`` and autograd's own
+# backward rather than ``_FusedLayer``'s written-out one, chosen per device by
+# ``benchmarks/train_throughput.py --compare-layers`` (``fused_over_autograd``). None: the fused
+# layer pays where launches bound a step (a GPU: 5.8x fewer operations a pair), and on this CPU,
+# where the arithmetic bounds it, it measured no slower (docs/worker.md, "On this CPU").
+AUTOGRAD_LAYER_DEVICES: frozenset[str] = frozenset()
 _compiled: Any = None
 
 
@@ -582,7 +588,8 @@ def decoder_rewards(model: Any, weights: DecoderWeights, ids: torch.Tensor, rows
         return _compiled_rewards(model, weights, ids, rows, positions, tree)
     count, width = ids.shape
     training = torch.is_grad_enabled()
-    if training and any(layer.grads is None for layer in weights.layers):
+    if training and (device.type in AUTOGRAD_LAYER_DEVICES
+                     or any(layer.grads is None for layer in weights.layers)):
         return _compiled_rewards(model, weights, ids, rows, positions, tree, compiled=False)
     with torch.autocast(device.type, enabled=False):  # the precision is the copy's, explicitly
         hidden = base.embed_tokens(ids).view(count * width, -1)

@@ -23,6 +23,16 @@ READS = [(0, 119), (0, 40), (0, 0), (1, 74), (1, 30), (2, 1), (0, 40)]
 TREE = ([(60, 39)], [], [])
 
 
+@pytest.fixture(params=["autograd", "fused"])
+def layers(request, monkeypatch) -> str:
+    """Both ways a fast decoder's layers train, each on this CPU: autograd's backward over
+    ``layer_forward`` (a device in ``decoder.AUTOGRAD_LAYER_DEVICES``) and ``_FusedLayer``'s
+    written-out one (every other device)."""
+    monkeypatch.setattr(decoder, "AUTOGRAD_LAYER_DEVICES",
+                        frozenset({"cpu"}) if request.param == "autograd" else frozenset())
+    return request.param
+
+
 def test_runs_fast_for_the_llama_family_only():
     assert set(SMALL_DECODER_TYPES) == decoder.FAST_DECODER_TYPES
     assert all(runs_fast(small_decoder_classifier(kind)) for kind in SMALL_DECODER_TYPES)
@@ -75,7 +85,7 @@ class _no_copy:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model_type", ["qwen3", "qwen2", "llama"])
-def test_a_step_has_todays_loss_and_gradients(model_type):
+def test_a_step_has_todays_loss_and_gradients(model_type, layers):
     """Today's exact path: the modules, a group of at most two windows at a time. The fast path:
     the compute copy, the whole batch in one forward and backward."""
     model = small_decoder_classifier(model_type).train()
@@ -97,8 +107,27 @@ def test_a_step_has_todays_loss_and_gradients(model_type):
         assert (gradient - auto[name]).abs().max().item() <= 0.05 * scale + 1e-6, name
 
 
+def test_a_device_trains_through_the_layers_chosen_for_it(monkeypatch):
+    """A device in ``AUTOGRAD_LAYER_DEVICES`` trains with no ``_FusedLayer`` (autograd's backward
+    over ``layer_forward``); any other device through the fused layers. None is listed today:
+    the CPU measured no slower fused (docs/worker.md, "On this CPU")."""
+    assert decoder.AUTOGRAD_LAYER_DEVICES == frozenset()
+    fused_calls = []
+    apply = decoder._FusedLayer.apply
+    monkeypatch.setattr(decoder._FusedLayer, "apply",
+                        lambda *args: fused_calls.append(1) or apply(*args))
+    pairs = mixed_pairs()[:4]
+    for devices in (frozenset({"cpu"}), frozenset()):
+        monkeypatch.setattr(decoder, "AUTOGRAD_LAYER_DEVICES", devices)
+        model = small_decoder_classifier("qwen3").train()
+        with training_copy(model, torch.bfloat16) as weights:
+            train_step(model, make_optimizer(model, "cpu", weights), pairs, device="cpu",
+                       pad_id=0, backward_tokens=None, copy=weights)
+        assert bool(fused_calls) == (not devices), devices
+
+
 @pytest.mark.slow
-def test_training_keeps_fp32_master_weights_and_releases_them():
+def test_training_keeps_fp32_master_weights_and_releases_them(layers):
     """bf16 weights would not learn at AdamW's 1e-5 (updates underflow): the master weights and the
     optimizer stay fp32 and take updates far under bf16's resolution; after training every
     parameter has its own storage again (a checkpoint saves them apart)."""
@@ -139,7 +168,7 @@ def test_reading_reuses_one_compute_copy_while_the_weights_stay_the_same():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model_type", ["qwen3", "qwen2", "llama"])
-def test_the_written_out_backward_is_the_modules_gradient_in_float64(model_type):
+def test_the_written_out_backward_is_the_modules_gradient_in_float64(model_type, layers):
     """In float64 rounding is out of the way: the fused layers' hand-written backward (norms,
     rotary, q/k norms, attention, gated MLP, readout and loss) gives the gradient autograd takes
     through the model's own modules, for plain and tree rows. Both paths take the loss of
@@ -158,7 +187,7 @@ def test_the_written_out_backward_is_the_modules_gradient_in_float64(model_type)
 
 
 @pytest.mark.slow
-def test_the_flat_optimizer_steps_every_weight_as_one_per_parameter_does():
+def test_the_flat_optimizer_steps_every_weight_as_one_per_parameter_does(layers):
     """AdamW and clipping over the copy's flat master buffer (``TrainingCopy.parameters``) move
     every weight as AdamW over the model's own parameters does."""
     pairs = mixed_pairs()[:4]
