@@ -9,20 +9,22 @@ from stash_pipeline.cli import main
 from stash_pipeline_tests.support.cli_helpers import home  # noqa: F401 - fixture
 
 
-def test_create_wait_without_an_api_key_says_so_in_one_line(home, capsys,
-                                                            monkeypatch):
-    monkeypatch.delenv("STASH_EXTRACTION")
-    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    code = main(["rm", "create", "--name", "nokey", "--all-traces", "--base-model",
+def test_a_step_that_fails_under_wait_says_so_in_one_line(home, capsys, monkeypatch):
+    """A --wait whose run's step fails: the model failed with the worker's reason, and the
+    command's stderr one line naming the step, never a traceback. (Without an extraction key
+    the command refuses before queueing: test_cli_traces.)"""
+    monkeypatch.setenv("STASH_EXTRACTION", "off")
+    code = main(["rm", "create", "--name", "nobase", "--all-traces", "--base-model",
                  "/nonexistent", "--wait", "--json"])
     captured = capsys.readouterr()
     model = last_json_of(captured.out)
     assert code == 1 and model["status"] == "failed"
-    assert "STASH_EXTRACTION=off" in model["error"] and "ANTHROPIC_API_KEY" in model["error"]
+    assert "/nonexistent" in model["error"]
     assert "Traceback" not in captured.err and "Stack Trace" not in captured.err, captured.err
-    [failure] = [line for line in captured.err.splitlines() if "error:" in line]
-    assert failure.startswith('  error: Execution of step "personal_pairs" failed: ')
-    assert "STASH_EXTRACTION=off" in failure
+    # The worker's phase line as it happens, then the step's failure: each one line.
+    *_, failure = [line for line in captured.err.splitlines() if "error:" in line]
+    assert failure.startswith('  error: Execution of step "personal_checkpoint" failed: job '
+                              "failed in phase inputs: ModelLoadError: model ")
 
 
 def test_an_unexpected_error_is_one_line_without_a_traceback(home, capsys,
