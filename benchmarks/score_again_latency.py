@@ -156,13 +156,15 @@ def forget_score(store, trace_id: str, release: str) -> None:
                                                         schema.scores.c.evaluator == release))
 
 
-def parts(instance, request_id: int, asked: float, visible: float) -> dict[str, float]:
+def parts(instance, request_id: str, asked: float, visible: float) -> dict[str, float]:
     """The request's seconds split at its run's events (wall-clock timestamps)."""
     import dagster as dg
 
-    from stash_pipeline.services.scoring_requests import run_tags
+    from stash_pipeline.pipelines.trace_scoring import SCORING_REQUEST_TAG
 
-    run = instance.get_runs(filters=dg.RunsFilter(tags=run_tags(request_id)), limit=1)[0]
+    # A request made now is tagged with its UUID (services.scoring_requests.run_tags).
+    run = instance.get_runs(filters=dg.RunsFilter(tags={SCORING_REQUEST_TAG: request_id}),
+                            limit=1)[0]
     record = instance.get_run_record_by_id(run.run_id)
     marks = {"made": record.create_timestamp.timestamp()}
     for entry in instance.all_logs(run.run_id):
