@@ -12,9 +12,7 @@ exit codes, the Pipes protocol across processes) keeps real workers: mark those 
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from stash_pipeline.compute.outcome import WorkerExit
 from stash_pipeline.compute.pipes import TempFileMessageReader
 from stash_pipeline.compute.run import ComputeTarget
 from stash_pipeline.defs.resources import ComputeResource
+from stash_pipeline.worker.resident import environment
 
 
 @dataclass(frozen=True)
@@ -82,18 +81,3 @@ def with_resources(defs: dg.Definitions, resources: Mapping[str, Any]) -> dg.Def
         assets=defs.assets, schedules=defs.schedules, sensors=defs.sensors, jobs=defs.jobs,
         resources={**(defs.resources or {}), **resources}, executor=defs.executor,
         loggers=defs.loggers, asset_checks=defs.asset_checks, metadata=defs.metadata)
-
-
-@contextmanager
-def environment(values: Mapping[str, str]) -> Iterator[None]:
-    """``os.environ`` with ``values`` for the block, then as it was."""
-    before = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
