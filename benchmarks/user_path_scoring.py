@@ -223,7 +223,7 @@ def forwards_only(spec_path: Path) -> None:
     from stash_pipeline.worker.threads import use_cpu_threads
 
     use_cpu_threads()  # as the worker does; the environment decides (default or ours)
-    from stash_pipeline.compute.job import ARCHIVE_NAME
+    from stash_pipeline.compute.contract import ARCHIVE_NAME
     from stash_pipeline.store import Store
     from stash_pipeline.worker.batching import read_rows
     from stash_pipeline.worker.checkpoint import open_checkpoint
