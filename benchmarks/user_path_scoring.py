@@ -50,6 +50,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import replace
@@ -122,6 +123,76 @@ def tree_cpu_seconds(exclude: set[int]) -> float:
     return total + reaped.ru_utime + reaped.ru_stime
 
 
+# Where a process's CPU seconds go in the breakdown, by the first pattern its command line holds.
+ROLES = (("stash_pipeline.worker.resident", "resident worker"),
+         ("stash_pipeline.worker", "worker"),
+         ("watch_orphans", "compute-log watchers"),
+         ("run_forker", "run processes"), ("execute_run", "run processes"),
+         ("evaluator score-pending", "the command"),
+         ("dagster-daemon", "daemon"), ("dagster._daemon", "daemon"),
+         ("webserver", "webserver"), ("grpc", "code server"), ("code-server", "code server"),
+         ("api_grpc", "code server"), ("stash-pipeline dev", "dev"), ("dagster dev", "dev"))
+
+
+def role(pid: int) -> str:
+    try:
+        line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return "other"
+    return next((name for pattern, name in ROLES if pattern in line), "other")
+
+
+class RoleSampler(threading.Thread):
+    """Every ``interval`` s, each descendant's own CPU seconds (not its children's) by its role
+    (``ROLES``): where a path's seconds go. A process that ends between two looks loses what it
+    used since the last one, so the roles add up to a little less than the exact total."""
+
+    def __init__(self, exclude: set[int], interval: float = 0.1):
+        super().__init__(daemon=True)
+        self.exclude, self.interval = exclude, interval
+        self.first: dict[int, float] = {}
+        self.last: dict[int, tuple[str, float]] = {}
+        self.stop = threading.Event()
+        self._look(initial=True)
+
+    def _look(self, initial: bool = False) -> None:
+        me = os.getpid()
+        parents = {}
+        for name in os.listdir("/proc"):
+            if name.isdigit():
+                try:
+                    text = Path(f"/proc/{name}/stat").read_text()
+                except OSError:
+                    continue
+                fields = text[text.rindex(")") + 2:].split()
+                parents[int(name)] = (int(fields[1]), (int(fields[11]) + int(fields[12]))
+                                      / CLOCK_TICKS)
+        for pid, (_, own) in parents.items():
+            chain, seen = pid, 0
+            while chain not in (me, 0, 1) and chain not in self.exclude and seen < 64:
+                chain, seen = parents.get(chain, (0, 0.0))[0], seen + 1
+            if chain != me or pid == me or pid in self.exclude:
+                continue
+            if initial:
+                self.first[pid] = own
+            self.first.setdefault(pid, 0.0)
+            known = self.last.get(pid)
+            self.last[pid] = (known[0] if known and known[0] != "other" else role(pid), own)
+
+    def run(self) -> None:
+        while not self.stop.wait(self.interval):
+            self._look()
+
+    def seconds(self) -> dict[str, float]:
+        self.stop.set()
+        self.join()
+        self._look()
+        out: dict[str, float] = {}
+        for pid, (name, own) in self.last.items():
+            out[name] = out.get(name, 0.0) + own - self.first.get(pid, 0.0)
+        return dict(sorted(out.items(), key=lambda item: -item[1]))
+
+
 def thread_environment(choice: str, default_threads: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
     if choice == "default":
@@ -150,15 +221,17 @@ def pending(store) -> int:
     return queue_counts(store)["pending"]
 
 
-def wait_path(store, records, count, env, exclude) -> float:
+def wait_path(store, records, count, env, exclude) -> tuple[float, dict[str, float]]:
     import_fresh(store, records, count)
+    sampler = RoleSampler(exclude)
+    sampler.start()
     before = tree_cpu_seconds(exclude)
     done = subprocess.run([str(CLI), "evaluator", "score-pending", "--wait"], env=env,
                           capture_output=True, text=True)
     reap_orphans(exclude)
     if done.returncode != 0 or pending(store):
         raise SystemExit(f"score-pending --wait failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return tree_cpu_seconds(exclude) - before
+    return tree_cpu_seconds(exclude) - before, sampler.seconds()
 
 
 def free_port() -> int:
@@ -182,12 +255,15 @@ def until_idle(exclude: set[int], *, window_s: float = 5.0, at_most: float = 0.2
     raise SystemExit(f"the daemon's processes were still busy after {timeout:.0f} s")
 
 
-def daemon_path(store, records, count, env, exclude, home: Path, timeout: float) -> float:
+def daemon_path(store, records, count, env, exclude, home: Path,
+                timeout: float) -> tuple[float, dict[str, float]]:
     log = (home / f"dev-{uuid.uuid4().hex[:6]}.log").open("w")
     dev = subprocess.Popen([str(CLI), "dev", "--port", str(free_port())], env=env, stdout=log,
                            stderr=subprocess.STDOUT, start_new_session=True)
     try:
         until_idle(exclude)
+        sampler = RoleSampler(exclude)
+        sampler.start()
         before = tree_cpu_seconds(exclude)
         import_fresh(store, records, count)
         started = time.monotonic()
@@ -196,7 +272,7 @@ def daemon_path(store, records, count, env, exclude, home: Path, timeout: float)
                 raise SystemExit(f"{count} traces not scored within {timeout:.0f} s; see "
                                  f"{log.name}")
             time.sleep(POLL_S)
-        return tree_cpu_seconds(exclude) - before
+        return tree_cpu_seconds(exclude) - before, sampler.seconds()
     finally:
         os.killpg(dev.pid, signal.SIGINT)
         try:
@@ -300,7 +376,7 @@ def main() -> None:
                     for path in args.paths.split(","):
                         load_average = os.getloadavg()[0]
                         started = time.monotonic()
-                        cpu = (wait_path(store, records, args.traces, env, exclude)
+                        cpu, roles = (wait_path(store, records, args.traces, env, exclude)
                                if path == "wait" else
                                daemon_path(store, records, args.traces, env, exclude, home,
                                            args.timeout))
@@ -313,6 +389,9 @@ def main() -> None:
                               f"wall) against forwards alone {forwards:.1f} CPU-s: "
                               f"{cpu / forwards:.2f}x; load average {load_average:.1f}",
                               flush=True)
+                        print("  by process: " + ", ".join(f"{name} {seconds:.1f}"
+                                                           for name, seconds in roles.items()
+                                                           if seconds >= 0.05), flush=True)
         finally:
             if busy:
                 busy.kill()

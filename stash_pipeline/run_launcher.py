@@ -10,10 +10,10 @@ code location's module. The code server can then be replaced at any time (README
 code server"): a run keeps going to its end in its own process, and the next runs load the new
 server's code (and interpreter, when it moved).
 
-The run's process is usually a spare started before the run (``run_spare``: Dagster and the code
-location already imported, seconds of every run's start done while nobody waited), given the
-run's ``execute_run`` arguments; a spare of another interpreter or older code is let go and the
-run starts a process of its own.
+The run's process is forked from a forker the first launch starts and later ones keep
+(``run_forker``: Dagster and the code location imported once, not seconds of every run's start
+again); a forker of another interpreter or older code is let go and another started, and a
+launch no forker answers starts a process of its own.
 
 The run's process is named in its ``stash/run_process`` tag (``host:pid:start``, as
 ``defs.abandoned_runs`` names processes): terminating the run sends it SIGINT, Dagster's own
@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -44,69 +46,102 @@ from stash_pipeline.defs.abandoned_runs import process_gone, process_tag
 RUN_PROCESS_TAG = "stash/run_process"
 # The words of the engine event that names a run's process (tests look for them).
 STARTED = "Started the run's process"
+FORKED = "forked from the run forker, its imports done"
 PACKAGE = Path(__file__).resolve().parent
+# How long a launch waits for the forker's answer: its first one follows its imports (3 CPU-s,
+# tens of seconds on a loaded machine); a later one, a fork.
+FORK_REPLY_S = 120.0
 
 
-class Spares:
-    """At most one spare run process (``run_spare``) for the next run, started after each
-    launch; taken only by a run of the same interpreter while the project's code is unchanged."""
+class Forker:
+    """The forker (``run_forker``) each run's process is forked from: started by the first
+    launch and kept, Dagster and the code location imported once, for runs of its interpreter
+    while the project's code is unchanged (else it is let go and another started)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._spare: tuple[subprocess.Popen, str, int] | None = None  # process, python, code
+        # process, its reply pipe, python, code version
+        self._forker: tuple[subprocess.Popen, int, str, int] | None = None
 
-    def take(self, python: str, arguments: list[str]) -> subprocess.Popen | None:
-        """The spare, given these ``execute_run`` arguments; None when there is none fit."""
+    def fork(self, python: str, arguments: list[str], instance_ref: str) -> int | None:
+        """The pid of a run's process forked with these ``execute_run`` arguments; None when no
+        forker answers (the caller starts a process of its own)."""
         with self._lock:
-            spare, self._spare = self._spare, None
-        if spare is None:
-            return None
-        process, spare_python, code = spare
-        if spare_python != python or code != code_version() or process.poll() is not None:
-            _let_go(process)
-            return None
-        try:
-            process.stdin.write((json.dumps(arguments) + "\n").encode())
-            process.stdin.close()
-        except OSError:  # it ended meanwhile
-            _let_go(process)
-            return None
-        return process
-
-    def prepare(self, python: str, instance_ref: str) -> None:
-        """A spare for the next run, unless one is there, warmed on ``instance_ref`` (the
-        serialized ref of the instance its run will use)."""
-        with self._lock:
-            if self._spare is not None:
-                return
-            process = subprocess.Popen([python, "-m", "stash_pipeline.run_spare"],
-                                       stdin=subprocess.PIPE)
+            forker = self._forker
+            if forker is not None and (forker[2] != python or forker[3] != code_version()
+                                       or forker[0].poll() is not None):
+                self._let_go_locked()
+                forker = None
+            if forker is None:
+                forker = self._start_locked(python, instance_ref)
+                if forker is None:
+                    return None
+            process, replies = forker[0], forker[1]
             try:
-                process.stdin.write((instance_ref.replace("\n", " ") + "\n").encode())
+                process.stdin.write((json.dumps(arguments) + "\n").encode())
                 process.stdin.flush()
-            except OSError:  # it ended at once: the next run starts a process of its own
-                _let_go(process)
-                return
-            self._spare = (process, python, code_version())
+                return int(_reply(replies, FORK_REPLY_S))
+            except (OSError, ValueError, TimeoutError):  # it ended, or never answered
+                self._let_go_locked()
+                return None
+
+    def _start_locked(self, python: str,
+                      instance_ref: str) -> tuple[subprocess.Popen, int, str, int] | None:
+        read, write = os.pipe()
+        try:
+            process = subprocess.Popen([python, "-m", "stash_pipeline.run_forker", str(write)],
+                                       stdin=subprocess.PIPE, pass_fds=(write,))
+        except OSError:
+            os.close(read)
+            return None
+        finally:
+            os.close(write)
+        self._forker = (process, read, python, code_version())
+        try:
+            process.stdin.write((instance_ref.replace("\n", " ") + "\n").encode())
+            process.stdin.flush()
+        except OSError:  # it ended at once
+            self._let_go_locked()
+            return None
+        return self._forker
 
     def let_go(self) -> None:
         with self._lock:
-            spare, self._spare = self._spare, None
-        if spare is not None:
-            _let_go(spare[0])
+            self._let_go_locked()
+
+    def _let_go_locked(self) -> None:
+        """The forker's stdin closed: it exits once its loop sees it (reaped in a thread); runs it
+        forked go on."""
+        forker, self._forker = self._forker, None
+        if forker is None:
+            return
+        process, replies = forker[0], forker[1]
+        os.close(replies)
+        try:
+            process.stdin.close()
+        except OSError:
+            pass
+        threading.Thread(target=process.wait, name="run-forker", daemon=True).start()
 
 
-def _let_go(process: subprocess.Popen) -> None:
-    """End a spare that no run took: its stdin closed, it exits (reaped in a thread)."""
-    try:
-        process.stdin.close()
-    except OSError:
-        pass
-    threading.Thread(target=process.wait, name="spare-run-process", daemon=True).start()
+def _reply(fd: int, timeout_s: float) -> str:
+    """One line from the forker's reply pipe; TimeoutError past ``timeout_s``, ValueError at its
+    end (the forker ended)."""
+    data = b""
+    deadline = time.monotonic() + timeout_s
+    while not data.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise TimeoutError("the run forker did not answer")
+        chunk = os.read(fd, 64)
+        if not chunk:
+            raise ValueError("the run forker ended")
+        data += chunk
+    return data.decode().strip()
 
 
 def code_version() -> int:
-    """The newest modification time of the project's modules: a spare that imported older code
+    """The newest modification time of the project's modules: a forker that imported older code
     is not used."""
     return max(path.stat().st_mtime_ns for path in PACKAGE.rglob("*.py"))
 
@@ -118,11 +153,11 @@ class ProcessRunLauncher(RunLauncher, ConfigurableClass):
 
     def __init__(self, inst_data: ConfigurableClassData | None = None):
         self._inst_data = inst_data
-        self._spares = Spares()
+        self._forker = Forker()
         super().__init__()
 
     def dispose(self) -> None:
-        self._spares.let_go()
+        self._forker.let_go()
         super().dispose()
 
     @property
@@ -146,17 +181,18 @@ class ProcessRunLauncher(RunLauncher, ConfigurableClass):
                                    instance_ref=self._instance.get_ref(),
                                    set_exit_code_on_failure=True).get_command_args()
         command = run_command(run.job_code_origin.executable_path, arguments)
-        process = self._spares.take(command[0], command[3:])
-        how = "started before the run, its imports done"
-        if process is None:
+        pid = self._forker.fork(command[0], command[3:],
+                                serialize_value(self._instance.get_ref()))
+        how = FORKED
+        if pid is None:
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL)
-            how = "started now"
-        # Reaped when it ends, so that a finished run leaves no zombie behind the daemon.
-        threading.Thread(target=process.wait, name=f"run-{run.run_id[:8]}", daemon=True).start()
-        self._instance.add_run_tags(run.run_id, {RUN_PROCESS_TAG: process_tag(process.pid)})
+            # Reaped when it ends, so that a finished run leaves no zombie behind the daemon.
+            threading.Thread(target=process.wait, name=f"run-{run.run_id[:8]}",
+                             daemon=True).start()
+            pid, how = process.pid, "started now"
+        self._instance.add_run_tags(run.run_id, {RUN_PROCESS_TAG: process_tag(pid)})
         self._instance.report_engine_event(
-            f"{STARTED} (pid {process.pid}) on this host, {how}.", run, cls=self.__class__)
-        self._spares.prepare(command[0], serialize_value(self._instance.get_ref()))
+            f"{STARTED} (pid {pid}) on this host, {how}.", run, cls=self.__class__)
 
     def terminate(self, run_id: str) -> bool:
         run = self._instance.get_run_by_id(run_id)

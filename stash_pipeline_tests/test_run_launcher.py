@@ -9,6 +9,7 @@ import logging
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -17,7 +18,7 @@ from dagster._daemon.monitoring.run_monitoring import monitor_started_run
 
 from stash_pipeline.defs.abandoned_runs import process_tag
 from stash_pipeline.run_launcher import RUN_PROCESS_TAG, ProcessRunLauncher
-from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, bound
+from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, bound, wait_until
 
 LAUNCHER = {"run_launcher": {"module": "stash_pipeline.run_launcher",
                              "class": "ProcessRunLauncher"},
@@ -106,35 +107,61 @@ def test_a_run_starts_with_the_code_locations_python_not_a_bare_dagster_on_path(
                                              "{}"])[:3] == ["/venv/bin/python", "-m", "dagster"]
 
 
-def test_the_next_run_takes_the_spare_process_started_before_it(instance):
-    """A spare (run_spare) has imported Dagster and the code location and opened the instance
-    before the run: the run's process is that one, given the run's arguments, not a new one."""
+def test_runs_are_forked_from_one_forker_that_stays(instance):
+    """The forker (run_forker) imported Dagster and the code location and opened the instance
+    once: each run's process is a child forked from it, not a new interpreter; the forker reaps
+    them, so a run that ended leaves no zombie."""
     from dagster._serdes import serialize_value
 
-    from stash_pipeline.run_launcher import Spares
+    from stash_pipeline.run_launcher import Forker
 
-    spares = Spares()
-    spares.prepare(sys.executable, serialize_value(instance.get_ref()))
-    prepared = spares._spare[0]
-    taken = spares.take(sys.executable, ["--version"])  # what `dagster --version` runs
-    assert taken is prepared
-    assert taken.wait(timeout=bound(PROCESS_EXIT_S)) == 0
-    assert spares.take(sys.executable, ["--version"]) is None  # one spare, taken once
+    forker = Forker()
+    ref = serialize_value(instance.get_ref())
+    try:
+        first = forker.fork(sys.executable, ["--version"], ref)  # what `dagster --version` runs
+        process = forker._forker[0]
+        second = forker.fork(sys.executable, ["--version"], ref)
+        assert forker._forker[0] is process and process.poll() is None  # the same, still there
+        assert first and second and first != second != process.pid
+        for pid in (first, second):  # ended and reaped by the forker (a zombie keeps /proc)
+            wait_until(lambda pid=pid: not Path(f"/proc/{pid}").exists(),
+                       timeout_s=PROCESS_EXIT_S, what=f"run process {pid} to end and be reaped")
+    finally:
+        forker.let_go()
+    assert process.wait(timeout=bound(PROCESS_EXIT_S)) == 0  # stdin closed: it exits
 
 
-def test_a_spare_of_older_code_or_another_python_is_let_go(instance, monkeypatch):
+def test_the_forker_holds_no_thread_a_fork_would_lose(tmp_path):
+    """Only the forking thread survives a fork: the forker must have no other after warming."""
+    script = ("import sys, threading\n"
+              "from stash_pipeline import run_forker\n"
+              "import dagster as dg\n"
+              "from dagster._serdes import serialize_value\n"
+              f"with dg.instance_for_test(temp_dir={str(tmp_path)!r}) as instance:\n"
+              "    ref = serialize_value(instance.get_ref())\n"
+              "run_forker.warm(ref)\n"
+              "print(threading.active_count())\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.split()[-1] == "1"
+
+
+def test_a_forker_of_older_code_or_another_python_is_let_go(instance, monkeypatch):
     from dagster._serdes import serialize_value
 
     import stash_pipeline.run_launcher as launcher
 
     ref = serialize_value(instance.get_ref())
-    spares = launcher.Spares()
-    spares.prepare(sys.executable, ref)
-    older = spares._spare[0]
-    monkeypatch.setattr(launcher, "code_version", lambda: -1)  # the code changed since
-    assert spares.take(sys.executable, ["--version"]) is None
-    assert older.wait(timeout=bound(PROCESS_EXIT_S)) == 0  # its stdin closed: it exits
-    spares.prepare(sys.executable, ref)
-    other = spares._spare[0]
-    assert spares.take("/another/python", ["--version"]) is None
-    assert other.wait(timeout=bound(PROCESS_EXIT_S)) == 0
+    forker = launcher.Forker()
+    try:
+        assert forker.fork(sys.executable, ["--version"], ref)
+        older = forker._forker[0]
+        monkeypatch.setattr(launcher, "code_version", lambda: -1)  # the code changed since
+        assert forker.fork(sys.executable, ["--version"], ref)
+        assert forker._forker[0] is not older
+        assert older.wait(timeout=bound(PROCESS_EXIT_S)) == 0  # its stdin closed: it exits
+        current = forker._forker[0]
+        assert forker.fork("/another/python", ["--version"], ref) is None  # cannot start one
+        assert current.wait(timeout=bound(PROCESS_EXIT_S)) == 0
+    finally:
+        forker.let_go()

@@ -21,8 +21,8 @@ from stash_pipeline.dagster_runs.instance import get_instance
 from stash_pipeline.dagster_runs.run_state import request_state
 from stash_pipeline.defs.abandoned_runs import process_gone
 from stash_pipeline.defs.scoring.sensors import BACKGROUND_TAG
-from stash_pipeline.defs.worker_queue import worker_holders
-from stash_pipeline.run_launcher import RUN_PROCESS_TAG
+from stash_pipeline.defs.worker_queue import run_with_tags, worker_holders
+from stash_pipeline.run_launcher import FORKED, RUN_PROCESS_TAG
 from stash_pipeline.services import scoring_requests
 from stash_pipeline_tests.support.deployment import Deployment, health_check, release_scoring
 from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records
@@ -72,6 +72,9 @@ def test_a_code_server_replaced_while_a_run_works(deployment, store):
     wait_until(lambda: request_state(tags, instance)["status"] in ("succeeded", "failed"),
                timeout_s=PROCESS_EXIT_S, what="the Score again request made after the replacement")
     assert request_state(tags, instance)["status"] == "succeeded", deployment.log("daemon")
+    # Its process was forked from the forker an earlier launch started (run_forker).
+    events = instance.all_logs(run_with_tags(instance, tags).run_id)
+    assert any(FORKED in (event.message or "") for event in events), deployment.log("daemon")
     wait_until(lambda: not store.scoring_work(personal=False, evaluator="r1", limit=10),
                timeout_s=PROCESS_EXIT_S, what="every trace scored by the release")
 
