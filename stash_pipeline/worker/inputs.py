@@ -9,9 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
-
-from datasets import Dataset, Features, Value, load_from_disk
+from typing import TYPE_CHECKING, Any
 
 from stash_pipeline.compute import contract
 from stash_pipeline.core.errors import InputError
@@ -23,6 +21,9 @@ from stash_pipeline.worker.modeling import tokenize_counted
 from stash_pipeline.worker.progress import logger
 from stash_pipeline.worker.render import Audience, render_side
 from stash_pipeline.worker.train import EncodedPair
+
+if TYPE_CHECKING:
+    from datasets import Dataset
 
 
 def record_window(job_dir: Path, settings: contract.JobSettings, tokenizer: Any) -> int:
@@ -37,16 +38,33 @@ def record_window(job_dir: Path, settings: contract.JobSettings, tokenizer: Any)
     return window
 
 
+def json_lines(path: Path) -> list[str]:
+    """The non-blank lines of a JSON Lines input (none when the caller wrote no file)."""
+    if not path.is_file():
+        return []
+    return [line for line in path.read_text().splitlines() if line.strip()]
+
+
+def input_rows(job_dir: Path, name: str, column: str) -> list[str]:
+    """The rows of input ``name`` as strings: its JSON Lines as the caller wrote them, or the
+    column of a saved dataset. A scoring job reads its traces once, in order: the datasets
+    library (0.75 CPU-s to import) and a copy on disk would buy it nothing."""
+    if (job_dir / name).is_dir():
+        return list(input_dataset(job_dir, name, column)[column])
+    return json_lines(job_dir / f"{name}.jsonl")
+
+
 def input_dataset(job_dir: Path, name: str, column: str) -> Dataset:
     """The saved dataset ``name``, made from ``name.jsonl`` first when the caller wrote JSON Lines.
 
     The dataset is written beside its final name and renamed into place, so a worker killed while
     writing it leaves no half-written dataset for the next attempt.
     """
+    from datasets import Dataset, Features, Value, load_from_disk
+
     directory, lines = job_dir / name, job_dir / f"{name}.jsonl"
     if not directory.is_dir():
-        rows = ([line for line in lines.read_text().splitlines() if line.strip()]
-                if lines.is_file() else [])
+        rows = json_lines(lines)
         # Rows stay JSON strings: Arrow would unify tool-schema structs and add null keys
         # (ML notes).
         dataset = Dataset.from_dict({column: rows}, features=Features({column: Value("string")}))
@@ -109,8 +127,8 @@ def encoded_pairs(job_dir: Path, name: str, tokenizer: Any, audience: Audience,
 
 def traces_to_score(job_dir: Path) -> list[Trace]:
     traces = []
-    dataset = input_dataset(job_dir, contract.SCORE_TRACES, contract.TRACE_COLUMN)
-    for index, text in enumerate(dataset[contract.TRACE_COLUMN]):
+    rows = input_rows(job_dir, contract.SCORE_TRACES, contract.TRACE_COLUMN)
+    for index, text in enumerate(rows):
         try:
             trace = trace_from_dict(json.loads(text))
             validate_trace(trace)

@@ -59,7 +59,7 @@ def warm() -> None:
     for name, value in QUIET_LIBRARIES.items():
         os.environ.setdefault(name, value)
     use_cpu_threads()
-    import stash_pipeline.worker.procedures  # noqa: F401  (torch, transformers, datasets)
+    import stash_pipeline.worker.procedures  # noqa: F401  (torch, transformers)
 
 
 def serve_one(connection: socket.socket) -> None:
