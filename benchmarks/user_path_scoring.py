@@ -32,9 +32,14 @@ load is not ours to control: the load average is printed beside each figure.
 
     .venv/bin/python benchmarks/user_path_scoring.py [--traces 40] [--runs 10]
         [--paths wait,daemon] [--threads default,ours] [--loads quiet,busy] [--repeats 1]
-        [--data DIR]
+        [--more-traces 0] [--data DIR]
 
-Last line ``ours_busy_path_over_forwards: N`` (the worst condition's headline, ours).
+``--more-traces N`` measures each path at N traces too: a trace more then costs
+``..._marginal_over_forwards`` times its forwards, and each command or import
+``..._fixed_cpu_s`` whatever the traces, from the line through both counts.
+
+Last line ``ours_busy_path_over_forwards: N`` (the worst condition's headline, ours;
+``ours_quiet_...`` when only quiet was measured).
 """
 
 from __future__ import annotations
@@ -331,6 +336,10 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--runs", type=int, default=10, help="airline result files read")
     parser.add_argument("--traces", type=int, default=40, help="traces a measurement scores")
+    parser.add_argument("--more-traces", type=int, default=0,
+                        help="also measure each path at this many traces: the cost of a trace "
+                             "more (over its forwards') and the fixed cost of a command or an "
+                             "import, from the line through both")
     parser.add_argument("--paths", default="wait,daemon")
     parser.add_argument("--threads", default="default,ours")
     parser.add_argument("--loads", default="quiet,busy")
@@ -356,39 +365,45 @@ def main() -> None:
     records = [r for f in files for r in read_path(f, format="tau2", owner=OWNER)]
     records = [r for r in records if r.trace.actions()]
     default_threads = torch_default_threads()
-    sample = import_fresh(store, records, args.traces)  # the forwards' rows; scored as a warm-up
+    counts = sorted({args.traces, *([args.more_traces] if args.more_traces else [])})
+    sample = import_fresh(store, records, counts[-1])  # the forwards' rows; scored as a warm-up
     subprocess.run([str(CLI), "evaluator", "score-pending", "--wait"], capture_output=True,
                    check=True)
     reap_orphans(set())
-    actions = sum(len(t.actions()) for t in store.get_traces(sample))
-    print(f"{args.traces} airline traces ({actions} actions) a measurement; torch's default "
-          f"threads {default_threads}; {os.cpu_count()} CPUs", flush=True)
+    for count in counts:
+        actions = sum(len(t.actions()) for t in store.get_traces(sample[:count]))
+        print(f"{count} airline traces ({actions} actions) a measurement; torch's default "
+              f"threads {default_threads}; {os.cpu_count()} CPUs", flush=True)
     figures: dict[str, list[float]] = {}
+    lines: dict[tuple[str, str], dict[int, tuple[float, float]]] = {}
     for load in args.loads.split(","):
         busy = (subprocess.Popen([sys.executable, "-c", "while True: pass"])
                 if load == "busy" else None)
         exclude = {busy.pid} if busy else set()
         try:
             for repeat in range(args.repeats):
-                for choice in args.threads.split(","):
+                for choice, count in ((c, n) for c in args.threads.split(",") for n in counts):
                     env = thread_environment(choice, default_threads)
-                    forwards = forwards_cpu_seconds(home, sample, env)
+                    forwards = forwards_cpu_seconds(home, sample[:count], env)
                     for path in args.paths.split(","):
                         load_average = os.getloadavg()[0]
                         started = time.monotonic()
-                        cpu, roles = (wait_path(store, records, args.traces, env, exclude)
-                               if path == "wait" else
-                               daemon_path(store, records, args.traces, env, exclude, home,
-                                           args.timeout))
+                        cpu, roles = (wait_path(store, records, count, env, exclude)
+                                      if path == "wait" else
+                                      daemon_path(store, records, count, env, exclude, home,
+                                                  args.timeout))
                         wall = time.monotonic() - started
                         key = f"{choice}_{load}"
-                        figures.setdefault(f"{key}_{path}_cpu_s", []).append(cpu)
-                        figures.setdefault(f"{key}_{path}_over_forwards", []).append(cpu / forwards)
-                        figures.setdefault(f"{key}_forwards_cpu_s", []).append(forwards)
-                        print(f"{load}, {choice} threads, {path}: {cpu:.1f} CPU-s ({wall:.0f} s "
-                              f"wall) against forwards alone {forwards:.1f} CPU-s: "
-                              f"{cpu / forwards:.2f}x; load average {load_average:.1f}",
-                              flush=True)
+                        if count == args.traces:
+                            figures.setdefault(f"{key}_{path}_cpu_s", []).append(cpu)
+                            figures.setdefault(f"{key}_{path}_over_forwards", []).append(
+                                cpu / forwards)
+                            figures.setdefault(f"{key}_forwards_cpu_s", []).append(forwards)
+                        lines.setdefault((key, path), {})[count] = (cpu, forwards)
+                        print(f"{load}, {choice} threads, {path}, {count} traces: {cpu:.1f} "
+                              f"CPU-s ({wall:.0f} s wall) against forwards alone "
+                              f"{forwards:.1f} CPU-s: {cpu / forwards:.2f}x; load average "
+                              f"{load_average:.1f}", flush=True)
                         print("  by process: " + ", ".join(f"{name} {seconds:.1f}"
                                                            for name, seconds in roles.items()
                                                            if seconds >= 0.05), flush=True)
@@ -404,11 +419,22 @@ def main() -> None:
         if name.endswith("_cpu_s") and "forwards" not in name:
             figures[name.replace("_cpu_s", "_over_quiet_ours_forwards")] = [v / work
                                                                              for v in values]
+    # Through the first and last count of each condition (the last repeat's): a trace more costs
+    # ``marginal`` times its forwards, and each command or import ``fixed`` CPU-s whatever the
+    # traces (interpreters, Dagster, the checkpoint's load, the daemon meanwhile).
+    for (key, path), points in lines.items():
+        if len(points) > 1:
+            (cpu_a, fwd_a), (cpu_b, fwd_b) = points[min(points)], points[max(points)]
+            marginal = (cpu_b - cpu_a) / (fwd_b - fwd_a)
+            figures[f"{key}_{path}_marginal_over_forwards"] = [marginal]
+            figures[f"{key}_{path}_fixed_cpu_s"] = [cpu_a - marginal * fwd_a]
     for name, values in figures.items():
         print(f"{name}: {spread(values)}")
+    condition = "ours_busy_" if "busy" in args.loads.split(",") else "ours_quiet_"
     worst = max(statistics.median(v) for k, v in figures.items()
-                if k.startswith("ours_busy_") and k.endswith("_over_forwards"))
-    print(f"ours_busy_path_over_forwards: {worst:.2f}")
+                if k.startswith(condition) and k.endswith("_over_forwards")
+                and not k.endswith("_marginal_over_forwards"))
+    print(f"{condition}path_over_forwards: {worst:.2f}")
 
 
 if __name__ == "__main__":
