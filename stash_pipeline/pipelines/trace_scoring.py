@@ -86,13 +86,17 @@ def request_run_key(run_ref: str) -> str:
 
 def score(store: Store, evaluator: str, traces: Mapping[str, int], *, actions: bool,
           run: RunWorker, artifact_dir: str | Path, name: str,
-          whole_traces: bool = True) -> JobResults:
+          whole_traces: bool = True, work_seconds: float | None = None) -> JobResults:
     """A fresh run of the evaluator's saved checkpoint over these traces: whole-trace scores
     (raw and calibrated) unless ``whole_traces`` is off (a release's background chunks: action
     credit only), and each action's credit with ``actions``; stored as one replacement of that
     evaluator's scores of them, a release's action scores with its scoring marks. A trace
     reimported since is scored at its new version; a version replaced while this ran is dropped
-    by the store (and stays pending)."""
+    by the store (and stays pending).
+
+    ``work_seconds``: the worker's budget (``JobSettings.work_seconds``, a chunk's). A job that
+    spends it stops between groups of traces; only the traces it finished are stored and leave
+    the scoring queue (``JobResults.finished``), the others stay queued for the next chunk."""
     chosen = scorer_of(store, evaluator)
     if actions and not chosen.scores_actions:
         raise InputError(NEEDS_ACTION_TRAINING, field="actions")
@@ -105,16 +109,15 @@ def score(store: Store, evaluator: str, traces: Mapping[str, int], *, actions: b
     results = run_job(
         job_dir,
         lambda d: write_job(d, JobSettings(evaluator=evaluator, checkpoint=CHECKPOINT_INPUT,
-                                           outputs=outputs), score_traces=scored),
+                                           outputs=outputs, work_seconds=work_seconds),
+                            score_traces=scored),
         lambda d: run(d, chosen.checkpoint_uri),
         lambda d: read_results(d, evaluator,
                                scored={t.id: t.version for t in scored} if actions else None),
         finished=remove_job)  # scoring runs all the time: keep no scratch
     if chosen.shared:
-        if whole_traces:
-            store.save_scores(results.scores)
-        if actions:
-            store.save_action_scores(evaluator, results.scored, results.action_scores)
+        store.save_release_scores(evaluator, results.scores, results.scored,
+                                  results.action_scores)
     else:
         store.replace_scores(evaluator, scores=results.scores, scored=results.scored,
                              action_scores=results.action_scores)

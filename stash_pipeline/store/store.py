@@ -455,6 +455,17 @@ class Store:
         with self.transaction() as c:
             return scores.save_action_scores(c, evaluator, scored, items)
 
+    def save_release_scores(self, evaluator: str, items: Sequence[TraceScore],
+                            scored: Mapping[str, int],
+                            action_scores: Sequence[ActionScore]) -> None:
+        """A release's scoring run stored together: its whole-trace scores (``items``) and, for
+        the traces ``scored``, its action scores and scoring marks; no trace is stored with one
+        without the other."""
+        with self.transaction() as c:
+            scores.save_scores(c, items)
+            if scored or action_scores:
+                scores.save_action_scores(c, evaluator, scored, action_scores)
+
     def scores_for(self, trace_id: str) -> list[TraceScore]:
         with self.reading() as c:
             return scores.scores_for(c, trace_id)
