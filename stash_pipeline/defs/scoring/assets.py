@@ -39,13 +39,25 @@ def _request(config: TraceScoringConfig) -> str | int | None:
     return config.request if config.request is not None else config.request_id
 
 
-def batch_traces(database: StoreResource, config: TraceScoringConfig) -> dict[str, int]:
+def batch_traces(instance: dg.DagsterInstance, database: StoreResource,
+                 config: TraceScoringConfig) -> dict[str, int]:
+    """The traces this run scores: a request's, the first chunk of a Score again of the owner's
+    every trace (the rest queued), or a background chunk's."""
     store = database.store
     if _request(config) is not None:
         return store.get_scoring_request(_request(config)).traces
     if config.whole_owner:
-        return steps.owner_traces(store, config.evaluator)
+        return steps.owner_traces(store, config.evaluator,
+                                  chunks.next_chunk_size(instance, evaluator=config.evaluator))
     return dict(zip(config.trace_ids, config.versions))
+
+
+def work_budget(config: TraceScoringConfig) -> float | None:
+    """The worker's budget: the config's (a background chunk's), a Score again of the owner's
+    every trace's first chunk as any chunk's; None for a request for chosen traces."""
+    if config.work_seconds is None and config.whole_owner:
+        return float(chunks.chunk_seconds())
+    return config.work_seconds
 
 
 @dg.asset(deps=[traces], group_name=GROUP, kinds={"pytorch"}, pool=REWARD_POOL)
@@ -57,10 +69,10 @@ def trace_scores(context: dg.AssetExecutionContext, config: TraceScoringConfig,
     started = time.perf_counter()
     with failing_step(), worker_step_lease(context, database.store, "trace_scores"):
         results = steps.score(
-            database.store, config.evaluator, batch_traces(database, config),
+            database.store, config.evaluator, batch_traces(context.instance, database, config),
             actions=config.actions, whole_traces=config.whole_traces,
             run=compute.worker(context, objects), artifact_dir=compute.scratch,
-            name=context.run.run_id, work_seconds=config.work_seconds)
+            name=context.run.run_id, work_seconds=work_budget(config))
     stop = budget_stop(results)
     if stop:
         context.log.info(stop)
@@ -76,7 +88,9 @@ def trace_scores(context: dg.AssetExecutionContext, config: TraceScoringConfig,
         **({"score_histogram": metadata.histogram(raw)} if raw else {}),
         **({"credit_histogram": metadata.histogram(credits, title="Action credit",
                                                    x_label="credit")} if credits else {}),
-        "request": str(_request(config) or "auto"),
+        "request": str(_request(config) or ("score again" if config.whole_owner else "auto")),
+        **({"queued_for_score_again": database.store.score_again_queued(config.evaluator)}
+           if config.whole_owner else {}),
         **_trust(context, database, config),
     })
 
