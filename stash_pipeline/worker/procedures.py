@@ -110,6 +110,9 @@ def write_scores(job_dir: Path, settings: contract.JobSettings, model: Any, toke
             write_finished(job_dir, traces)
             if len(traces) < given:
                 progress.info(budget_stop_line(len(traces), given, budget.seconds))
+                # What this job does is done: its last line says so, not the time the rest
+                # would take.
+                reporter.totals.update(reporter.done)
         reporter.emit()
     window = tokenizer.model_max_length
     if whole:
