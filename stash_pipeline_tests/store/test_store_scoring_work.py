@@ -265,3 +265,17 @@ def test_a_score_again_s_queue_stays_until_scored(store: Store,
         [(first, "t1", 2), (first, "t2", 1)]
     assert store.score_again_queued(first) == 2
     assert store.score_again_queued(second) == 0
+
+
+def test_chunks_take_each_model_s_size_and_leave_a_busy_model_s_queue(store: Store) -> None:
+    """pending_scoring's batches: each model's chunks of its own size; a model whose `rm score`
+    run is scoring its queue's head (busy) is left to it."""
+    from stash_pipeline.pipelines.trace_scoring import pending_batches
+
+    store.import_traces([make_record(make_trace(t, owner="ana")) for t in ("t0", "t1", "t2")])
+    model = _succeeded(store, "ana", "m", ["t0"])
+    sizes = {model: 2}
+    batches = pending_batches(store, batch_size=lambda e: sizes.get(e, 5), runs=2, skip=set())
+    assert [(b.evaluator, len(b.traces)) for b in batches] == [(model, 2), (model, 1)]
+    assert pending_batches(store, batch_size=5, runs=2, skip=set(),
+                           busy=frozenset({model})) == []
