@@ -68,6 +68,11 @@ def test_each_evaluator_s_chunks_are_sized_from_its_own(monkeypatch: pytest.Monk
         assert chunks.next_chunk_size(instance, evaluator="r1") == 300
         assert chunks.next_chunk_size(instance, evaluator="slow-model") == 3
         assert chunks.next_chunk_size(instance, evaluator="new-model") == 300
+        # A Score again of one chosen trace is no chunk: its worker start is not a speed.
+        instance.report_runless_asset_event(dg.AssetMaterialization(
+            chunks.SCORING_ASSET, metadata={"evaluator": "r1", "request": "a-request-id",
+                                            chunks.SCORED_TRACES: 1, chunks.WORK_SECONDS: 3.0}))
+        assert chunks.next_chunk_size(instance, evaluator="r1") == 300
         sizes = chunks.chunk_sizes(instance)
         assert (sizes("slow-model"), sizes("r1")) == (3, 300)
 

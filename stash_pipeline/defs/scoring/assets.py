@@ -88,7 +88,8 @@ def trace_scores(context: dg.AssetExecutionContext, config: TraceScoringConfig,
         **({"score_histogram": metadata.histogram(raw)} if raw else {}),
         **({"credit_histogram": metadata.histogram(credits, title="Action credit",
                                                    x_label="credit")} if credits else {}),
-        "request": str(_request(config) or ("score again" if config.whole_owner else "auto")),
+        "request": str(_request(config) or (chunks.CHUNK_RUNS[1] if config.whole_owner
+                                            else chunks.CHUNK_RUNS[0])),
         **({"queued_for_score_again": database.store.score_again_queued(config.evaluator)}
            if config.whole_owner else {}),
         **_trust(context, database, config),

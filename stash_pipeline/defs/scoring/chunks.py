@@ -31,6 +31,10 @@ SEARCHED_CHUNKS = 50
 # its chunks went, in this metadata.
 SCORING_ASSET = dg.AssetKey("trace_scores")
 SCORED_TRACES = "scored_traces"
+# The "request" metadata of the runs measured: chunks (a background one, the first of a Score
+# again of an owner's every trace), not a Score again of a few chosen traces, whose worker start
+# would make a chunk's speed look slow.
+CHUNK_RUNS = ("auto", "score again")
 WORK_SECONDS = "work_seconds"
 
 
@@ -43,13 +47,15 @@ def chunk_seconds() -> int:
 def traces_per_second(instance: dg.DagsterInstance, asset_key: dg.AssetKey,
                       evaluator: str | None = None) -> float | None:
     """The latest chunks' traces scored per second of their step (worker start, checkpoint load
-    and storing included, so sizes converge on chunks of the target's length): ``evaluator``'s
+    and storing included, so sizes converge on chunks of the target's length) of the chunks
+    (``CHUNK_RUNS``): ``evaluator``'s
     own latest when SEARCHED_CHUNKS hold some, else any evaluator's; None before any chunk was
     measured."""
     records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=asset_key),
                                               limit=SEARCHED_CHUNKS, ascending=False).records
     measured = [meta for meta in (r.asset_materialization.metadata for r in records)
-                if SCORED_TRACES in meta and WORK_SECONDS in meta]
+                if SCORED_TRACES in meta and WORK_SECONDS in meta
+                and ("request" not in meta or meta["request"].value in CHUNK_RUNS)]
     own = [meta for meta in measured
            if evaluator is not None and "evaluator" in meta
            and meta["evaluator"].value == evaluator]
