@@ -108,6 +108,8 @@ class JobSettings:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["outputs"] = list(self.outputs)
+        if data["work_seconds"] is None:  # a worker from before budgets reads these settings
+            del data["work_seconds"]
         return data
 
     @classmethod

@@ -116,3 +116,5 @@ def test_only_a_scoring_job_takes_a_positive_budget():
             JobSettings.from_dict({**base, "work_seconds": bad})
     with pytest.raises(InputError, match="only a scoring-only job has a work budget"):
         JobSettings.from_dict({"evaluator": "m", "base_model": "b", "work_seconds": 30})
+    # Settings without one read as before budgets: a worker of an older release reads them.
+    assert "work_seconds" not in JobSettings(evaluator="m", checkpoint="c.tar.gz").to_dict()
