@@ -109,6 +109,10 @@ class ScoreAgainState(BaseModel):
     error: str | None = Field(description="Why its run failed.")
     wait: WaitView | None
     run_id: str | None
+    queued_traces: int = Field(0, description="The owner's traces still queued for it: its run "
+                                              "scores a first bounded chunk, the scoring "
+                                              "queue's chunks the rest (status running until "
+                                              "then).")
 
 
 class HeldOut(BaseModel):

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import time
 from typing import Any
 
 from stash_pipeline import dagster_runs
 from stash_pipeline.cli.output import print_json, print_table
 from stash_pipeline.cli.store import open_store
 from stash_pipeline.cli.trust import GROUP_BY_HELP, held_out_line
-from stash_pipeline.cli.waiting import WAIT_HELP, fail_abandoned_runs, run_now
+from stash_pipeline.cli.waiting import WAIT_HELP, fail_abandoned_runs, run_now, say
 from stash_pipeline.core.failures import reason_line
 from stash_pipeline.core.traces import DEFAULT_OWNER
 from stash_pipeline.core.training_settings import (
@@ -19,6 +20,8 @@ from stash_pipeline.core.training_settings import (
 )
 from stash_pipeline.core.trust import separation, separation_note, verdict_line
 
+# How often `rm score --wait` looks again while a daemon's scoring chunks hold the queue's room.
+CHUNK_POLL_S = 1.0
 LIST_COLUMNS = ["id", "name", "status", "base_model", "epochs", "train_pairs", "eval_accuracy",
                 "created_at"]
 
@@ -59,7 +62,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     score = sub.add_parser("score", help="Score again: rescore your traces with the saved "
                                          "checkpoint, without retraining")
     score.add_argument("model_id", metavar="ID")
-    score.add_argument("--wait", action="store_true", help=WAIT_HELP)
+    score.add_argument("--wait", action="store_true",
+                       help=WAIT_HELP + "; its first chunk is the request's run, the rest of "
+                       "your traces are scored in the scoring queue's bounded chunks, and it "
+                       "returns once every one is scored")
     score.set_defaults(handler=run_score)
     retry = sub.add_parser("retry", help="queue a failed model again (a new attempt)")
     retry.add_argument("model_id", metavar="ID")
@@ -175,10 +181,33 @@ def _request_run(args: argparse.Namespace, operation: str, sensor: str, said: An
     if not args.json:
         print(said(model))
     if args.wait and operation == "score_again":  # a scoring run: not the model's partition
-        run_now(sensor, run_keys=[reward_models.score_again_run_key(model)])
+        if run_now(sensor, run_keys=[reward_models.score_again_run_key(model)]):
+            score_queued_chunks(store, model.id)
     elif args.wait:
         run_now(sensor, model)
     return _report(store, args, model.id)
+
+
+def score_queued_chunks(store: Any, model_id: str) -> bool:
+    """`rm score --wait` after the request's run (its first chunk): the scoring queue's bounded
+    chunks, run here a tick at a time as the daemon would hand them out (other queued work
+    first where it is older), until none of the owner's traces is queued for the model; a
+    daemon's chunks in flight are waited for. False when a chunk failed or nothing works the
+    queue."""
+    left = store.score_again_queued(model_id)
+    while left:
+        say(f"{left} of your traces still queued for {model_id}: scoring them in bounded chunks")
+        runs = dagster_runs.run_sensor("pending_scoring", on_run=say)
+        if any(not run.is_success for run in runs):
+            return False
+        if not runs and not dagster_runs.scoring_chunks_in_flight():
+            say(f"{left} of your traces stay queued for {model_id}: no scoring chunk can take "
+                "them now")
+            return False
+        if not runs:  # a daemon's chunks hold the queue's room: wait for them
+            time.sleep(CHUNK_POLL_S)
+        left = store.score_again_queued(model_id)
+    return True
 
 
 def _report(store: Any, args: argparse.Namespace, model_id: str) -> int:
@@ -186,7 +215,8 @@ def _report(store: Any, args: argparse.Namespace, model_id: str) -> int:
     from stash_pipeline.services import reward_models
 
     model = reward_models.get(store, args.owner, model_id)
-    view = {**reward_models.view(model), **dagster_runs.model_queue_fields(model)}
+    view = {**reward_models.view(model), **dagster_runs.model_queue_fields(
+        model, store.score_again_queued(model.id) if model.score_generation else 0)}
     if model.status == "running" and model.run_id:
         # The newest progress line.
         view["progress"] = dagster_runs.run_progress(model.run_id).worker.line
@@ -208,6 +238,8 @@ def _report(store: Any, args: argparse.Namespace, model_id: str) -> int:
         if again and again["status"] != "succeeded":
             print(f"score again (request {again['request']}): {again['status']}"
                   + (f", {again['wait']['text']}" if again["wait"] else "")
+                  + (f", {again['queued_traces']} of your traces still queued for it"
+                     if again["queued_traces"] else "")
                   + (f": {reason_line(again['error'])}" if again["error"] else ""))
         if view["error"]:
             print(f"reason: {reason_line(view['error'])}")

@@ -12,9 +12,10 @@ inputs   settings.json; train_pairs, eval_pairs, score_traces, benchmark_pairs: 
          string), or the same rows as ``<name>.jsonl``, which the worker turns into the dataset
          before it starts
 outputs  metrics.json (written last, with the attempt id), scores.jsonl, action_scores.jsonl,
-         pair_rewards.jsonl, losses.json, reward-model/, reward-model.tar.gz, worker.log (every
-         phase with its duration; ends with the reason when the job failed), attempt-logs/ (the
-         logs of earlier attempts), upload.json (the caller's: where the archive was uploaded)
+         finished_traces.jsonl (a scoring job with a work budget), pair_rewards.jsonl,
+         losses.json, reward-model/, reward-model.tar.gz, worker.log (every phase with its
+         duration; ends with the reason when the job failed), attempt-logs/ (the logs of
+         earlier attempts), upload.json (the caller's: where the archive was uploaded)
 
 Every attempt starts from a clean output state: ``write_job`` (the only function that clears a job
 directory for a new job) and the worker both remove the outputs of an earlier attempt, so an old
@@ -50,6 +51,9 @@ INPUT_DATASETS = (TRAIN_PAIRS, EVAL_PAIRS, SCORE_TRACES, BENCHMARK_PAIRS)
 PAIR_COLUMN, TRACE_COLUMN = "pair", "trace"
 METRICS, SCORES, ACTION_SCORES = "metrics.json", "scores.jsonl", "action_scores.jsonl"
 LOSSES = "losses.json"  # the Bradley-Terry loss of every training step, for the loss curve
+# The traces a scoring job with a work budget finished ({trace_id, trace_version} a line): its
+# scores and action scores cover exactly these; the rest were not started (a job's budget spent).
+FINISHED = "finished_traces.jsonl"
 # A scoring-only job's checkpoint, when the caller downloads it into the job directory.
 CHECKPOINT_INPUT = "checkpoint.tar.gz"
 UPLOAD = "upload.json"  # {"uri": ..., "seconds": ...} once the checkpoint is in the object store
@@ -57,8 +61,8 @@ INPUT_FILES = (SETTINGS, *(f"{name}.jsonl" for name in INPUT_DATASETS))
 # Everything an attempt writes; each attempt starts without them (CHECKPOINT_DIR and ARCHIVE_NAME,
 # a training job's, are the seed's names: core.training_settings). "*.partial" names are the
 # temporaries that atomic writes rename into place.
-OUTPUTS = (METRICS, SCORES, ACTION_SCORES, PAIR_REWARDS, LOSSES, CHECKPOINT_DIR, ARCHIVE_NAME,
-           UPLOAD)
+OUTPUTS = (METRICS, SCORES, ACTION_SCORES, FINISHED, PAIR_REWARDS, LOSSES, CHECKPOINT_DIR,
+           ARCHIVE_NAME, UPLOAD)
 PARTIAL = ".partial"
 OUTPUT_KINDS: tuple[str, ...] = ("checkpoint", "scores", "action_scores", "pair_rewards")
 DEFAULT_OUTPUTS: tuple[str, ...] = ("checkpoint", "scores", "action_scores")
@@ -91,6 +95,11 @@ class JobSettings:
     attempt: str | None = None  # copied into metrics.json; write_job draws one when None
     checkpoint_dtype: str = "auto"
     score_dtype: str = "auto"
+    # A scoring-only job's work budget (a background chunk's STASH_CHUNK_SECONDS): it scores its
+    # traces in groups and starts no group once this many seconds of the job are spent (or the
+    # group would overrun them at the speed measured so far), the first group always; the
+    # traces it finished are listed in finished_traces.jsonl. None: every trace.
+    work_seconds: float | None = None
 
     @property
     def is_training(self) -> bool:
@@ -99,6 +108,8 @@ class JobSettings:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["outputs"] = list(self.outputs)
+        if data["work_seconds"] is None:  # a worker from before budgets reads these settings
+            del data["work_seconds"]
         return data
 
     @classmethod
@@ -127,6 +138,14 @@ class JobSettings:
             value = data.get(name, cls.__dataclass_fields__[name].default)
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise fail(name, f"expected an integer of at least {least}, got {value!r}")
+        budget = data.get("work_seconds")
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float)
+                                   or not budget > 0):
+            raise fail("work_seconds", f"expected a positive number of seconds or null, "
+                                       f"got {budget!r}")
+        if budget is not None and data.get("base_model") is not None:
+            raise fail("work_seconds", "a training job scores every trace it is given: only a "
+                                       "scoring-only job has a work budget")
         for name, allowed in (("checkpoint_dtype", CHECKPOINT_DTYPES),
                               ("score_dtype", SCORE_DTYPES)):
             if data.get(name, "auto") not in allowed:
@@ -137,6 +156,13 @@ class JobSettings:
         if "checkpoint" in outputs and data.get("base_model") is None:
             raise fail("outputs", "a scoring-only job writes no checkpoint")
         return cls(**{**data, "outputs": tuple(outputs)})
+
+
+def budget_stop_line(finished: int, given: int, seconds: float) -> str:
+    """What a scoring job that stopped at its work budget says, in the worker's progress and the
+    run's metadata."""
+    return (f"stopped after {finished} of {given} traces: the chunk's {seconds:g} s budget; "
+            "the rest stay queued")
 
 
 def job_directory(scratch: str | Path, *names: str) -> Path:

@@ -16,6 +16,7 @@ import dagster as dg
 
 from stash_pipeline.compute.contract import (
     ACTION_SCORES,
+    FINISHED,
     INPUT_FILES,
     LOSSES,
     METRICS,
@@ -69,7 +70,8 @@ def write_results(job_dir: Path, result: dict[str, Any]) -> str | None:
                            or f"the Modal worker exited {result.get('exit_code')}")
     (job_dir / METRICS).write_text(json.dumps(result["metrics"], indent=2))
     (job_dir / SCORES).write_text("".join(json.dumps(row) + "\n" for row in result["scores"]))
-    for name, key in ((ACTION_SCORES, "action_scores"), (PAIR_REWARDS, "pair_rewards")):
+    for name, key in ((ACTION_SCORES, "action_scores"), (PAIR_REWARDS, "pair_rewards"),
+                      (FINISHED, "finished_traces")):
         if result.get(key) is not None:
             (job_dir / name).write_text("".join(json.dumps(row) + "\n" for row in result[key]))
     if result.get("losses") is not None:

@@ -22,6 +22,7 @@ from stash_pipeline.compute.contract import (
     ACTION_SCORES,
     ARCHIVE_NAME,
     CHECKPOINT_INPUT,
+    FINISHED,
     LOSSES,
     METRICS,
     PAIR_REWARDS,
@@ -99,5 +100,7 @@ def run_remote_job(*, inputs: Mapping[str, str], upload_key: str | None = None,
                   if (job_dir / ACTION_SCORES).is_file() else None,
                   pair_rewards=read_jsonl(job_dir / PAIR_REWARDS)
                   if (job_dir / PAIR_REWARDS).is_file() else None,
+                  finished_traces=read_jsonl(job_dir / FINISHED)
+                  if (job_dir / FINISHED).is_file() else None,
                   losses=json.loads(losses.read_text()) if losses.is_file() else None)
     return result

@@ -50,12 +50,12 @@ def request_state(tags: Mapping[str, str]) -> dict[str, Any]:
     return run_state.request_state(tags)
 
 
-def model_queue_fields(model: Any) -> dict[str, Any]:
-    """A model's wait and latest Score again from the run queue
-    (``run_state.model_queue_fields``)."""
+def model_queue_fields(model: Any, score_again_queued: int = 0) -> dict[str, Any]:
+    """A model's wait and latest Score again from the run queue, with the owner's traces still
+    queued for that Score again (``run_state.model_queue_fields``)."""
     from stash_pipeline.dagster_runs import run_state
 
-    return run_state.model_queue_fields(model)
+    return run_state.model_queue_fields(model, score_again_queued)
 
 
 def training_run_result(run_id: str) -> tuple[str | None, list[str]]:
@@ -84,6 +84,14 @@ def run_sensor_until_done(sensor: str, *, on_run: Callable[[str], None] | None =
 
     return in_process.run_sensor_until_done(instance.get_instance(), instance.definitions(),
                                             sensor, on_run=on_run)
+
+
+def scoring_chunks_in_flight() -> int:
+    """The scoring queue's background chunks queued or running (``defs.scoring.sensors``)."""
+    from stash_pipeline.dagster_runs import instance
+    from stash_pipeline.defs.scoring.sensors import in_flight
+
+    return in_flight(instance.get_instance()).chunks
 
 
 def fail_abandoned_runs() -> list[dg.DagsterRun]:

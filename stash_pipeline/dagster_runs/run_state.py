@@ -52,18 +52,25 @@ def model_wait(model: Any, instance: dg.DagsterInstance | None = None) -> dict[s
     return wait.to_dict() if wait else None
 
 
-def model_queue_fields(model: Any) -> dict[str, Any]:
+def model_queue_fields(model: Any, score_again_queued: int = 0) -> dict[str, Any]:
     """A model's JSON fields from the run queue: ``wait`` (``model_wait``) and ``score_again``
-    (its latest Score again request's ``request_state``, with its number; None before one). The
-    model's own status comes from the store: an unreadable instance leaves these None."""
+    (its latest Score again request's ``request_state``, with its number and ``queued_traces``,
+    the owner's traces still queued for it, ``score_again_queued``; None before one). The
+    request's run scores the first chunk and queues the rest: it reads running until the queue's
+    chunks have scored them all. The model's own status comes from the store: an unreadable
+    instance leaves these None."""
     from stash_pipeline.defs.personal.partitions import MODEL_TAG, SCORE_AGAIN_TAG
 
     fields: dict[str, Any] = {"wait": None, "score_again": None}
     try:
         fields["wait"] = model_wait(model)
         if model.score_generation:
-            fields["score_again"] = {"request": model.score_generation, **request_state(
-                {MODEL_TAG: model.id, SCORE_AGAIN_TAG: str(model.score_generation)})}
+            state = request_state({MODEL_TAG: model.id,
+                                   SCORE_AGAIN_TAG: str(model.score_generation)})
+            if state["status"] == "succeeded" and score_again_queued:
+                state["status"] = "running"  # its first chunk is done, the rest queued
+            fields["score_again"] = {"request": model.score_generation, **state,
+                                     "queued_traces": score_again_queued}
     except Exception as error:  # noqa: BLE001 - the queue's view is a courtesy
         log.warning("the run queue is unreadable: %s", error)
     return fields

@@ -68,10 +68,15 @@ def scorer_of(store: Store, evaluator: str) -> Scorer:
     return model_scorer(store.get_reward_model(evaluator))
 
 
-def owner_traces(store: Store, model_id: str) -> dict[str, int]:
-    """Every trace of the model's owner at its current version (`rm score`: the whole set)."""
-    model = store.get_reward_model(model_id)
-    return {t.id: t.version for t in traces_in_chunks(store, store.trace_ids(owner=model.owner))}
+def owner_traces(store: Store, model_id: str, first_chunk: int) -> dict[str, int]:
+    """Score again of the model over its owner's every trace (`rm score`): every one queued for
+    it in the scoring queue (``Store.queue_score_again``, kept until scored), and the first
+    ``first_chunk`` of them ({trace id: version}), which the request's own run scores; the rest
+    are worked by the queue's bounded chunks like any other scoring."""
+    model_scorer(store.get_reward_model(model_id))  # a model without a checkpoint queues nothing
+    store.queue_score_again(model_id)
+    return {w.trace_id: w.trace_version
+            for w in store.scoring_work(personal=True, evaluator=model_id, limit=first_chunk)}
 
 
 # The run tag that names a Score again request's run (its state is read from that run).
@@ -86,13 +91,17 @@ def request_run_key(run_ref: str) -> str:
 
 def score(store: Store, evaluator: str, traces: Mapping[str, int], *, actions: bool,
           run: RunWorker, artifact_dir: str | Path, name: str,
-          whole_traces: bool = True) -> JobResults:
+          whole_traces: bool = True, work_seconds: float | None = None) -> JobResults:
     """A fresh run of the evaluator's saved checkpoint over these traces: whole-trace scores
     (raw and calibrated) unless ``whole_traces`` is off (a release's background chunks: action
     credit only), and each action's credit with ``actions``; stored as one replacement of that
     evaluator's scores of them, a release's action scores with its scoring marks. A trace
     reimported since is scored at its new version; a version replaced while this ran is dropped
-    by the store (and stays pending)."""
+    by the store (and stays pending).
+
+    ``work_seconds``: the worker's budget (``JobSettings.work_seconds``, a chunk's). A job that
+    spends it stops between groups of traces; only the traces it finished are stored and leave
+    the scoring queue (``JobResults.finished``), the others stay queued for the next chunk."""
     chosen = scorer_of(store, evaluator)
     if actions and not chosen.scores_actions:
         raise InputError(NEEDS_ACTION_TRAINING, field="actions")
@@ -105,16 +114,15 @@ def score(store: Store, evaluator: str, traces: Mapping[str, int], *, actions: b
     results = run_job(
         job_dir,
         lambda d: write_job(d, JobSettings(evaluator=evaluator, checkpoint=CHECKPOINT_INPUT,
-                                           outputs=outputs), score_traces=scored),
+                                           outputs=outputs, work_seconds=work_seconds),
+                            score_traces=scored),
         lambda d: run(d, chosen.checkpoint_uri),
         lambda d: read_results(d, evaluator,
                                scored={t.id: t.version for t in scored} if actions else None),
         finished=remove_job)  # scoring runs all the time: keep no scratch
     if chosen.shared:
-        if whole_traces:
-            store.save_scores(results.scores)
-        if actions:
-            store.save_action_scores(evaluator, results.scored, results.action_scores)
+        store.save_release_scores(evaluator, results.scores, results.scored,
+                                  results.action_scores)
     else:
         store.replace_scores(evaluator, scores=results.scores, scored=results.scored,
                              action_scores=results.action_scores)
@@ -132,19 +140,25 @@ class ScoringBatch:
     traces: dict[str, int]  # {trace id: version}
 
 
-def pending_batches(store: Store, *, batch_size: int, runs: int,
-                    skip: set[tuple[str, str, int]]) -> list[ScoringBatch]:
-    """The scoring queue's next ``runs`` batches of ``batch_size`` traces at most, none of the
-    (evaluator, trace id, version) in ``skip`` (already handed out): first the kept-current
-    personal models' oldest work (whole-trace scores, actions when the model was trained on
-    action comparisons), then the current release's (action credit and its scoring marks, as
-    the release's auto-scoring always stored). A bounded number of queries whatever the number
-    of models: a page of each queue, and the page's models' settings."""
-    batches = _personal_batches(store, batch_size, runs * batch_size, skip)[:runs]
+def pending_batches(store: Store, *, batch_size: int | Callable[[str | None], int], runs: int,
+                    skip: set[tuple[str, str, int]],
+                    busy: frozenset[str] = frozenset()) -> list[ScoringBatch]:
+    """The scoring queue's next ``runs`` batches of ``batch_size`` traces at most (a number, or
+    a function of the evaluator: its chunks' measured size), none of the (evaluator, trace id,
+    version) in ``skip`` (already handed out) nor of an evaluator in ``busy`` (a Score again
+    run of its owner's every trace is working its queue's head): first the personal models'
+    oldest work (the kept-current models', and what a Score again queued; whole-trace scores,
+    actions when the model was trained on action comparisons), then the current release's
+    (action credit and its scoring marks, as the release's auto-scoring always stored). A
+    bounded number of queries whatever the number of models: a page of each queue, and the
+    page's models' settings."""
+    size_of = batch_size if callable(batch_size) else (lambda _evaluator: batch_size)
+    batches = _personal_batches(store, size_of, runs * size_of(None), skip, busy)[:runs]
     release = store.latest_release()
     left = runs - len(batches)
     if release is None or left <= 0:
         return batches
+    batch_size = size_of(release.version)
     covered = {(trace_id, version) for evaluator, trace_id, version in skip
                if evaluator == release.version}
     work = [(w.trace_id, w.trace_version)
@@ -155,17 +169,19 @@ def pending_batches(store: Store, *, batch_size: int, runs: int,
                       for i in range(0, len(work), batch_size)]
 
 
-def _personal_batches(store: Store, batch_size: int, room: int,
-                      skip: set[tuple[str, str, int]]) -> list[ScoringBatch]:
-    """The kept-current personal models' oldest queued trace versions (store.scoring_work),
-    ``room`` traces at most, in batches of one model each."""
-    work = [w for w in store.scoring_work(personal=True, limit=room + len(skip))
+def _personal_batches(store: Store, size_of: Callable[[str | None], int], room: int,
+                      skip: set[tuple[str, str, int]],
+                      busy: frozenset[str]) -> list[ScoringBatch]:
+    """The personal models' oldest queued trace versions (store.scoring_work), ``room`` traces
+    at most, in batches of one model each, of that model's chunk size."""
+    work = [w for w in store.scoring_work(personal=True, limit=room + len(skip), besides=busy)
             if (w.evaluator, w.trace_id, w.trace_version) not in skip][:room]
     actions = store.scoring_models([w.evaluator for w in work])
     by_model: dict[str, list[tuple[str, int]]] = {}
     for w in work:
         if w.evaluator in actions:  # a model no longer succeeded scores nothing
             by_model.setdefault(w.evaluator, []).append((w.trace_id, w.trace_version))
-    return [ScoringBatch(model_id, actions[model_id], True, dict(pending[i:i + batch_size]))
+    return [ScoringBatch(model_id, actions[model_id], True, dict(pending[i:i + size]))
             for model_id, pending in by_model.items()
-            for i in range(0, len(pending), batch_size)]
+            for size in (size_of(model_id),)
+            for i in range(0, len(pending), size)]

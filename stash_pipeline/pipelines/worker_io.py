@@ -10,7 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stash_pipeline.compute.contract import ACTION_SCORES, SCORES, read_jsonl, read_metrics
+from stash_pipeline.compute.contract import (
+    ACTION_SCORES,
+    FINISHED,
+    SCORES,
+    read_jsonl,
+    read_metrics,
+)
 from stash_pipeline.compute.upload import fetch_results
 from stash_pipeline.core.split import PairSplit, split_pairs
 from stash_pipeline.core.traces import Trace
@@ -29,6 +35,9 @@ class JobResults:
     scored: dict[str, int]  # {trace id: version} of every trace the action scorer covered
     # The untrained base's raw rewards (a training job's: the trust report's baseline).
     untrained: tuple[TraceScore, ...] = ()
+    # {trace id: version} a job with a work budget finished (its scores cover these only);
+    # None: a job without one, which scored every trace it was given.
+    finished: dict[str, int] | None = None
 
 
 def split_stored_pairs(store: Store, *, reward_model_id: str | None = None,
@@ -57,23 +66,32 @@ def read_results(job_dir: Path, evaluator: str,
 
     ``scored`` names the traces the job gave the action scorer ({id: version}); without it they
     are read from scores.jsonl. Every one of them is marked scored, also one without actions.
+    A job that stopped at its work budget finished only the traces finished_traces.jsonl lists:
+    only those are read and marked (``finished``); the others were not scored.
     """
     metrics = read_metrics(job_dir)  # this attempt's, or an InputError
-    rows = read_jsonl(job_dir / SCORES)
+    finished = ({r["trace_id"]: r["trace_version"] for r in read_jsonl(job_dir / FINISHED)}
+                if (job_dir / FINISHED).is_file() else None)
+
+    def done(row: Mapping[str, Any]) -> bool:
+        return finished is None or finished.get(row["trace_id"]) == row["trace_version"]
+
+    rows = [r for r in read_jsonl(job_dir / SCORES) if done(r)]
     scores = tuple(TraceScore(r["trace_id"], r["trace_version"], evaluator, r["score"],
                               r.get("calibrated"), r.get("input_tokens")) for r in rows)
     actions = tuple(ActionScore(r["action_id"], r["trace_id"], r["trace_version"], evaluator,
                                 r["raw_reward"], r["credit"], r.get("input_tokens"))
-                    for r in read_jsonl(job_dir / ACTION_SCORES))
+                    for r in read_jsonl(job_dir / ACTION_SCORES) if done(r))
     if not (job_dir / ACTION_SCORES).is_file():
         marked: dict[str, int] = {}
     elif scored is not None:
-        marked = dict(scored)
+        marked = {tid: v for tid, v in scored.items() if done({"trace_id": tid,
+                                                                "trace_version": v})}
     else:
         marked = {s.trace_id: s.trace_version for s in scores}
     untrained = tuple(TraceScore(r["trace_id"], r["trace_version"], evaluator, r["untrained"])
                       for r in rows if r.get("untrained") is not None)
-    return JobResults(metrics, scores, actions, marked, untrained)
+    return JobResults(metrics, scores, actions, marked, untrained, finished)
 
 
 def handed_over_results(objects: Any, checkpoint_key: str, evaluator: str) -> JobResults:

@@ -115,6 +115,10 @@ scoring_candidates = sa.Table(
     sa.Column("personal", sa.Boolean, nullable=False),  # a personal model's, else the release's
     sa.Column("queued_at", sa.DateTime(timezone=True), nullable=False, default=utcnow,
               server_default=NOW),
+    # Queued by a Score again of the owner's every trace (`rm score`): it stays until scored,
+    # whether or not the model is kept current.
+    sa.Column("requested", sa.Boolean, nullable=False, default=False,
+              server_default=sa.false()),
     sa.Index("ix_scoring_candidates_personal_queued_at", "personal", "queued_at", "evaluator",
              "trace_id"),
     sa.Index("ix_scoring_candidates_evaluator_queued_at", "evaluator", "queued_at", "trace_id"),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -108,7 +108,12 @@ def queue_traces(connection: sa.Connection, traces: Mapping[str, tuple[str, int]
     release = connection.scalar(sa.select(r.c.version)
                                 .order_by(r.c.created_at.desc(), r.c.version.desc()).limit(1))
     ids = sorted(traces)
+    asked: dict[str, set[str]] = {}  # a Score again's rows stay, at the new version
     for chunk in chunks(ids):
+        for row in connection.execute(sa.select(c.c.trace_id, c.c.evaluator)
+                                      .where(c.c.trace_id.in_(chunk),
+                                             c.c.requested == sa.true())):
+            asked.setdefault(row.trace_id, set()).add(row.evaluator)
         connection.execute(c.delete().where(c.c.trace_id.in_(chunk)))
     models = kept_current_ids(connection, owners)
     now = schema.utcnow()
@@ -117,9 +122,11 @@ def queue_traces(connection: sa.Connection, traces: Mapping[str, tuple[str, int]
         owner, version = traces[trace_id]
         if release is not None:
             rows.append({"evaluator": release, "trace_id": trace_id, "trace_version": version,
-                         "personal": False, "queued_at": now})
+                         "personal": False, "queued_at": now, "requested": False})
+        wanted = asked.get(trace_id, set())
         rows.extend({"evaluator": model_id, "trace_id": trace_id, "trace_version": version,
-                     "personal": True, "queued_at": now} for model_id in models.get(owner, ()))
+                     "personal": True, "queued_at": now, "requested": model_id in wanted}
+                    for model_id in sorted(set(models.get(owner, ())) | wanted))
     for chunk in chunks(rows, 500):
         connection.execute(c.insert(), chunk)
 
@@ -218,19 +225,41 @@ def queue_model(connection: sa.Connection, model_id: str, owner: str) -> None:
     _hold(connection, [f"owner:{owner}"], shared=False)
     kept = kept_current_ids(connection, [owner]).get(owner, [])
     succeeded = sa.select(rm.c.id).where(rm.c.owner == owner, rm.c.status == "succeeded")
+    # What a Score again asked for stays until it is scored (queue_score_again).
     connection.execute(c.delete().where(c.c.personal == sa.true(), c.c.evaluator.in_(succeeded),
-                                        c.c.evaluator.not_in(kept)))
+                                        c.c.evaluator.not_in(kept), c.c.requested == sa.false()))
     if model_id not in kept:
         return
     s = schema.scores
-    connection.execute(c.delete().where(c.c.evaluator == model_id))
-    connection.execute(c.insert().from_select(
+    connection.execute(c.delete().where(c.c.evaluator == model_id, c.c.requested == sa.false()))
+    connection.execute(insert_ignoring_duplicates(connection, c).from_select(
         ["evaluator", "trace_id", "trace_version", "personal", "queued_at"],
         sa.select(sa.literal(model_id, sa.String(128)), t.c.id, t.c.version, sa.true(),
                   sa.literal(schema.utcnow(), sa.DateTime(timezone=True)))
         .select_from(t.outerjoin(s, sa.and_(s.c.trace_id == t.c.id, s.c.evaluator == model_id,
                                             s.c.trace_version == t.c.version)))
         .where(t.c.owner == owner, s.c.trace_id.is_(None))))
+
+
+def queue_score_again(connection: sa.Connection, model_id: str, owner: str) -> int:
+    """A Score again of the model over its owner's every trace (`rm score`): each trace queued
+    for it at its current version, marked asked for (``requested``), in place of what was queued
+    for it; returns how many. Such rows leave the queue only when scored (``done``), whether or
+    not the model is kept current: chunks of the scoring queue score them like any other."""
+    _hold(connection, [f"owner:{owner}"], shared=False)
+    connection.execute(c.delete().where(c.c.evaluator == model_id))
+    connection.execute(c.insert().from_select(
+        ["evaluator", "trace_id", "trace_version", "personal", "queued_at", "requested"],
+        sa.select(sa.literal(model_id, sa.String(128)), t.c.id, t.c.version, sa.true(),
+                  sa.literal(schema.utcnow(), sa.DateTime(timezone=True)), sa.true())
+        .where(t.c.owner == owner)))
+    return count_requested(connection, model_id)
+
+
+def count_requested(connection: sa.Connection, model_id: str) -> int:
+    """The traces a Score again of the model's owner set still has queued (``requested``)."""
+    return connection.scalar(sa.select(sa.func.count()).select_from(c).where(
+        c.c.evaluator == model_id, c.c.requested == sa.true())) or 0
 
 
 def done(connection: sa.Connection, evaluator: str, scored: Mapping[str, int], *,
@@ -245,11 +274,14 @@ def done(connection: sa.Connection, evaluator: str, scored: Mapping[str, int], *
 
 
 def pending(connection: sa.Connection, *, personal: bool, limit: int,
-            evaluator: str | None = None) -> list[ScoringWork]:
+            evaluator: str | None = None, besides: Collection[str] = ()) -> list[ScoringWork]:
     """The oldest queued work, ``limit`` rows at most: the personal models' (``personal``) or one
-    release's. One query through an index, whatever the number of models and traces."""
+    release's, none of the evaluators ``besides`` (a few). One query through an index, whatever
+    the number of models and traces."""
     query = (sa.select(c.c.evaluator, c.c.trace_id, c.c.trace_version)
              .where(c.c.personal == personal))
+    if besides:
+        query = query.where(c.c.evaluator.not_in(sorted(besides)))
     if evaluator is not None:
         query = query.where(c.c.evaluator == evaluator)
         query = query.order_by(c.c.evaluator, c.c.queued_at, c.c.trace_id)

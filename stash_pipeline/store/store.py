@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -368,11 +368,24 @@ class Store:
         with self.transaction() as c:
             yield models.claim_partition_retirement(c, finished_before, limit)
 
-    def scoring_work(self, *, personal: bool, limit: int,
-                     evaluator: str | None = None) -> list[ScoringWork]:
+    def scoring_work(self, *, personal: bool, limit: int, evaluator: str | None = None,
+                     besides: Collection[str] = ()) -> list[ScoringWork]:
         """The oldest queued scoring work (store.scoring_work): one bounded, indexed query."""
         with self.reading() as c:
-            return scoring_work.pending(c, personal=personal, limit=limit, evaluator=evaluator)
+            return scoring_work.pending(c, personal=personal, limit=limit, evaluator=evaluator,
+                                        besides=besides)
+
+    def queue_score_again(self, model_id: str) -> int:
+        """A Score again of the model over its owner's every trace, queued in the scoring queue
+        (store.scoring_work.queue_score_again); how many traces."""
+        with self.transaction() as c:
+            owner = models.get_reward_model(c, model_id).owner
+            return scoring_work.queue_score_again(c, model_id, owner)
+
+    def score_again_queued(self, model_id: str) -> int:
+        """The owner's traces a Score again of the model still has queued."""
+        with self.reading() as c:
+            return scoring_work.count_requested(c, model_id)
 
     def scoring_models(self, model_ids: Sequence[str]) -> dict[str, bool]:
         """{model id: scores actions} for those of these models still succeeded."""
@@ -454,6 +467,17 @@ class Store:
                            items: Sequence[ActionScore]) -> int:
         with self.transaction() as c:
             return scores.save_action_scores(c, evaluator, scored, items)
+
+    def save_release_scores(self, evaluator: str, items: Sequence[TraceScore],
+                            scored: Mapping[str, int],
+                            action_scores: Sequence[ActionScore]) -> None:
+        """A release's scoring run stored together: its whole-trace scores (``items``) and, for
+        the traces ``scored``, its action scores and scoring marks; no trace is stored with one
+        without the other."""
+        with self.transaction() as c:
+            scores.save_scores(c, items)
+            if scored or action_scores:
+                scores.save_action_scores(c, evaluator, scored, action_scores)
 
     def scores_for(self, trace_id: str) -> list[TraceScore]:
         with self.reading() as c:

@@ -52,6 +52,12 @@ def write_action_scores(job_dir: Path, evaluator: str, traces: Sequence[Trace],
     return len(rows)
 
 
+def write_finished(job_dir: Path, traces: Sequence[Trace]) -> None:
+    """finished_traces.jsonl: the traces a budgeted scoring job finished, at their versions."""
+    write_jsonl(job_dir / contract.FINISHED, [{"trace_id": t.id, "trace_version": t.version}
+                                              for t in traces])
+
+
 def write_pair_rewards(job_dir: Path, pairs: Sequence[Pair],
                        rewards: Sequence[tuple[float, float]]) -> int:
     """pair_rewards.jsonl: r(chosen) and r(rejected) of every benchmark pair; the number of rows."""

@@ -9,6 +9,7 @@ and ``checkpoint``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import Any
 import torch
 
 from stash_pipeline.compute import contract
+from stash_pipeline.compute.contract import budget_stop_line
 from stash_pipeline.core.calibration import RewardStats, display_scale_sample, reward_stats
 from stash_pipeline.core.curves import downsample
 from stash_pipeline.core.errors import InputError
@@ -46,13 +48,14 @@ from stash_pipeline.worker.modeling import (
 )
 from stash_pipeline.worker.outputs import (
     write_action_scores,
+    write_finished,
     write_losses,
     write_pair_rewards,
     write_trace_scores,
 )
 from stash_pipeline.worker.progress import PhaseProgress, Progress
 from stash_pipeline.worker.render import Audience, template_kind, template_of
-from stash_pipeline.worker.scoring import score_traces_and_actions
+from stash_pipeline.worker.scoring import WorkBudget, score_traces_and_actions, score_within_budget
 from stash_pipeline.worker.train import EncodedPair, train
 
 # What runner.Phases is: phase(name) times and logs the phase it wraps.
@@ -64,9 +67,14 @@ def write_scores(job_dir: Path, settings: contract.JobSettings, model: Any, toke
                  action_stats: RewardStats | None, progress: Progress, *,
                  actions_need_stats: bool = True,
                  known: dict[tuple[int, ...], float] | None = None,
-                 untrained: dict[str, float] | None = None) -> dict[str, int]:
+                 untrained: dict[str, float] | None = None,
+                 budget: WorkBudget | None = None) -> dict[str, Any]:
     """scores.jsonl (raw and calibrated), action_scores.jsonl and pair_rewards.jsonl, as the
     settings ask; the row counts.
+
+    With a work ``budget`` (a scoring job's ``work_seconds``) the traces are scored in groups
+    until it is spent (``score_within_budget``): the outputs hold the finished traces only,
+    whole (a score with all its actions' scores), and finished_traces.jsonl lists them.
 
     Action scores need the model's action stats (trained on action comparisons): a scoring-only job
     that asks for them fails without; a training job skips them with a log line. ``known``: the
@@ -74,7 +82,7 @@ def write_scores(job_dir: Path, settings: contract.JobSettings, model: Any, toke
     trace or benchmark side rendered to one of them is not forwarded again. ``untrained``: the
     untrained base's rewards by trace id, written beside the model's (a training job's).
     """
-    counts = {"scored_traces": 0, "scored_actions": 0}
+    counts: dict[str, Any] = {"scored_traces": 0, "scored_actions": 0}
     lengths: dict[str, int] = {}  # by trace and action id: tokens before the window cut
     whole = "scores" in settings.outputs
     actions = "action_scores" in settings.outputs
@@ -88,9 +96,23 @@ def write_scores(job_dir: Path, settings: contract.JobSettings, model: Any, toke
     if whole or actions:
         # Whole traces and actions in the same forwards; progress at least every few seconds.
         reporter = PhaseProgress(progress.info, "scoring", {"traces": 0, "actions": 0}, work=1)
-        rewards, raw = score_traces_and_actions(model, tokenizer, traces, audience, whole=whole,
-                                                actions=actions, known=known, progress=reporter,
-                                                lengths=lengths)
+        if budget is None:
+            rewards, raw = score_traces_and_actions(model, tokenizer, traces, audience,
+                                                    whole=whole, actions=actions, known=known,
+                                                    progress=reporter, lengths=lengths)
+        else:
+            given = len(traces)
+            scored = score_within_budget(model, tokenizer, traces, audience, budget, whole=whole,
+                                         actions=actions, progress=reporter, lengths=lengths)
+            traces, rewards, raw = scored.finished, scored.whole, scored.actions
+            counts["unfinished_traces"] = given - len(traces)
+            counts["work_seconds_budget"] = budget.seconds
+            write_finished(job_dir, traces)
+            if len(traces) < given:
+                progress.info(budget_stop_line(len(traces), given, budget.seconds))
+                # What this job does is done: its last line says so, not the time the rest
+                # would take.
+                reporter.totals.update(reporter.done)
         reporter.emit()
     window = tokenizer.model_max_length
     if whole:
@@ -281,6 +303,9 @@ def evaluate(model: Any, inputs: TrainingInputs, known: dict[tuple[int, ...], fl
 def score_job(job_dir: Path, settings: contract.JobSettings, progress: Progress, phase: Phase
               ) -> dict[str, Any]:
     """Score with an existing checkpoint, as it was trained: its template, truncation, audience."""
+    # The work budget counts from here: the checkpoint's load is the chunk's work too.
+    budget = (None if settings.work_seconds is None
+              else WorkBudget(settings.work_seconds, time.monotonic()))
     device = pick_device()
     assert settings.checkpoint is not None
     # A relative checkpoint path is the job directory's (the caller downloads it there).
@@ -296,6 +321,7 @@ def score_job(job_dir: Path, settings: contract.JobSettings, progress: Progress,
     progress.info(scoring_precision_note(settings.score_dtype, device))
     with phase("scoring"), scoring_precision(settings.score_dtype, device):
         counts = write_scores(job_dir, settings, model, tokenizer, audience, traces,
-                              saved.reward_stats, saved.action_reward_stats, progress)
+                              saved.reward_stats, saved.action_reward_stats, progress,
+                              budget=budget)
     return {**counts, "audience": audience, "device": device,
             "max_length": tokenizer.model_max_length}

@@ -10,7 +10,8 @@ action is read inside one forward over the trace. Every other action gets its ow
 from __future__ import annotations
 
 import os
-from collections.abc import Hashable, Mapping, Sequence
+import time
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,6 +156,72 @@ def score_traces_and_actions(model: Any, tokenizer: Any, traces: Sequence[Trace]
     rewards = read_rows(model, plan.rows, pad_id=tokenizer.pad_token_id,
                         batch_tokens=batch_tokens, on_batch=counted)
     return plan.rewards(rewards)
+
+
+@dataclass(frozen=True)
+class WorkBudget:
+    """A scoring job's work budget (``JobSettings.work_seconds``): ``seconds`` from ``started``,
+    read on ``clock``."""
+
+    seconds: float
+    started: float
+    clock: Callable[[], float] = time.monotonic
+
+    def left(self) -> float:
+        return self.seconds - (self.clock() - self.started)
+
+
+# Traces in a budgeted job's first group, before its speed is measured; each later group takes
+# about 1/GROUPS_PER_BUDGET of the budget at the speed measured so far, so a group that runs
+# slower than its estimate overruns the budget by a fraction of it at most.
+FIRST_GROUP = 4
+GROUPS_PER_BUDGET = 8
+
+
+@dataclass(frozen=True)
+class BudgetedScores:
+    """What ``score_within_budget`` scored: the traces it finished (a prefix of those given, in
+    their order) and their rewards (``score_traces_and_actions``'s two maps)."""
+
+    finished: list[Trace]
+    whole: dict[str, float]
+    actions: dict[str, float]
+
+
+def score_within_budget(model: Any, tokenizer: Any, traces: Sequence[Trace], audience: Audience,
+                        budget: WorkBudget, *, whole: bool = True, actions: bool = True,
+                        progress: PhaseProgress | None = None,
+                        lengths: dict[str, int] | None = None) -> BudgetedScores:
+    """``score_traces_and_actions`` in groups of traces, stopping before a group once the
+    budget is spent or the group, at the speed measured so far, would not fit in what is left;
+    the first group (FIRST_GROUP traces) always runs, so every job progresses. A trace is
+    finished whole: its score and its actions' come from the same group."""
+    finished: list[Trace] = []
+    rewards: dict[str, float] = {}
+    raw: dict[str, float] = {}
+    if progress is not None:
+        progress.totals.update(traces=len(traces) if whole else 0,
+                               actions=sum(len(t.actions()) for t in traces) if actions else 0)
+        progress.work = 1  # the time left from the share of traces done (tokens unknown)
+    began = budget.clock()
+    while len(finished) < len(traces):
+        size = FIRST_GROUP
+        if finished:
+            rate = len(finished) / max(budget.clock() - began, 1e-9)  # traces a second
+            size = min(int(rate * budget.left()),
+                       max(1, int(rate * budget.seconds / GROUPS_PER_BUDGET)))
+            if size < 1:
+                break
+        group = traces[len(finished):len(finished) + size]
+        group_rewards, group_raw = score_traces_and_actions(
+            model, tokenizer, group, audience, whole=whole, actions=actions, lengths=lengths)
+        rewards.update(group_rewards)
+        raw.update(group_raw)
+        finished.extend(group)
+        if progress is not None:
+            progress.add(traces=len(group) if whole else 0,
+                         actions=sum(len(t.actions()) for t in group) if actions else 0)
+    return BudgetedScores(finished, rewards, raw)
 
 
 @dataclass(frozen=True)

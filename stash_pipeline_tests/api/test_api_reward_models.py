@@ -111,6 +111,11 @@ def test_score_again_needs_a_succeeded_model(api: Api, ana: httpx.Client, tmp_pa
     response = ana.post(f"{RM}/{model['id']}/score")
     assert response.status_code == 202 and response.json()["status"] == "succeeded"
     assert api.store.get_reward_model(model["id"]).score_generation == 1
+    # Its run queues the owner's every trace for the model (issue 54): the view says how many
+    # are still queued, until the queue's chunks have scored them.
+    queued = api.store.queue_score_again(model["id"])
+    shown = ana.get(f"{RM}/{model['id']}").json()["score_again"]
+    assert (shown["request"], shown["queued_traces"]) == (1, queued) and queued > 0
 
 
 @pytest.mark.parametrize("authorization", [None, "Bearer", "Bearer stash_wrong",

@@ -23,7 +23,8 @@ def test_an_import_materialises_the_traces_asset(home, capsys):
 
 
 @pytest.mark.slow
-def test_create_wait_show_weights_and_score_again(home, pipeline_base_model, capsys):
+def test_create_wait_show_weights_and_score_again(home, pipeline_base_model, capsys,
+                                                  monkeypatch):
     code = main(["rm", "create", "--name", "hotpot", "--all-traces", "--base-model",
                  str(pipeline_base_model), "--wait", "--json"])
     out, err = capsys.readouterr()
@@ -50,8 +51,18 @@ def test_create_wait_show_weights_and_score_again(home, pipeline_base_model, cap
     url = last_json(capsys)["url"]
     assert url.startswith("file://") and Path(url.removeprefix("file://")).is_file()
 
+    # Score again in bounded chunks: the request's run scores the first two of the six traces,
+    # the scoring queue's chunks the rest, and --wait returns once every one is scored.
+    monkeypatch.setenv("STASH_SCORING_BATCH", "2")
     assert main(["rm", "score", model["id"], "--wait", "--json"]) == 0
-    assert last_json(capsys)["status"] == "succeeded"
+    out, err = capsys.readouterr()
+    again = json.loads(out.strip().splitlines()[-1])
+    assert again["status"] == "succeeded"
+    assert (again["score_again"]["status"], again["score_again"]["queued_traces"]) == \
+        ("succeeded", 0)
+    assert f"4 of your traces still queued for {model['id']}: scoring them in bounded chunks" \
+        in err
+    monkeypatch.delenv("STASH_SCORING_BATCH")
 
     # Score again for chosen traces with this model, actions too (issue 18).
     assert main(["traces", "list", "--json"]) == 0

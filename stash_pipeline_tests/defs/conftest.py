@@ -33,6 +33,21 @@ def store(home: Path) -> Store:
     store.dispose()
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def db(request: pytest.FixtureRequest, home, monkeypatch: pytest.MonkeyPatch) -> Store:
+    """The pipeline's store on either database (DATABASE_URL points the definitions at it)."""
+    from stash_pipeline.store import schema
+
+    if request.param == "sqlite":
+        return request.getfixturevalue("store")
+    store = request.getfixturevalue("postgres_store")
+    monkeypatch.setenv("DATABASE_URL", store.url)
+    with store.transaction() as connection:
+        for table in reversed(schema.metadata.sorted_tables):
+            connection.execute(table.delete())
+    return store
+
+
 @pytest.fixture
 def instance(tmp_path: Path, test_instance_template: Path):
     """A test instance, from a copy of storage created once a session (dagster_storage.py)."""
@@ -72,3 +87,20 @@ def release(store: Store, shared_checkpoint: Path):
                                            shared_checkpoint)
     return store.save_release(Release("r1", uri, {"passed": True},
                                       {"training_traces": {}, "benchmark_traces": {}}))
+
+
+@pytest.fixture
+def release_in_db(shared_checkpoint: Path):
+    """release_in_db(store): the tiny shared checkpoint released as "r1" in that store (either
+    database) and this test's object store."""
+    from stash_pipeline.objects import object_store_from_env
+    from stash_pipeline.objects.keys import shared_evaluator_checkpoint_key
+    from stash_pipeline.store import Release
+
+    def release(store: Store) -> Release:
+        uri = object_store_from_env().put_file(shared_evaluator_checkpoint_key("r1"),
+                                               shared_checkpoint)
+        return store.save_release(Release("r1", uri, {"passed": True},
+                                          {"training_traces": {}, "benchmark_traces": {}}))
+
+    return release

@@ -170,3 +170,26 @@ def test_the_functions_worker_is_a_process_with_exactly_its_environment(tmp_path
     assert {line.split("=", 1)[0] for line in environment} <= {
         "RM_WORKER_PYTHON", "S3_BUCKET", "PATH", "PWD", "SHLVL", "_"}  # the shell's own three
     assert "S3_BUCKET=b" in environment
+
+
+@pytest.mark.slow
+def test_a_chunk_s_budget_holds_through_the_modal_function(
+        store, instance, modal_compute, shared_checkpoint, s3_settings, monkeypatch):
+    """Issue 54: the list of finished traces comes back from the function with the scores, so a
+    chunk that stopped at its budget stores only those and leaves the rest queued."""
+    from stash_pipeline.defs.scoring import sensors
+    from stash_pipeline.objects.keys import shared_evaluator_checkpoint_key
+    from stash_pipeline.store import Release
+    from stash_pipeline.worker.scoring import FIRST_GROUP
+
+    uri = _s3_objects().put_file(shared_evaluator_checkpoint_key("r1"), shared_checkpoint)
+    store.save_release(Release("r1", uri, {}, {"training_traces": {}, "benchmark_traces": {}}))
+    records = agentprocessbench_records(6)
+    store.import_traces(records)
+    monkeypatch.setattr(sensors, "chunk_seconds", lambda: 1e-6)
+    [run] = run_sensor_requests(instance, definitions(), "pending_scoring")
+    assert run.status == dg.DagsterRunStatus.SUCCESS
+    ids = run.run_config["ops"]["trace_scores"]["config"]["trace_ids"]
+    assert sorted(store.traces_pending_scoring("r1")) == sorted((t, 1) for t in ids[FIRST_GROUP:])
+    for trace_id in ids[:FIRST_GROUP]:
+        assert store.scored_version(trace_id, "r1") == 1

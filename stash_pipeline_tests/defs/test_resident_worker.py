@@ -178,3 +178,29 @@ def test_a_step_that_goes_away_stops_its_job_and_the_worker_serves_on(resident, 
     with client:
         assert read_resident_message(stream) == {"exit": 2}  # the worker's usage error
     assert process.poll() is None
+
+
+def test_the_resident_worker_honours_a_chunk_s_budget(store, instance, release, resident,
+                                                      monkeypatch):
+    """Issue 54: a background chunk's work budget bounds it in the resident worker too: spent
+    after the first group, only that group's traces are stored and the rest stay queued."""
+    from stash_pipeline.defs.scoring.sensors import BACKGROUND_TAG, scoring_config
+    from stash_pipeline.worker.scoring import FIRST_GROUP
+
+    process, path = resident
+    monkeypatch.setenv(RESIDENT_ENV, path)
+    records = agentprocessbench_records(6)
+    store.import_traces(records)
+    store.settle_release_queue()
+    ids = [r.trace.id for r in records]
+    result = definitions().resolve_job_def("trace_scoring").execute_in_process(
+        instance=instance, tags={BACKGROUND_TAG: "r1"},
+        run_config=scoring_config("r1", True, whole_traces=False, trace_ids=ids,
+                                  versions=[1] * len(ids), work_seconds=1e-6))
+    assert result.success
+    said = messages(instance, result.dagster_run)
+    assert f"{SERVED} (pid {process.pid}): no new process, torch already loaded" in said
+    assert any(f"stopped after {FIRST_GROUP} of {len(ids)} traces" in m for m in said)
+    assert {t for t in ids if store.scored_version(t, "r1")} == set(ids[:FIRST_GROUP])
+    assert {w.trace_id for w in store.scoring_work(personal=False, limit=100)} == \
+        set(ids[FIRST_GROUP:])

@@ -27,19 +27,6 @@ from stash_pipeline_tests.support.waiting import PROCESS_EXIT_S, bound
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def db(request: pytest.FixtureRequest, home, monkeypatch) -> Store:
-    """The pipeline's store on either database (DATABASE_URL points the definitions at it)."""
-    if request.param == "sqlite":
-        return request.getfixturevalue("store")
-    store = request.getfixturevalue("postgres_store")
-    monkeypatch.setenv("DATABASE_URL", store.url)
-    with store.transaction() as connection:
-        for table in reversed(schema.metadata.sorted_tables):
-            connection.execute(table.delete())
-    return store
-
-
 def _edited(trace):
     last = trace.messages[-1]
     return replace(trace, messages=trace.messages[:-1] + (

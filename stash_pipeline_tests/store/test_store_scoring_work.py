@@ -237,3 +237,45 @@ def test_an_import_between_a_release_s_batches_does_not_wait_for_the_rest(
     assert imported == [1] and len(batches) > 2
     assert ("r1", "mid", 1) in _work(store, personal=False, evaluator="r1")
     assert len(_work(store, personal=False, evaluator="r1")) == 7
+
+
+def test_a_score_again_s_queue_stays_until_scored(store: Store,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 54: Score again of a model's owner set is queued, marked asked for, and stays
+    until scored: when a newer model leaves it out of the kept-current models, and at the new
+    version when a trace is reimported; what is stored leaves the queue."""
+    monkeypatch.setenv("STASH_PERSONAL_SCORING_MODELS", "1")
+    store.import_traces([make_record(make_trace(t, owner="ana")) for t in ("t0", "t1", "t2")])
+    store.import_traces([make_record(make_trace("bob0", owner="bob"))])
+    first = _succeeded(store, "ana", "first", ["t0"], scored=["t0", "t1", "t2"])
+    second = _succeeded(store, "ana", "second", ["t0"], scored=["t0", "t1", "t2"])
+    assert _work(store, personal=True) == []  # first is no longer kept current
+    assert store.queue_score_again(first) == 3  # every trace of ana's, scored before or not
+    assert sorted(_work(store, personal=True, evaluator=first)) == \
+        [(first, t, 1) for t in ("t0", "t1", "t2")]
+    _succeeded(store, "ana", "third", ["t0"], scored=["t0", "t1", "t2"])  # queue_model again
+    assert store.score_again_queued(first) == 3
+    store.import_traces([make_record(make_trace("t1", owner="ana", text="edited"))])
+    assert sorted(_work(store, personal=True, evaluator=first)) == \
+        [(first, "t0", 1), (first, "t1", 2), (first, "t2", 1)]
+    store.replace_scores(first, scores=[TraceScore("t0", 1, first, 0.5),
+                                        TraceScore("t1", 1, first, 0.5)], scored={})
+    # t1's score was of the version replaced: t1 stays queued at its new one.
+    assert sorted(_work(store, personal=True, evaluator=first)) == \
+        [(first, "t1", 2), (first, "t2", 1)]
+    assert store.score_again_queued(first) == 2
+    assert store.score_again_queued(second) == 0
+
+
+def test_chunks_take_each_model_s_size_and_leave_a_busy_model_s_queue(store: Store) -> None:
+    """pending_scoring's batches: each model's chunks of its own size; a model whose `rm score`
+    run is scoring its queue's head (busy) is left to it."""
+    from stash_pipeline.pipelines.trace_scoring import pending_batches
+
+    store.import_traces([make_record(make_trace(t, owner="ana")) for t in ("t0", "t1", "t2")])
+    model = _succeeded(store, "ana", "m", ["t0"])
+    sizes = {model: 2}
+    batches = pending_batches(store, batch_size=lambda e: sizes.get(e, 5), runs=2, skip=set())
+    assert [(b.evaluator, len(b.traces)) for b in batches] == [(model, 2), (model, 1)]
+    assert pending_batches(store, batch_size=5, runs=2, skip=set(),
+                           busy=frozenset({model})) == []

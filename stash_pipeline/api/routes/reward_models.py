@@ -21,11 +21,13 @@ router = APIRouter(prefix="/api/v1/rm/reward-models", tags=["reward models"],
 NOT_FOUND = {404: {"description": "Not yours, not there, or an account from before the rollout."}}
 
 
-def _view(model: Any) -> RewardModelView:
-    """The model, with what it waits for in the run queue and its latest Score again's state."""
+def _view(model: Any, store: Any) -> RewardModelView:
+    """The model, with what it waits for in the run queue and its latest Score again's state
+    (with the owner's traces still queued for it)."""
     from stash_pipeline.dagster_runs import model_queue_fields
 
-    return RewardModelView(**reward_models.view(model), **model_queue_fields(model))
+    return RewardModelView(**reward_models.view(model), **model_queue_fields(
+        model, store.score_again_queued(model.id) if model.score_generation else 0))
 
 
 @router.post("", status_code=201, responses={
@@ -38,21 +40,22 @@ def create_reward_model(account: AccountDep, store: StoreDep, settings: Settings
     """Queue a personal reward model; it returns the queued model."""
     model = reward_models.create(store, account.id, body,
                                  local_base_models=settings.base_model_dirs)
-    return _view(model)
+    return _view(model, store)
 
 
 @router.get("", responses=NOT_FOUND)
 def list_reward_models(account: AccountDep, store: StoreDep) -> RewardModels:
     models = reward_models.list_models(store, account.id)
-    return RewardModels(reward_models=[_view(m) for m in models])
+    return RewardModels(reward_models=[_view(m, store) for m in models])
 
 
 @router.get("/{model_id}", responses=NOT_FOUND)
 def get_reward_model(model_id: str, account: AccountDep, store: StoreDep) -> RewardModelView:
     """Status, error, metrics and timestamps; `wait` while queued (what it waits for: its run,
     or the worker with `runs_ahead`), `score_again` (the latest Score again's status, error and
-    wait)."""
-    return _view(reward_models.get(store, account.id, model_id))
+    wait, and `queued_traces`: the owner's traces still queued for it, scored in bounded chunks
+    after its first)."""
+    return _view(reward_models.get(store, account.id, model_id), store)
 
 
 @router.get("/{model_id}/weights", responses={
@@ -71,7 +74,7 @@ def get_weights(model_id: str, account: AccountDep, store: StoreDep,
 def score_again(model_id: str, account: AccountDep, store: StoreDep) -> RewardModelView:
     """Score again: a fresh scoring run of the saved checkpoint, without labelling or training."""
     model = reward_models.score_again(store, account.id, model_id)
-    return _view(model)
+    return _view(model, store)
 
 
 @router.get("/{model_id}/trust", responses={

@@ -68,11 +68,14 @@ def _training_run_key(model: RewardModelRecord) -> str:
 @dg.sensor(job=trace_scoring_job, minimum_interval_seconds=REQUEST_INTERVAL_S,
            default_status=dg.DefaultSensorStatus.RUNNING,
            description="Starts a scoring run for each Score again request of a succeeded "
-                       "personal model: its saved checkpoint rescores the owner's traces.")
+                       "personal model: it queues the owner's every trace for the model's saved "
+                       "checkpoint and scores the first bounded chunk; the scoring queue's "
+                       "chunks (pending_scoring) score the rest.")
 def score_again_requests(context: dg.SensorEvaluationContext,
                          database: StoreResource) -> dg.SensorResult:
-    """A scoring run over the owner's every trace for each Score again request of a succeeded
-    model (one run key per request), with actions when it was trained on action comparisons.
+    """A scoring run of the owner's every trace for each Score again request of a succeeded
+    model (one run key per request), with actions when it was trained on action comparisons:
+    it queues them all and scores the first chunk (defs.scoring.assets.batch_traces).
     A tick reads the models asked since its cursor, through an index, and asks for the runs of
     RUNS_PER_TICK of them that have none (sensor_cursors)."""
     page = database.store.score_again_requested(parse_time_cursor(context.cursor),

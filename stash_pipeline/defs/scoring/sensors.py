@@ -9,12 +9,13 @@ later. Chunks in flight are not handed out twice.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 import dagster as dg
 
 from stash_pipeline.defs.resources import SharedEvaluatorResource, StoreResource
-from stash_pipeline.defs.scoring.chunks import next_chunk_size
+from stash_pipeline.defs.scoring.chunks import chunk_seconds, chunk_sizes
 from stash_pipeline.defs.scoring.jobs import trace_scoring_job
 from stash_pipeline.defs.sensor_cursors import (
     REQUEST_INTERVAL_S,
@@ -78,21 +79,38 @@ def request_cursor(cursor: str | None) -> tuple[datetime, str] | int | None:
 
 
 def batch_config(batch: trace_scoring.ScoringBatch) -> dict:
-    """The run config of one background chunk."""
+    """The run config of one background chunk: its traces, and the worker's work budget
+    (chunks.chunk_seconds()), which bounds the chunk whatever its size's estimate."""
     return scoring_config(batch.evaluator, batch.actions, whole_traces=batch.whole_traces,
-                          trace_ids=list(batch.traces), versions=list(batch.traces.values()))
+                          trace_ids=list(batch.traces), versions=list(batch.traces.values()),
+                          work_seconds=float(chunk_seconds()))
 
 
-def in_flight(instance: dg.DagsterInstance) -> tuple[int, set[tuple[str, str, int]]]:
-    """Background chunks not finished yet, and the (evaluator, trace, version) they cover."""
-    runs = [run for run in instance.get_runs(filters=dg.RunsFilter(
-        job_name=trace_scoring_job.name, statuses=IN_FLIGHT)) if BACKGROUND_TAG in run.tags]
+@dataclass(frozen=True)
+class InFlight:
+    """Scoring runs not finished yet: the background chunks (``chunks``) and the (evaluator,
+    trace, version) they cover; ``busy``: the models whose Score again of the owner's every
+    trace is running (it scores its queue's head itself)."""
+
+    chunks: int
+    covered: set[tuple[str, str, int]]
+    busy: frozenset[str]
+
+
+def in_flight(instance: dg.DagsterInstance) -> InFlight:
+    """The scoring runs in flight (``InFlight``)."""
+    runs = instance.get_runs(filters=dg.RunsFilter(job_name=trace_scoring_job.name,
+                                                   statuses=IN_FLIGHT))
+    background = [run for run in runs if BACKGROUND_TAG in run.tags]
     covered: set[tuple[str, str, int]] = set()
-    for run in runs:
+    for run in background:
         config = run.run_config["ops"]["trace_scores"]["config"]
         covered.update((config["evaluator"], trace_id, version)
                        for trace_id, version in zip(config["trace_ids"], config["versions"]))
-    return len(runs), covered
+    busy = frozenset(config["evaluator"] for config in (
+        (run.run_config.get("ops") or {}).get("trace_scores", {}).get("config", {})
+        for run in runs if BACKGROUND_TAG not in run.tags) if config.get("whole_owner"))
+    return InFlight(len(background), covered, busy)
 
 
 @dg.sensor(job=trace_scoring_job, minimum_interval_seconds=INTERVAL_S,
@@ -110,12 +128,13 @@ def pending_scoring(context: dg.SensorEvaluationContext, database: StoreResource
     store = database.store
     # A release's queueing cut short (its process killed) goes on, a bounded part a tick.
     store.settle_release_queue(max_batches=RELEASE_QUEUE_BATCHES_PER_TICK)
-    running, covered = in_flight(context.instance)
-    room = max(0, MAX_SCORING_RUNS - running)
+    running = in_flight(context.instance)
+    room = max(0, MAX_SCORING_RUNS - running.chunks)
     if not room:
-        return dg.SkipReason(f"{running} scoring chunks in flight, the most at once")
-    size = next_chunk_size(context.instance, shared_evaluator)
-    batches = trace_scoring.pending_batches(store, batch_size=size, runs=room, skip=covered)
+        return dg.SkipReason(f"{running.chunks} scoring chunks in flight, the most at once")
+    batches = trace_scoring.pending_batches(
+        store, batch_size=chunk_sizes(context.instance, shared_evaluator), runs=room,
+        skip=running.covered, busy=running.busy)
     if not batches and store.latest_release() is None:
         return dg.SkipReason("no shared evaluator release yet: traces wait for the first release")
     tick = int(context.cursor or 0) + 1
