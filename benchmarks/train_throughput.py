@@ -19,16 +19,18 @@ tokens only, or over every token) and prints ``at_reads_over_whole`` (pairs/s, w
 and the same in CPU seconds (``at_reads_over_whole_cpu``), the measurement that chooses it.
 ``--compile`` also trains with ``torch.compile`` of the fast decoder's layer
 (``decoder.COMPILE_DEVICES`` holding the device): one run first to compile (not timed as
-throughput), then timed runs; it prints
-``compile_seconds`` (what the first run's training took beyond a timed one), ``compile_gain``
-(compiled pairs/s over eager) and ``compile_pays`` (``yes`` when the gain is at least 5% and saves
-more than the compile costs over the seed's default job of 4000 pairs). ``--profile DIR`` writes
-a torch.profiler trace of a few steps and prints the top operators. Last line ``ratio: N`` (ours
-over TRL), or ``ours_pairs_per_s: N`` without TRL.
+throughput), then timed runs; it prints ``compile_seconds`` (what the first run's training took
+beyond a timed one), ``compile_gain`` (compiled pairs/s over eager) and ``compile_pays`` (``yes``
+when the gain is at least 5% and saves more than the compile costs over the seed's default job of
+4000 pairs). ``--flops`` also trains each once more under ``torch.utils.flop_counter`` and prints
+``{name}_gflops_per_pair`` (the matrix products' FLOPs a pair, forward and backward: a count that
+does not drift with the machine's load). ``--profile DIR`` writes a torch.profiler trace of a few
+steps and prints the top operators. Last line ``ratio: N`` (ours over TRL), or
+``ours_pairs_per_s: N`` without TRL.
 
     .venv/bin/python benchmarks/train_throughput.py [--device cuda] [--model qwen3-0.6b-shape]
         [--pairs 200] [--repeats 3] [--data DIR] [--today] [--compare-layers]
-        [--compare-last-layer] [--compile] [--profile DIR]
+        [--compare-last-layer] [--compile] [--flops] [--profile DIR]
 """
 
 from __future__ import annotations
@@ -184,6 +186,9 @@ def main() -> None:
                              "only, or whole)")
     parser.add_argument("--compile", action="store_true",
                         help="also train with torch.compile of the fast decoder's layer")
+    parser.add_argument("--flops", action="store_true",
+                        help="also count each trainer's matrix-product FLOPs a pair (one more run "
+                             "each)")
     parser.add_argument("--backward-tokens", default=BY_DEVICE,
                         help="tokens a forward-and-backward holds (default by device); 'none': "
                              "the whole batch at once")
@@ -245,6 +250,15 @@ def main() -> None:
                 f"{name} {r[-1][0]:.2f} pairs/s ({r[-1][3]:.1f} CPU-s) loss {r[-1][1]:.4f}"
                 for name, r in runs.items()) + f"; load average {os.getloadavg()[0]:.1f}",
                 flush=True)
+        if args.flops:
+            from torch.utils.flop_counter import FlopCounterMode
+
+            for name, run in configs.items():
+                counter = FlopCounterMode(display=False)
+                with counter:
+                    run()
+                print(f"{name}_gflops_per_pair: {counter.get_total_flops() / len(pairs) / 1e9:.2f}",
+                      flush=True)
         memory_name = peak_memory_gib(device)[0]
         for name, results in runs.items():
             rate = median([r[0] for r in results])
