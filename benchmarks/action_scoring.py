@@ -15,8 +15,9 @@ each a seed-0 sample:
   (c) the same traces cut so that each fits the 1024-token window (messages dropped from the end).
 
 Beyond the window every action needs its own window (a different first token changes every
-state), so there the gain can only come from cheaper forwards (ours runs the last layer at the read
-token only) and batching by length; within it, one forward per trace replaces one per action.
+state), so there the gain can only come from cheaper forwards (on a CPU ours runs the last layer
+at the read tokens only, ``decoder.LAST_LAYER_AT_READS_DEVICES``) and batching by length; within
+it, one forward per trace replaces one per action.
 
 Usage: .venv/bin/python benchmarks/action_scoring.py [--device cuda] [--model qwen3-0.6b-shape]
     [--traces N] [--repeats R] [--audience A] [--data DIR]

@@ -16,7 +16,8 @@ steps after a warm-up step, each step 4 pairs whose sides fill the window (the s
   ours   the fast decoder over its compute copy (``decoder.runs_fast``): each layer, the readout
          and the loss one autograd function with its backward written out, AdamW and clipping
          over the copy's flat master buffer (the fused layers whatever
-         ``decoder.AUTOGRAD_LAYER_DEVICES`` chooses for the CPU)
+         ``decoder.AUTOGRAD_LAYER_DEVICES`` chooses for the CPU, and the last layer whole
+         whatever ``decoder.LAST_LAYER_AT_READS_DEVICES`` does, as an accelerator runs them)
 
 Scoring: one forward of 8 windows with 4 action reads each, without gradients, both paths.
 ``stash_pipeline_tests/worker/test_operation_counts.py`` fails if ours rises above ``CEILING`` or
@@ -100,10 +101,11 @@ def training_ops(fast: bool, window: int = MAX_LENGTH, dispatched_only: bool = F
     model = two_layer_model().train()
     before, decoder.FAST_DECODER = decoder.FAST_DECODER, fast
     # Today's autocast in bf16 on any CPU (the module docstring says why); ours is bf16 anyway,
-    # and trains through the fused layers as an accelerator does, whatever the CPU's choice
-    # (decoder.AUTOGRAD_LAYER_DEVICES).
+    # and trains through the fused layers, the last one whole, as an accelerator does, whatever
+    # the CPU's choice (decoder.AUTOGRAD_LAYER_DEVICES, decoder.LAST_LAYER_AT_READS_DEVICES).
     bf16 = mock.patch.object(modeling, "supports_bf16", lambda device: True)
-    fused = mock.patch.object(decoder, "AUTOGRAD_LAYER_DEVICES", frozenset())
+    fused = mock.patch.multiple(decoder, AUTOGRAD_LAYER_DEVICES=frozenset(),
+                                LAST_LAYER_AT_READS_DEVICES=frozenset())
     try:
         with bf16, fused, training_copy(model, torch.bfloat16) if fast else nullcontext() as copy:
             optimizer = make_optimizer(model, "cpu", copy)
@@ -130,8 +132,10 @@ def scoring_ops(fast: bool, window: int = MAX_LENGTH, dispatched_only: bool = Fa
         rows.append(Row(ids, tuple((end, (r, end)) for end in ends)))
     model = two_layer_model().eval()
     before, decoder.FAST_DECODER = decoder.FAST_DECODER, fast
+    # The last layer whole, as on an accelerator (decoder.LAST_LAYER_AT_READS_DEVICES).
+    whole = mock.patch.object(decoder, "LAST_LAYER_AT_READS_DEVICES", frozenset())
     try:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with whole, torch.autocast("cpu", dtype=torch.bfloat16):
             read_rows(model, rows, pad_id=0, batch_tokens=SCORED_ROWS * window)  # warm-up
             with profile(activities=[ProfilerActivity.CPU]) as profiled:
                 read_rows(model, rows, pad_id=0, batch_tokens=SCORED_ROWS * window)

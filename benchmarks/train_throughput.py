@@ -13,18 +13,24 @@ issue 42: ``decoder.FAST_DECODER`` off, groups of 2,048 tokens). ``--compare-lay
 through the layers the device does not use by default (``decoder.AUTOGRAD_LAYER_DEVICES``: the
 fused layers' written-out backward on a CPU, autograd's backward over ``layer_forward`` on a GPU)
 and prints ``fused_over_autograd`` (pairs/s, with the range over the repeats): the measurement
-that chooses each device's layers. ``--compile`` also trains with
-``torch.compile`` of the fast decoder's layer (``decoder.COMPILE_DEVICES`` holding the device):
-one run first to compile (not timed as throughput), then timed runs; it prints
-``compile_seconds`` (what the first run's training took beyond a timed one), ``compile_gain``
-(compiled pairs/s over eager) and ``compile_pays`` (``yes`` when the gain is at least 5% and saves
-more than the compile costs over the seed's default job of 4000 pairs). ``--profile DIR`` writes
-a torch.profiler trace of a few steps and prints the top operators. Last line ``ratio: N`` (ours
-over TRL), or ``ours_pairs_per_s: N`` without TRL.
+that chooses each device's layers. ``--compare-last-layer`` also trains with the last layer run
+the other way than the device's default (``decoder.LAST_LAYER_AT_READS_DEVICES``: at the read
+tokens only, or over every token) and prints ``at_reads_over_whole`` (pairs/s, with the range)
+and the same in CPU seconds (``at_reads_over_whole_cpu``), the measurement that chooses it.
+``--compile`` also trains with ``torch.compile`` of the fast decoder's layer
+(``decoder.COMPILE_DEVICES`` holding the device): one run first to compile (not timed as
+throughput), then timed runs; it prints ``compile_seconds`` (what the first run's training took
+beyond a timed one), ``compile_gain`` (compiled pairs/s over eager) and ``compile_pays`` (``yes``
+when the gain is at least 5% and saves more than the compile costs over the seed's default job of
+4000 pairs). ``--flops`` also trains each once more under ``torch.utils.flop_counter`` and prints
+``{name}_gflops_per_pair`` (the matrix products' FLOPs a pair, forward and backward: a count that
+does not drift with the machine's load). ``--profile DIR`` writes a torch.profiler trace of a few
+steps and prints the top operators. Last line ``ratio: N`` (ours over TRL), or
+``ours_pairs_per_s: N`` without TRL.
 
     .venv/bin/python benchmarks/train_throughput.py [--device cuda] [--model qwen3-0.6b-shape]
-        [--pairs 200] [--repeats 3] [--data DIR] [--today] [--compare-layers] [--compile]
-        [--profile DIR]
+        [--pairs 200] [--repeats 3] [--data DIR] [--today] [--compare-layers]
+        [--compare-last-layer] [--compile] [--flops] [--profile DIR]
 """
 
 from __future__ import annotations
@@ -174,8 +180,15 @@ def main() -> None:
                         help="also train through the layers this device does not use by default "
                              "(decoder.AUTOGRAD_LAYER_DEVICES: the fused ones on a CPU, "
                              "autograd's elsewhere)")
+    parser.add_argument("--compare-last-layer", action="store_true",
+                        help="also train with the last layer the other way than this device's "
+                             "default (decoder.LAST_LAYER_AT_READS_DEVICES: at the read tokens "
+                             "only, or whole)")
     parser.add_argument("--compile", action="store_true",
                         help="also train with torch.compile of the fast decoder's layer")
+    parser.add_argument("--flops", action="store_true",
+                        help="also count each trainer's matrix-product FLOPs a pair (one more run "
+                             "each)")
     parser.add_argument("--backward-tokens", default=BY_DEVICE,
                         help="tokens a forward-and-backward holds (default by device); 'none': "
                              "the whole batch at once")
@@ -212,6 +225,12 @@ def main() -> None:
             configs[f"ours_{other}"] = switched(
                 decoder, "AUTOGRAD_LAYER_DEVICES",
                 frozenset() if other == "fused" else frozenset({kind}))(ours)
+        at_reads = kind in decoder.LAST_LAYER_AT_READS_DEVICES
+        last_other = "ours_whole_last_layer" if at_reads else "ours_last_layer_at_reads"
+        if args.compare_last_layer:
+            configs[last_other] = switched(
+                decoder, "LAST_LAYER_AT_READS_DEVICES",
+                decoder.LAST_LAYER_AT_READS_DEVICES ^ frozenset({kind}))(ours)
         compiled = switched(decoder, "COMPILE_DEVICES", frozenset({torch.device(device).type}))(
             ours)
         compile_first = None
@@ -231,6 +250,15 @@ def main() -> None:
                 f"{name} {r[-1][0]:.2f} pairs/s ({r[-1][3]:.1f} CPU-s) loss {r[-1][1]:.4f}"
                 for name, r in runs.items()) + f"; load average {os.getloadavg()[0]:.1f}",
                 flush=True)
+        if args.flops:
+            from torch.utils.flop_counter import FlopCounterMode
+
+            for name, run in configs.items():
+                counter = FlopCounterMode(display=False)
+                with counter:
+                    run()
+                print(f"{name}_gflops_per_pair: {counter.get_total_flops() / len(pairs) / 1e9:.2f}",
+                      flush=True)
         memory_name = peak_memory_gib(device)[0]
         for name, results in runs.items():
             rate = median([r[0] for r in results])
@@ -252,6 +280,15 @@ def main() -> None:
                                ([r[0] for r in runs[name]] for name in ("ours", "ours_autograd")))
             print(f"fused_over_autograd: {median(fused) / median(autograd):.2f} (range "
                   f"{min(fused) / max(autograd):.2f}-{max(fused) / min(autograd):.2f})")
+        if args.compare_last_layer:
+            for suffix, at in (("", 0), ("_cpu", 3)):
+                reads, whole = (([r[at] for r in runs[name]] for name in ("ours", last_other))
+                                if at_reads else
+                                ([r[at] for r in runs[name]] for name in (last_other, "ours")))
+                if at:  # CPU seconds: fewer is faster
+                    reads, whole = [1 / c for c in reads], [1 / c for c in whole]
+                print(f"at_reads_over_whole{suffix}: {median(reads) / median(whole):.2f} (range "
+                      f"{min(reads) / max(whole):.2f}-{max(reads) / min(whole):.2f})")
         if compile_first is not None:
             steady = median([r[0] for r in runs["ours_compiled"]])
             compile_seconds = len(pairs) / compile_first[0] - len(pairs) / steady

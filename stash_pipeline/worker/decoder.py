@@ -24,6 +24,10 @@ gradients equal the model's own forward (tested on all three architectures: in f
 of each gradient, in fp32 to 1e-5, under bf16 against autocast). ``layer_forward`` is the same
 layer through autograd's own formulas, for ``torch.compile`` (``COMPILE_DEVICES``).
 
+Where the arithmetic bounds a step (``LAST_LAYER_AT_READS_DEVICES``: this CPU) the last layer
+runs at the read tokens only (``_last_layer_at_reads``): a reward is the score head on one
+token's final state, so that layer's other tokens only give it keys and values.
+
 Training (``TrainingCopy``): the master weights of the layers' linear maps and norms become views
 of one fp32 buffer (the linear maps laid out as the compute copy, so refreshing the copy is one
 cast), their gradients views of another; the optimizer and clipping see the two buffers as one
@@ -566,6 +570,15 @@ COMPILE_DEVICES: frozenset[str] = frozenset()
 # layer pays where launches bound a step (a GPU: 5.8x fewer operations a pair), and on this CPU,
 # where the arithmetic bounds it, it measured no slower (docs/worker.md, "On this CPU").
 AUTOGRAD_LAYER_DEVICES: frozenset[str] = frozenset()
+# Device types whose forwards run the last layer at the read tokens only
+# (``_last_layer_at_reads``): a reward is the score head on one token's final state, so the last
+# layer's other tokens only give it keys and values. It saves that layer's arithmetic at every
+# other token (about a quarter of a 4-layer model's, 1/28 of Qwen3-0.6B's) for a few more,
+# smaller operations: it pays where the arithmetic bounds a step (this CPU: ``train_throughput.py
+# --compare-last-layer``, docs/worker.md "On this CPU"), not where launches do (a GPU's step
+# measured 0.87x with it when it ran through the modules; its choice waits for a GPU run of that
+# command).
+LAST_LAYER_AT_READS_DEVICES: frozenset[str] = frozenset({"cpu"})
 _compiled: Any = None
 
 
@@ -600,15 +613,20 @@ def decoder_rewards(model: Any, weights: DecoderWeights, ids: torch.Tensor, rows
                 base, hidden, torch.arange(width, device=device).unsqueeze(0),
                 weights.shape.head_dim)
         mask = tree.allowed if tree is not None else None
-        for layer in weights.layers:
+        at_reads = device.type in LAST_LAYER_AT_READS_DEVICES
+        for layer in weights.layers[:-1] if at_reads else weights.layers:
             # The norm weight only ties the layer into the graph when the states need no
             # gradient (a frozen embedding): the weights' gradients are written, not returned.
             hidden = (_FusedLayer.apply(hidden, layer.input_norm, layer, weights.shape,
                                         weights.eps, rotary, mask, count) if training
                       else _fused_forward(hidden, layer, weights.shape, weights.eps, rotary,
                                           mask, count, None))
-        index = long_tensor([row * width + position for row, position in zip(rows, positions)],
-                            device)
+        if at_reads:
+            hidden, index = _last_layer_at_reads(hidden, weights.layers[-1], weights.shape,
+                                                 rotary, tree, count, rows, positions)
+        else:
+            index = long_tensor([row * width + position
+                                 for row, position in zip(rows, positions)], device)
         norm, score = base.norm, model.score
         if (score.bias is not None or score.weight.dtype != hidden.dtype
                 or getattr(norm, "variance_epsilon", None) != weights.shape.eps):
@@ -684,7 +702,82 @@ def _compiled_rewards(model: Any, weights: DecoderWeights, ids: torch.Tensor,
             for tensor in (hidden, cos, sin, *(() if mask is None else (mask,))):
                 torch._dynamo.maybe_mark_dynamic(tensor, 0)
                 torch._dynamo.maybe_mark_dynamic(tensor, -2 if tensor is mask else 1)
-        for layer in weights.layers:
+        at_reads = device.type in LAST_LAYER_AT_READS_DEVICES
+        for layer in weights.layers[:-1] if at_reads else weights.layers:
             hidden = run(hidden, layer, weights.shape, cos, sin, mask)
+        if at_reads:
+            rotary = _rotary(base, hidden, position_ids, weights.shape.head_dim)
+            hidden, index = _last_layer_at_reads(hidden.view(-1, hidden.shape[-1]),
+                                                 weights.layers[-1], weights.shape, rotary, tree,
+                                                 ids.shape[0], rows, positions)
+            return score_head(model, base.norm(hidden.index_select(0, index)))
         read = hidden[long_tensor(rows, device), long_tensor(positions, device)]
         return score_head(model, base.norm(read))
+
+
+def _last_layer_at_reads(hidden: torch.Tensor, layer: LayerWeights, shape: Shape,
+                         rotary: tuple[torch.Tensor, torch.Tensor], tree: Tree | None,
+                         count: int, rows: Sequence[int], positions: Sequence[int]
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The last layer's output at the read tokens only, from its input ``hidden`` [count * width,
+    width of the model] (fp32): every token's keys and values, then the queries, attention, o and
+    the MLP at each row's distinct read tokens (its slots), each attending to its own row up to
+    itself (for a tree row, the tree mask's row of that token). ``rotary`` as ``_fused_forward``
+    takes it. Returns the outputs [count * slots, width] and the index of each read among them.
+    Autograd's own backward (a few small operations, and the weights' gradients through the
+    copy's leaves, as ``layer_forward``'s): the same arithmetic as the whole layer, rewards and
+    gradients equal to float rounding (tested)."""
+    device, compute = hidden.device, layer.qkv.dtype
+    heads, kv_heads, head_dim = shape.heads, shape.kv_heads, shape.head_dim
+    width = hidden.shape[0] // count
+    # Each row's distinct read tokens, padded to the most a row has (a pad slot reads token 0).
+    per_row: list[dict[int, int]] = [{} for _ in range(count)]
+    for row, position in zip(rows, positions):
+        per_row[row].setdefault(position, 0)
+    for reads in per_row:
+        reads.update((position, slot) for slot, position in enumerate(sorted(reads)))
+    slots = max(len(reads) for reads in per_row)
+    slot_positions = long_tensor([[*sorted(reads), *[0] * (slots - len(reads))]
+                                  for reads in per_row], device)  # [count, slots]
+    at = (slot_positions + torch.arange(count, device=device).unsqueeze(1) * width).view(-1)
+    index = long_tensor([row * slots + per_row[row][position]
+                         for row, position in zip(rows, positions)], device)
+
+    normed = _rms_norm(hidden, layer.input_norm, shape.eps).to(compute)
+    q_weight, kv_weight = layer.qkv.split([heads * head_dim, 2 * kv_heads * head_dim])
+    q_bias, kv_bias = (layer.qkv_bias.split([heads * head_dim, 2 * kv_heads * head_dim])
+                       if layer.qkv_bias is not None else (None, None))
+    key, value = F.linear(normed, kv_weight, kv_bias).view(count, width, 2 * kv_heads,
+                                                           head_dim).split(kv_heads, dim=2)
+    query = F.linear(normed.index_select(0, at), q_weight, q_bias).view(count, slots, heads,
+                                                                          head_dim)
+    if layer.q_norm is not None and layer.k_norm is not None:  # Qwen3: q and k normed per head
+        query = layer.q_norm * F.rms_norm(query, (head_dim,), None, shape.eps)
+        key = layer.k_norm * F.rms_norm(key, (head_dim,), None, shape.eps)
+    cos, sin = rotary  # [rows or 1, width, 1, 2, head_dim / 2]
+    tables = cos.shape[0]
+    by_token = (cos.view(tables * width, 1, 2, head_dim // 2),
+                sin.view(tables * width, 1, 2, head_dim // 2))
+    picked = at if tables > 1 else slot_positions.view(-1)
+    read_cos, read_sin = (t.index_select(0, picked).view(count, slots, 1, 2, head_dim // 2)
+                          for t in by_token)
+
+    def rotated(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        halves = x.reshape(*x.shape[:-1], 2, head_dim // 2)
+        return torch.addcmul(halves * cos, halves.flip(-2), sin).view(x.shape).to(compute)
+
+    query = rotated(query, read_cos, read_sin).transpose(1, 2)  # [count, heads, slots, dim]
+    key = rotated(key, cos, sin).transpose(1, 2)
+    value = value.transpose(1, 2)
+    if tree is None:  # a read attends to its row up to and including its own token
+        allowed = torch.arange(width, device=device) <= slot_positions.unsqueeze(-1)
+    else:  # the tree mask's rows of the read tokens
+        allowed = tree.allowed[:, 0].gather(1, slot_positions.unsqueeze(-1).expand(-1, -1, width))
+    repeat = heads // kv_heads
+    attended = F.scaled_dot_product_attention(
+        query, key.repeat_interleave(repeat, dim=1), value.repeat_interleave(repeat, dim=1),
+        attn_mask=allowed.unsqueeze(1), scale=shape.scaling)
+    attended = attended.transpose(1, 2).reshape(count * slots, heads * head_dim)
+    middle = hidden.index_select(0, at) + F.linear(attended, layer.o, layer.o_bias)
+    normed = _rms_norm(middle, layer.post_norm, shape.eps).to(compute)
+    return middle + _GatedMlpDown.apply(F.linear(normed, layer.gate_up), layer.down), index

@@ -33,6 +33,17 @@ def layers(request, monkeypatch) -> str:
     return request.param
 
 
+@pytest.fixture(params=["last-layer-at-reads", "whole-last-layer"])
+def last_layer(request, monkeypatch) -> str:
+    """Both ways the fast decoder runs its last layer, each on this CPU: at the read tokens only
+    (a device in ``decoder.LAST_LAYER_AT_READS_DEVICES``, the CPU's default) and over every
+    token (every other device)."""
+    monkeypatch.setattr(decoder, "LAST_LAYER_AT_READS_DEVICES",
+                        frozenset({"cpu"}) if request.param == "last-layer-at-reads"
+                        else frozenset())
+    return request.param
+
+
 def test_runs_fast_for_the_llama_family_only():
     assert set(SMALL_DECODER_TYPES) == decoder.FAST_DECODER_TYPES
     assert all(runs_fast(small_decoder_classifier(kind)) for kind in SMALL_DECODER_TYPES)
@@ -46,7 +57,7 @@ def test_runs_fast_for_the_llama_family_only():
 
 @pytest.mark.parametrize("model_type", SMALL_DECODER_TYPES)
 @pytest.mark.parametrize("tree", [False, True], ids=["plain", "tree"])
-def test_rewards_equal_the_models_own_forward(model_type, tree):
+def test_rewards_equal_the_models_own_forward(model_type, tree, last_layer):
     model = small_decoder_classifier(model_type).eval()
     ids, mask = right_padded(SEQUENCES, 0, "cpu")
     rows, positions = zip(*READS)
@@ -85,7 +96,7 @@ class _no_copy:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model_type", ["qwen3", "qwen2", "llama"])
-def test_a_step_has_todays_loss_and_gradients(model_type, layers):
+def test_a_step_has_todays_loss_and_gradients(model_type, layers, last_layer):
     """Today's exact path: the modules, a group of at most two windows at a time. The fast path:
     the compute copy, the whole batch in one forward and backward."""
     model = small_decoder_classifier(model_type).train()
@@ -124,6 +135,33 @@ def test_a_device_trains_through_the_layers_chosen_for_it(monkeypatch):
             train_step(model, make_optimizer(model, "cpu", weights), pairs, device="cpu",
                        pad_id=0, backward_tokens=None, copy=weights)
         assert bool(fused_calls) == (not devices), devices
+
+
+def step_flops(pairs: list[EncodedPair]) -> int:
+    """The matrix products' FLOPs of one bf16 training step of the small Qwen3 on this CPU."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = small_decoder_classifier("qwen3").train()
+    counter = FlopCounterMode(display=False)
+    with training_copy(model, torch.bfloat16) as weights, counter:
+        train_step(model, make_optimizer(model, "cpu", weights), pairs, device="cpu", pad_id=0,
+                   backward_tokens=None, copy=weights)
+    return counter.get_total_flops()
+
+
+def test_the_cpu_runs_the_last_layer_at_the_read_tokens_only(monkeypatch, layers):
+    """A reward is the score head on one token's final state: on this CPU, where the arithmetic
+    bounds a step, the last layer runs its queries, attention output, o and MLP at the read
+    tokens only (``decoder.LAST_LAYER_AT_READS_DEVICES``). Of the small Qwen3's three layers a
+    step's matrix products then cost two, plus the last one's keys and values (a ninth of a
+    layer) and the few read tokens: about 0.70 of the whole layers' (issue 54: the fused layers
+    ran the last layer whole, 28% more arithmetic a pair on the benchmark's 4-layer model)."""
+    assert "cpu" in decoder.LAST_LAYER_AT_READS_DEVICES
+    pairs = mixed_pairs()[:4]
+    at_reads = step_flops(pairs)
+    monkeypatch.setattr(decoder, "LAST_LAYER_AT_READS_DEVICES", frozenset())
+    whole = step_flops(pairs)
+    assert at_reads <= 0.75 * whole, (at_reads, whole)
 
 
 @pytest.mark.slow
@@ -168,7 +206,8 @@ def test_reading_reuses_one_compute_copy_while_the_weights_stay_the_same():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model_type", ["qwen3", "qwen2", "llama"])
-def test_the_written_out_backward_is_the_modules_gradient_in_float64(model_type, layers):
+def test_the_written_out_backward_is_the_modules_gradient_in_float64(model_type, layers,
+                                                                   last_layer):
     """In float64 rounding is out of the way: the fused layers' hand-written backward (norms,
     rotary, q/k norms, attention, gated MLP, readout and loss) gives the gradient autograd takes
     through the model's own modules, for plain and tree rows. Both paths take the loss of
