@@ -79,18 +79,21 @@ step() {  # step NAME LIMIT_SECONDS COMMAND...: at most LIMIT, and never past th
   [ "$rc" = 0 ] || tail -5 "$out/$name.txt"
 }
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(memory training job scoring best_of_n compile)
+[ ${#steps[@]} -gt 0 ] || steps=(memory training layers job scoring best_of_n compile)
 for name in "${steps[@]}"; do
   case "$name" in
     memory)   step memory 75 benchmarks/train_memory.py --device "$device" "${memory[@]}" ;;
     training) step training 170 benchmarks/train_throughput.py "${common[@]}" --pairs "$pairs" \
                 --repeats "$repeats" --profile "$out/profile" ;;
+    # The per-device layer choices (decoder.AUTOGRAD_LAYER_DEVICES, LAST_LAYER_AT_READS_DEVICES).
+    layers)   step layers 150 benchmarks/train_throughput.py "${common[@]}" --pairs "$pairs" \
+                --repeats 1 --trl off --compare-layers --compare-last-layer ;;
     job)      step job 120 benchmarks/worker_job.py "${common[@]}" "${job[@]}" ;;
     scoring)  step scoring 60 benchmarks/action_scoring.py "${common[@]}" "${scoring[@]}" ;;
     best_of_n) step best_of_n 60 benchmarks/best_of_n.py --device "$device" "${best[@]}" ;;
     compile)  step compile 150 benchmarks/train_throughput.py "${common[@]}" --pairs "$pairs" \
                 --repeats 1 --trl off --compile ;;
-    *) echo "unknown step $name (memory, training, job, scoring, best_of_n, compile)" ;;
+    *) echo "unknown step $name (memory, training, layers, job, scoring, best_of_n, compile)" ;;
   esac
 done
 echo "suite: $((SECONDS - started)) s" | tee -a "$out/summary.txt"
