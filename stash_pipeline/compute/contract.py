@@ -352,10 +352,17 @@ def resident_message(message: Mapping[str, Any]) -> bytes:
     return json.dumps(message).encode() + b"\n"
 
 
+class ClosedBeforeMessage(ValueError):
+    """The connection closed before any byte of a message: a probe that only connects
+    (``compute.resident.resident_worker_while``), or a step gone before it asked."""
+
+
 def read_resident_message(stream: Any) -> dict[str, Any]:
     """One message from ``stream`` (a socket's ``makefile("rb")``); ValueError for anything else,
-    a connection closed before a whole line included."""
+    a connection closed before a whole line included (ClosedBeforeMessage before any byte)."""
     line = stream.readline(MAX_RESIDENT_MESSAGE)
+    if not line:
+        raise ClosedBeforeMessage("the connection closed before a message")
     if not line.endswith(b"\n"):
         raise ValueError("the connection closed before a whole message")
     message = json.loads(line)

@@ -14,6 +14,9 @@ import signal
 import socket
 import subprocess
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -24,6 +27,10 @@ from stash_pipeline.compute.outcome import WorkerExit, WorkerFailed
 from stash_pipeline.compute.parent_death import signal_when_parent_dies
 from stash_pipeline.compute.pipes import TempFileMessageReader
 
+# How long a resident worker just started gets to listen on its socket (an interpreter's start
+# and a few modules: under a second idle, seconds on a loaded machine) before jobs start their
+# own processes instead.
+LISTEN_WAIT_S = 60.0
 RESIDENT_ENV = "RM_RESIDENT_WORKER"  # the resident worker's socket (`stash-pipeline dev` sets it)
 # The words of the run's event that says which worker took the job (tests look for them).
 SERVED = "scored by the resident worker"
@@ -115,3 +122,42 @@ def stop_resident_worker(process: subprocess.Popen, grace_s: float = 10.0) -> No
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@contextmanager
+def resident_worker_while(python: str) -> Iterator[str | None]:
+    """A resident worker for the scoring jobs this process runs while the block runs (a
+    ``--wait`` command working several chunks in its own process: torch loaded once, not once a
+    chunk), stopped after it; the one named in ``RM_RESIDENT_WORKER`` when it answers (`dev`'s).
+    None, and nothing started, where the worker does not run here (``RM_COMPUTE`` other than
+    local). Its socket listens before torch loads, so the first job waits in its backlog."""
+    if os.environ.get("RM_COMPUTE", "local") != "local":
+        yield None
+        return
+    named = os.environ.get(RESIDENT_ENV)
+    if named and (client := connect(named)) is not None:
+        client.close()
+        yield named
+        return
+    process, path = start_resident_worker(python)
+    try:
+        yield path if _listening(process, path) else None
+    finally:
+        stop_resident_worker(process)
+        Path(path).unlink(missing_ok=True)  # SIGTERM ends it without its own cleanup
+        if named is None:
+            os.environ.pop(RESIDENT_ENV, None)
+        else:
+            os.environ[RESIDENT_ENV] = named
+
+
+def _listening(process: subprocess.Popen, path: str, timeout_s: float = LISTEN_WAIT_S) -> bool:
+    """Whether the resident worker just started listens at ``path`` (before torch loads), within
+    ``timeout_s``; False once it ended."""
+    deadline = time.monotonic() + timeout_s
+    while process.poll() is None and time.monotonic() < deadline:
+        if (client := connect(path)) is not None:
+            client.close()
+            return True
+        time.sleep(0.05)
+    return False

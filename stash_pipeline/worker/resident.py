@@ -25,7 +25,11 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from stash_pipeline.compute.contract import read_resident_message, resident_message
+from stash_pipeline.compute.contract import (
+    ClosedBeforeMessage,
+    read_resident_message,
+    resident_message,
+)
 from stash_pipeline.worker.stop_signals import WorkerStopped, stop_signals_raise
 from stash_pipeline.worker.threads import use_cpu_threads
 
@@ -71,6 +75,8 @@ def serve_one(connection: socket.socket) -> None:
     try:
         request = read_resident_message(connection.makefile("rb"))
         job_dir, env = str(request["job_dir"]), dict(request.get("env") or {})
+    except ClosedBeforeMessage:
+        return  # a probe that only looked whether this worker answers
     except (OSError, ValueError, KeyError, TypeError) as error:
         print(f"resident worker: a bad request ({error}); skipped", file=sys.stderr, flush=True)
         return

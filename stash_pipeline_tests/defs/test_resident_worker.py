@@ -5,6 +5,7 @@ stored scores. Without one answering, the job starts a new process as before."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -204,3 +205,55 @@ def test_the_resident_worker_honours_a_chunk_s_budget(store, instance, release, 
     assert {t for t in ids if store.scored_version(t, "r1")} == set(ids[:FIRST_GROUP])
     assert {w.trace_id for w in store.scoring_work(personal=False, limit=100)} == \
         set(ids[FIRST_GROUP:])
+
+
+def served_by(instance: dg.DagsterInstance, run: dg.DagsterRun) -> int | None:
+    """The pid of the resident worker that took the run's job, None for a new process."""
+    for message in messages(instance, run):
+        if message.startswith(f"{SERVED} (pid "):
+            return int(message.split("(pid ", 1)[1].split(")", 1)[0])
+    return None
+
+
+def test_a_command_s_chunks_share_one_resident_worker_it_starts_and_stops(
+        store, instance, release, monkeypatch):
+    """A `--wait` command that works chunks in its own process (no daemon) starts a resident
+    worker for them: torch loads once, not once a chunk; it is stopped when the command ends."""
+    from stash_pipeline.compute.resident import resident_worker_while
+
+    monkeypatch.delenv(RESIDENT_ENV, raising=False)
+    monkeypatch.setenv("RM_COMPUTE", "local")
+    records = agentprocessbench_records(2)
+    store.import_traces(records)
+    with resident_worker_while(sys.executable) as path:
+        assert path and Path(path).is_socket()
+        runs = [score_again(instance, store, [r.trace.id]) for r in records]
+    pids = {served_by(instance, run) for run in runs}
+    assert len(pids) == 1 and None not in pids  # one worker, not a process per chunk
+    assert RESIDENT_ENV not in os.environ and not Path(path).exists()
+    [pid] = pids
+    assert not Path(f"/proc/{pid}").exists()  # stopped and reaped
+
+
+def test_a_command_uses_the_resident_worker_that_answers_and_starts_none(
+        store, instance, release, resident, monkeypatch):
+    from stash_pipeline.compute.resident import resident_worker_while
+
+    process, path = resident
+    monkeypatch.setenv(RESIDENT_ENV, path)
+    records = agentprocessbench_records(1)
+    store.import_traces(records)
+    with resident_worker_while(sys.executable) as used:
+        assert used == path
+        run = score_again(instance, store, [records[0].trace.id])
+    assert served_by(instance, run) == process.pid  # the probe cost it nothing: it serves on
+    assert process.poll() is None
+
+
+def test_no_resident_worker_where_the_worker_runs_elsewhere(monkeypatch):
+    from stash_pipeline.compute.resident import resident_worker_while
+
+    monkeypatch.setenv("RM_COMPUTE", "modal")
+    monkeypatch.delenv(RESIDENT_ENV, raising=False)
+    with resident_worker_while(sys.executable) as path:
+        assert path is None and RESIDENT_ENV not in os.environ
