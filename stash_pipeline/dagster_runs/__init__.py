@@ -86,6 +86,18 @@ def daemon_answers() -> bool:
     return daemon_waits.daemon_answers(instance.get_instance())
 
 
+def forget_daemon() -> None:
+    """The daemon of this instance has ended (``stash-pipeline dev`` stopped): its heartbeats
+    go, so a `--wait` command runs in process at once instead of waiting for them to age. A
+    failure is ignored (the heartbeats then age out)."""
+    from stash_pipeline.dagster_runs import instance
+
+    try:
+        instance.get_instance().wipe_daemon_heartbeats()
+    except Exception:  # noqa: BLE001 - stopping must not fail for it
+        pass
+
+
 def requested_runs(sensor: str, run_keys: Sequence[str], *,
                    on_run: Callable[[str], None] | None = None) -> list[dg.DagsterRun]:
     """A `--wait` command's runs, those ``sensor`` makes for ``run_keys``, once they ended: made
