@@ -72,5 +72,7 @@ def test_a_request_run_here_takes_the_worker_before_background_work_waiting_long
     background.join()
     assert worked == ["request", "background"]
     assert all(result.success for result in results.values())
-    # Ahead of it: the run holding the worker, not the background run that waited longer.
-    assert said == ["waiting for the worker: 1 run ahead"]
+    # Ahead of it: the run holding the worker, not the background run that waited longer (then
+    # none, if the teller looked between the slot's release and the request's claim).
+    assert said[0] == "waiting for the worker: 1 run ahead"
+    assert set(said[1:]) <= {"waiting for the worker: 0 runs ahead"}, said
