@@ -73,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
             from stash_pipeline.compute.resident import stop_resident_worker
 
             stop_resident_worker(resident)
+        dagster_runs.forget_daemon()
 
 
 def start_resident(args: argparse.Namespace) -> subprocess.Popen | None:

@@ -41,8 +41,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     score = sub.add_parser("score-pending", help="the traces the current release has not scored "
                                                  "yet; with --wait, score them now")
     score.add_argument("--wait", action="store_true",
-                       help="run the scoring queue's background chunks in this process until "
-                            "nothing is pending (the personal models' queued work too)")
+                       help="return once the work pending now is scored (the personal models' "
+                            "queued work too), telling how much is left: a running daemon "
+                            "scores it in background chunks, in the queue behind people's "
+                            "requests; without one the chunks run in this process")
     score.set_defaults(handler=run_score_pending)
 
     trust = sub.add_parser("trust", help="how far to trust a release on your traces it did not "
@@ -71,9 +73,9 @@ def run_train(args: argparse.Namespace) -> int:
             print(f"Queued shared-evaluator training request {request.id}: the pipeline's sensor "
                   "starts it (stash-pipeline dev, or a deployment's daemon).")
         return 0
-    [run] = dagster_runs.run_sensor("shared_training_requests",
-                                    run_keys=[pipeline.shared_training_run_key(request.id)],
-                                    once_per_run_key=True, on_run=say)
+    [run] = dagster_runs.requested_runs("shared_training_requests",
+                                        [pipeline.shared_training_run_key(request.id)],
+                                        on_run=say)
     outcome = training_outcome(store, run)
     if args.json:
         print_json(outcome)
@@ -158,7 +160,10 @@ def run_score_pending(args: argparse.Namespace) -> int:
     store = open_store()
     failed = 0
     if args.wait and store.latest_release() is not None:
-        failed = dagster_runs.run_sensor_until_done("pending_scoring", on_run=say)
+        # A running daemon scores it in the queue, by priority (a person's request first).
+        failed = dagster_runs.background_scored(store, on_run=say)
+        if failed is None:
+            failed = dagster_runs.run_sensor_until_done("pending_scoring", on_run=say)
     counts = queue_counts(store)
     counts["failed_runs"] = failed
     if args.json:

@@ -9,17 +9,14 @@ imports.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from stash_pipeline.defs.personal.partitions import NamedModel
+from typing import Any
 
 
-def model_partition_key(model: NamedModel) -> str:
-    """The partition of a personal reward model's runs."""
-    from stash_pipeline.defs.personal.partitions import model_partition_key as key
+def model_run_key(model: Any) -> str:
+    """The run key of a queued personal reward model's training run (its id and attempt)."""
+    from stash_pipeline.defs.personal.sensors import training_run_key
 
-    return key(model)
+    return training_run_key(model)
 
 
 def shared_training_run_key(request_id: int) -> str:

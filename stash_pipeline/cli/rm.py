@@ -88,7 +88,7 @@ def run_create(args: argparse.Namespace) -> int:
 
     store = open_store()
     trace_ids = store.trace_ids(owner=args.owner) if args.all_traces else args.trace_ids
-    if args.wait:
+    if args.wait and not dagster_runs.daemon_answers():  # the run is made here
         _refuse_without_extraction_key(store, args.owner, trace_ids, args.max_pairs)
     model = reward_models.create(store, args.owner, {
         "name": args.name, "trace_ids": trace_ids, "base_model": args.base_model,
@@ -102,10 +102,10 @@ def run_create(args: argparse.Namespace) -> int:
 
 def _refuse_without_extraction_key(store: Any, owner: str, trace_ids: list[str],
                                    max_pairs: int) -> None:
-    """With --wait the run is made here, with this environment: a selection whose comments
-    (or messages to assess) need the extraction model while no key is set is refused before
-    anything is queued, rather than failing after the base model has loaded. Without --wait the
-    pipeline's environment decides (a deployment's worker may hold the key)."""
+    """With --wait and no daemon the run is made here, with this environment: a selection whose
+    comments (or messages to assess) need the extraction model while no key is set is refused
+    before anything is queued, rather than failing after the base model has loaded. Otherwise
+    the pipeline's environment decides (a deployment's worker may hold the key)."""
     from stash_pipeline.extraction.config import ExtractionConfig
 
     config = ExtractionConfig.from_env()

@@ -1,4 +1,5 @@
-"""`--wait`: run what a pipeline sensor asks for now, in this process, on the local instance."""
+"""`--wait`: the run of a request, made by the running daemon (in the run queue, by priority,
+with everything else) or, without one, executed in this process; its wait and progress told."""
 
 from __future__ import annotations
 
@@ -9,20 +10,19 @@ from stash_pipeline import dagster_runs
 from stash_pipeline.cli import pipeline
 
 if TYPE_CHECKING:
-    from stash_pipeline.cli.pipeline import NamedModel
+    from stash_pipeline.store import RewardModelRecord
 
-WAIT_HELP = ("run it now, in this process, on the local Dagster instance, and return when it "
-             "ends (if a daemon started it already, wait for that run)")
+WAIT_HELP = ("return when its run ends, telling its wait and progress: a running daemon "
+             "(stash-pipeline dev, a deployment's) makes the run, in the queue by priority with "
+             "everything else; without one it runs now in this process")
 
 
-def run_now(sensor: str, model: NamedModel | None = None, *,
+def run_now(sensor: str, model: RewardModelRecord | None = None, *,
             run_keys: list[str] | None = None) -> bool:
-    """The run of one reward model's partition (``model``: a record with its id and name), or of
-    these run keys; a run a daemon started for it is waited for. True when every run
-    succeeded."""
-    keys = None if model is None else [pipeline.model_partition_key(model)]
-    runs = dagster_runs.run_sensor(sensor, partition_keys=keys, run_keys=run_keys,
-                                   once_per_run_key=True, on_run=say)
+    """The training run of a queued reward model (``model``: its record), or the runs of these
+    run keys (dagster_runs.requested_runs). True when every run succeeded."""
+    keys = list(run_keys or ()) + ([] if model is None else [pipeline.model_run_key(model)])
+    runs = dagster_runs.requested_runs(sensor, keys, on_run=say)
     return all(run.is_success for run in runs)
 
 

@@ -1,10 +1,12 @@
 """The one door to the Dagster instance for the HTTP API, the viewer and the CLI: run state, an
-import's record, and the ``--wait`` commands' runs executed in this process.
+import's record, and the ``--wait`` commands' runs (made by a running daemon, else executed in
+this process).
 
 Each function here only delegates, importing its module when called: importing this package
 loads no Dagster (the CLI's ``--help`` and the API's start pay for none). Inside the package:
 ``instance`` opens the instance and loads the definitions, ``run_state`` and ``progress`` read
-where work stands, ``import_history`` records an import, ``in_process`` runs a sensor's requests,
+where work stands, ``import_history`` records an import, ``daemon_waits`` leaves a request to
+a running daemon and waits for its run, ``in_process`` runs a sensor's requests here,
 ``waits`` waits on runs and tells their wait for the worker, ``dead_runs`` fails and records the
 runs that died, ``console`` is what such a run prints. Tests may use those modules directly.
 """
@@ -75,6 +77,49 @@ def run_sensor(sensor: str, *, partition_keys: Sequence[str] | None = None,
     return in_process.run_sensor_requests(
         instance.get_instance(), instance.definitions(), sensor, partition_keys=partition_keys,
         run_keys=run_keys, once_per_run_key=once_per_run_key, on_run=on_run)
+
+
+def daemon_answers() -> bool:
+    """Whether a daemon works this process's instance (``daemon_waits.daemon_answers``)."""
+    from stash_pipeline.dagster_runs import daemon_waits, instance
+
+    return daemon_waits.daemon_answers(instance.get_instance())
+
+
+def forget_daemon() -> None:
+    """The daemon of this instance has ended (``stash-pipeline dev`` stopped): its heartbeats
+    go, so a `--wait` command runs in process at once instead of waiting for them to age. A
+    failure is ignored (the heartbeats then age out)."""
+    from stash_pipeline.dagster_runs import instance
+
+    try:
+        instance.get_instance().wipe_daemon_heartbeats()
+    except Exception:  # noqa: BLE001 - stopping must not fail for it
+        pass
+
+
+def requested_runs(sensor: str, run_keys: Sequence[str], *,
+                   on_run: Callable[[str], None] | None = None) -> list[dg.DagsterRun]:
+    """A `--wait` command's runs, those ``sensor`` makes for ``run_keys``, once they ended: made
+    by a running daemon, in the run queue with everything else, else executed in this process
+    (``daemon_waits.requested_runs``)."""
+    from stash_pipeline.dagster_runs import daemon_waits, instance
+
+    return daemon_waits.requested_runs(instance.get_instance(), instance.definitions(), sensor,
+                                       run_keys, on_run=on_run)
+
+
+def background_scored(store: Any, *, on_run: Callable[[str], None] | None = None) -> int | None:
+    """Wait while a running daemon scores the scoring queue's work queued now
+    (``daemon_waits.background_scored``): the failed chunks; None where no daemon works the
+    instance, or it stopped answering."""
+    from stash_pipeline.dagster_runs import daemon_waits, instance
+
+    found = instance.get_instance()
+    if not daemon_waits.daemon_answers(found) or daemon_waits.sensor_stopped(found,
+                                                                              "pending_scoring"):
+        return None
+    return daemon_waits.background_scored(found, store, on_run=on_run)
 
 
 def run_sensor_until_done(sensor: str, *, on_run: Callable[[str], None] | None = None) -> int:

@@ -99,14 +99,41 @@ class _CommandConsole(logging.Logger):
         if display is None or meta is None:  # not a run's record, or past the command's block
             super().handle(record)
             return
-        event = meta.get("dagster_event")
-        message = str(meta.get("orig_message") or record.getMessage())
-        if event is None and record.levelno < logging.WARNING:
-            display.worker_line(message)
-        elif event is None and not message.startswith(SAID_BY_THE_FAILED_STEP):
-            display.say(f"{record.levelname.lower()}: {message.strip().splitlines()[0]}")
-        elif event is not None and event.event_type_value in FAILURES:
-            display.say(f"error: {failure_line(message, event)}")
+        show(display, record.levelno,
+             str(meta.get("orig_message") or record.getMessage()), meta.get("dagster_event"))
+
+
+def show(display: PhaseDisplay, level: int, message: str, event: Any) -> None:
+    """One log entry of a run as the command shows it: the worker's lines (``event`` None, below
+    WARNING) to the display, warnings and errors and failed steps in one line each."""
+    if event is None and level < logging.WARNING:
+        display.worker_line(message)
+    elif event is None and message.strip() and not message.startswith(SAID_BY_THE_FAILED_STEP):
+        display.say(f"{logging.getLevelName(level).lower()}: {message.strip().splitlines()[0]}")
+    elif event is not None and event.event_type_value in FAILURES:
+        display.say(f"error: {failure_line(message, event)}")
+
+
+class RunFollower:
+    """A run another process executes (one a daemon launched), shown as one executed here: each
+    ``show_new`` reads the entries its event log gained since the last."""
+
+    def __init__(self, instance: Any, run_id: str, stream: TextIO | None = None):
+        self.instance, self.run_id, self.cursor = instance, run_id, None
+        self.display = PhaseDisplay(stream or sys.stderr)
+
+    def show_new(self) -> None:
+        while True:
+            page = self.instance.get_records_for_run(self.run_id, cursor=self.cursor, limit=500)
+            for record in page.records:
+                entry = record.event_log_entry
+                show(self.display, entry.level, entry.user_message or "", entry.dagster_event)
+            self.cursor = page.cursor
+            if not page.has_more:
+                return
+
+    def close(self) -> None:
+        self.display._close()
 
 
 # What a failed step's own line says better: Pipes' note that a worker sent nothing (the step's

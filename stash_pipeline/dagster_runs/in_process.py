@@ -14,7 +14,7 @@ from stash_pipeline.dagster_runs.dead_runs import (
     fail_abandoned_runs,
     record_failed_run,
 )
-from stash_pipeline.dagster_runs.waits import INVOCATION_TAG, finished, telling_wait
+from stash_pipeline.dagster_runs.waits import INVOCATION_TAG, finished, run_of_key, telling_wait
 from stash_pipeline.defs.abandoned_runs import PROCESS_TAG, this_process
 from stash_pipeline.defs.sensor_cursors import RUN_KEY_TAG, SENSOR_NAME_TAG, every_unstarted_request
 
@@ -66,7 +66,7 @@ def run_sensor_requests(instance: dg.DagsterInstance, defs: dg.Definitions, sens
         tags = {**dict(request.tags), PROCESS_TAG: this_process(),
                 INVOCATION_TAG: uuid.uuid4().hex}
         if once_per_run_key and request.run_key:
-            existing = _run_of_key(instance, sensor_name, request.run_key)
+            existing = run_of_key(instance, sensor_name, request.run_key)
             if existing is not None:
                 if on_run:
                     on_run(f"waiting for run {existing.run_id} of {request.run_key}, "
@@ -121,11 +121,3 @@ def _started_elsewhere(instance: dg.DagsterInstance, sensor_name: str,
             found += [(key, run) for run in instance.get_runs(filters=dg.RunsFilter(
                 tags={tag: key, SENSOR_NAME_TAG: sensor_name}), limit=1)]
     return found
-
-
-def _run_of_key(instance: dg.DagsterInstance, sensor_name: str,
-                run_key: str) -> dg.DagsterRun | None:
-    """The newest run of ``sensor_name`` for ``run_key``, as the sensor daemon looks it up."""
-    runs = instance.get_runs(filters=dg.RunsFilter(tags={RUN_KEY_TAG: run_key,
-                                                         SENSOR_NAME_TAG: sensor_name}), limit=1)
-    return runs[0] if runs else None

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 import dagster as dg
 
 from stash_pipeline.dagster_runs.dead_runs import fail_abandoned_runs
+from stash_pipeline.defs.sensor_cursors import RUN_KEY_TAG, SENSOR_NAME_TAG
 
 WAIT_POLL_S = 1.0
 # Names the run one call of in_process.run_sensor_requests executes, so its wait for the worker
@@ -29,6 +30,14 @@ def finished(instance: dg.DagsterInstance, run_id: str, poll_s: float = WAIT_POL
         teller.tell(run_id)
         time.sleep(poll_s)
     return run
+
+
+def run_of_key(instance: dg.DagsterInstance, sensor_name: str,
+               run_key: str) -> dg.DagsterRun | None:
+    """The newest run of ``sensor_name`` for ``run_key``, as the sensor daemon looks it up."""
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={RUN_KEY_TAG: run_key,
+                                                         SENSOR_NAME_TAG: sensor_name}), limit=1)
+    return runs[0] if runs else None
 
 
 class WaitTeller:

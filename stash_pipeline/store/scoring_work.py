@@ -15,6 +15,7 @@ import os
 import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 import sqlalchemy as sa
 
@@ -303,3 +304,14 @@ def actions_of(connection: sa.Connection, model_ids: Sequence[str]) -> dict[str,
                                       .where(rm.c.id.in_(chunk), rm.c.status == "succeeded")):
             out[row.id] = bool((row.metrics or {}).get("action_scoring_version"))
     return out
+
+
+def newest_queued_at(connection: sa.Connection) -> datetime | None:
+    """When the newest queued work was queued (None with an empty queue)."""
+    return connection.scalar(sa.select(sa.func.max(c.c.queued_at)))
+
+
+def count_queued_until(connection: sa.Connection, at: datetime) -> int:
+    """The queued work queued at or before ``at``, through the (personal, queued_at) index."""
+    return sum(connection.scalar(sa.select(sa.func.count()).select_from(c).where(
+        c.c.personal == personal, c.c.queued_at <= at)) or 0 for personal in (True, False))

@@ -387,6 +387,17 @@ class Store:
         with self.reading() as c:
             return scoring_work.count_requested(c, model_id)
 
+    def scoring_queue_mark(self) -> datetime | None:
+        """When the newest queued scoring work was queued: what is queued at or before it is
+        the work queued now (``count_queued_until``)."""
+        with self.reading() as c:
+            return scoring_work.newest_queued_at(c)
+
+    def count_queued_until(self, at: datetime) -> int:
+        """The scoring work still queued that was queued at or before ``at``."""
+        with self.reading() as c:
+            return scoring_work.count_queued_until(c, at)
+
     def scoring_models(self, model_ids: Sequence[str]) -> dict[str, bool]:
         """{model id: scores actions} for those of these models still succeeded."""
         with self.reading() as c:

@@ -30,6 +30,8 @@ import yaml
 
 from stash_pipeline.api import create_app
 from stash_pipeline.dagster_runs.instance import get_instance
+from stash_pipeline.dagster_runs.waits import INVOCATION_TAG
+from stash_pipeline.defs.abandoned_runs import PROCESS_TAG
 from stash_pipeline.defs.scoring.sensors import BACKGROUND_TAG
 from stash_pipeline.defs.worker_queue import PRIORITY_TAG, worker_holders
 from stash_pipeline.defs.worker_runs import REWARD_POOL
@@ -111,15 +113,9 @@ def test_a_score_again_runs_before_the_queued_background_chunks(deployment, stor
                        what="the Score again request's run to wait for the worker")
             [asked] = store.scoring_requests()
             shown = client.get(f"{SCORE}/{asked.id}").json()
-            # Runs ahead: the chunk holding the worker, and any run of this same request made
-            # before this one (a daemon's tick racing the command's own); never a queued chunk.
-            earlier = [r for r in instance.get_runs(filters=dg.RunsFilter(
-                           tags={SCORING_REQUEST_TAG: asked.run_ref}))
-                       if r.run_id != shown["run_id"]
-                       and instance.get_run_record_by_id(r.run_id).storage_id
-                       < instance.get_run_record_by_id(shown["run_id"]).storage_id]
+            # Runs ahead: the chunk holding the worker; never a queued chunk.
             assert shown["status"] == "queued" and shown["error"] is None, shown
-            assert shown["wait"]["runs_ahead"] == 1 + len(earlier), shown
+            assert shown["wait"]["runs_ahead"] == 1, shown
             assert shown["wait"]["text"].startswith("waiting for the worker: ")
             assert shown["trace_ids"] == [trace_id] and shown["evaluator"] == "r1"
             assert client.get(f"{SCORE}/{uuid.uuid4()}").status_code == 404
@@ -138,15 +134,70 @@ def test_a_score_again_runs_before_the_queued_background_chunks(deployment, stor
     assert f"Score again requested (request {asked.id})" in out
     assert [s.evaluator for s in store.scores_for(trace_id)] == ["r1"]
 
-    # The request's run had the worker before every chunk that was queued when it was asked.
-    [request_run, *_] = instance.get_runs(
+    # The daemon made the request's run, in the run queue: the command ran nothing itself.
+    [request_run] = instance.get_runs(
         filters=dg.RunsFilter(tags={SCORING_REQUEST_TAG: asked.run_ref}))
+    assert INVOCATION_TAG not in request_run.tags and PROCESS_TAG not in request_run.tags
+    assert instance.get_records_for_run(request_run.run_id,
+                                        of_type=dg.DagsterEventType.RUN_ENQUEUED).records
     asked_started = worker_step_start(instance, request_run.run_id)
     assert request_run.tags[PRIORITY_TAG] == "10" and asked_started is not None
     for run_id in queued_chunks:
         wait_until(lambda run_id=run_id: instance.get_run_by_id(run_id).is_finished,
                    timeout_s=PROCESS_EXIT_S, what=f"background chunk {run_id} to finish")
         assert instance.get_run_by_id(run_id).is_success, deployment.log("daemon")
+        assert worker_step_start(instance, run_id) > asked_started
+
+
+def test_a_score_pending_wait_started_first_does_not_take_the_worker_ahead_of_a_request(
+        deployment, store, home):
+    """`evaluator score-pending --wait` makes no run beside a daemon: it waits while the daemon
+    scores the queue in background chunks, and a Score again asked after it still has the
+    worker before every chunk that was queued when it was asked."""
+    instance = get_instance()
+    wait_until(lambda: bool(worker_holders(instance)), timeout_s=SERVER_START_S * 3,
+               what="a background chunk holding the worker")
+
+    def cli(*command: str) -> subprocess.Popen:
+        return subprocess.Popen([str(BIN / "stash-pipeline"), *command], cwd=home,
+                                env={**os.environ}, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    pending = cli("evaluator", "score-pending", "--wait")
+    score = None
+    try:
+        # The command is waiting once its heartbeat check passed and it counted the queue.
+        wait_until(lambda: instance.get_runs(filters=dg.RunsFilter(
+            job_name="trace_scoring", statuses=[dg.DagsterRunStatus.QUEUED])) != [],
+                   timeout_s=SERVER_START_S, what="a background chunk queued")
+        trace_id = agentprocessbench_records(1)[0].trace.id
+        score = cli("traces", "score", trace_id, "--owner", "ana", "--wait")
+        wait_until(lambda: bool(store.scoring_requests()), timeout_s=SERVER_START_S,
+                   what="the Score again request")
+        [asked] = store.scoring_requests()
+        wait_until(lambda: bool(instance.get_runs(filters=dg.RunsFilter(
+            tags={SCORING_REQUEST_TAG: asked.run_ref}))), timeout_s=SERVER_START_S,
+                   what="the daemon to make the request's run")
+        queued_then = [run.run_id for run in scoring_runs(instance, dg.DagsterRunStatus.QUEUED)]
+        deployment.gate.touch()
+        out, err = score.communicate(timeout=bound(PROCESS_EXIT_S))
+        assert score.returncode == 0, (out, err)
+        pending_out, pending_err = pending.communicate(timeout=bound(PROCESS_EXIT_S))
+        assert pending.returncode == 0, (pending_out, pending_err)
+    finally:
+        for process in (pending, score):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.communicate()
+    assert re.search(r"^waiting for the pipeline's background scoring: \d+ of \d+ queued "
+                     r"trace versions left$", pending_err, re.M), pending_err
+    assert "Release r1: 10 traces scored, 0 pending." in pending_out
+    # Every run was the daemon's: neither command ran one itself.
+    assert not [r for r in instance.get_runs() if INVOCATION_TAG in r.tags]
+    [request_run] = instance.get_runs(
+        filters=dg.RunsFilter(tags={SCORING_REQUEST_TAG: asked.run_ref}))
+    asked_started = worker_step_start(instance, request_run.run_id)
+    for run_id in queued_then:
         assert worker_step_start(instance, run_id) > asked_started
 
 

@@ -46,12 +46,12 @@ def queued_reward_models(context: dg.SensorEvaluationContext,
     its cursor, REQUESTS_PER_TICK at most, and asks for the runs of RUNS_PER_TICK of them that
     have none (sensor_cursors), so a model whose run never starts holds up no other."""
     page = database.store.queued_models(parse_time_cursor(context.cursor), REQUESTS_PER_TICK)
-    queued, covered = unstarted(context, page, _training_run_key)
+    queued, covered = unstarted(context, page, training_run_key)
     return dg.SensorResult(
         cursor=settled_cursor(covered, lambda m: m.queued_at,
                               lambda m: time_cursor(m.queued_at, m.id), context.cursor),
         run_requests=[dg.RunRequest(partition_key=model_partition_key(m),
-                                    run_key=_training_run_key(m),
+                                    run_key=training_run_key(m),
                                     tags={MODEL_TAG: m.id, MODEL_NAME_TAG: m.name[:200],
                                           ATTEMPT_TAG: str(m.attempt),
                                           **priority_tags("request")})
@@ -61,7 +61,8 @@ def queued_reward_models(context: dg.SensorEvaluationContext,
     )
 
 
-def _training_run_key(model: RewardModelRecord) -> str:
+def training_run_key(model: RewardModelRecord) -> str:
+    """The run key of the model's training run at its current attempt."""
     return f"{model.id}:{model.attempt}"
 
 
