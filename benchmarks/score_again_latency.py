@@ -17,7 +17,13 @@ with torch and transformers, or the resident worker's reply), ``score`` (the wor
 the checkpoint's load, the forwards), ``store`` (to the scores visible). Prints each request,
 then the median and 90th percentile of each part, and last ``median_s: N``.
 
+With ``--background N``, N more traces (the same ones under fresh ids) are imported after the
+idle measurement, so the requests meet the release's background chunks queued and running: a
+request waits for at most the chunk that holds the worker when it comes (a chunk's work budget,
+``STASH_CHUNK_SECONDS``, bounds it), and each line says whether one held it.
+
     .venv/bin/python benchmarks/score_again_latency.py [--requests 20] [--traces 10]
+        [--background 0]
 """
 
 from __future__ import annotations
@@ -192,6 +198,16 @@ def parts(instance, request_id: str, asked: float, visible: float) -> dict[str, 
     return split
 
 
+def chunk_working(instance) -> bool:
+    """Whether a background chunk's run is under way now (its one step holds the worker)."""
+    import dagster as dg
+
+    from stash_pipeline.defs.scoring.sensors import BACKGROUND_TAG
+
+    return any(BACKGROUND_TAG in run.tags for run in instance.get_runs(
+        filters=dg.RunsFilter(job_name="trace_scoring", statuses=[dg.DagsterRunStatus.STARTED])))
+
+
 def timed_requests(client, key: str, store, instance, records: list, release: str,
                    requests: int, timeout: float) -> tuple[list[float], list[dict[str, float]]]:
     """Score again of one trace at a time through the API, each until its score is visible."""
@@ -200,6 +216,7 @@ def timed_requests(client, key: str, store, instance, records: list, release: st
     for i in range(requests):
         trace_id = records[i % len(records)].trace.id
         forget_score(store, trace_id, release)
+        behind = chunk_working(instance)
         asked = time.time()
         answer = client.post("/api/v1/traces/score", json={"trace_ids": [trace_id]},
                              headers=headers)
@@ -213,7 +230,9 @@ def timed_requests(client, key: str, store, instance, records: list, release: st
         time.sleep(1.0)  # the run's last events
         splits.append(parts(instance, answer.json()["request_id"], asked, visible))
         shown = " ".join(f"{k} {v:.1f}" for k, v in splits[-1].items())
-        print(f"request {i + 1}: {totals[-1]:.1f} s ({shown})", flush=True)
+        print(f"request {i + 1}: {totals[-1]:.1f} s ({shown})"
+              + (", a background chunk held the worker when asked" if behind else ""),
+              flush=True)
     return totals, splits
 
 
@@ -227,6 +246,9 @@ def main() -> None:
                         help="keep the temporary STASH_HOME (dev.log, the instance) to look at")
     parser.add_argument("--idle-s", type=float, default=30.0,
                         help="seconds over which the idle CPU is measured first")
+    parser.add_argument("--background", type=int, default=0,
+                        help="traces imported (fresh ids) after the idle measurement: the "
+                             "requests meet background chunks queued and running")
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="score-again-latency-"))
     configure(home)
@@ -253,15 +275,22 @@ def main() -> None:
         wait_idle(instance, store, release, args.timeout)
         print(f"idle: {idle_cpu(dev, args.idle_s):.1f} CPU-s a minute for stash-pipeline dev "
               "and its processes", flush=True)
+        if args.background:
+            store.import_traces([replace(r, trace=replace(r.trace, id=f"{r.trace.id}-bg{i}"))
+                                 for i in range(args.background)
+                                 for r in [records[i % len(records)]]])
         with TestClient(create_app(store, object_store_from_env())) as client:
             totals, splits = timed_requests(client, key, store, instance, records, release,
                                             args.requests, args.timeout)
+        left = len(store.scoring_work(personal=False, evaluator=release, limit=10 ** 6))
     finally:
         os.killpg(dev.pid, 2)
         dev.wait(timeout=60)
         if not args.keep:
             shutil.rmtree(home, ignore_errors=True)
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
+    if args.background:
+        print(f"background: {args.background} traces imported, {left} still queued at the end")
     for name in PARTS:
         values = sorted(s[name] for s in splits if name in s)
         if values:

@@ -10,7 +10,7 @@ from stash_pipeline.cli import pipeline
 from stash_pipeline.cli.output import print_json, print_table, rounded
 from stash_pipeline.cli.store import open_store
 from stash_pipeline.cli.trust import GROUP_BY_HELP
-from stash_pipeline.cli.waiting import WAIT_HELP, say
+from stash_pipeline.cli.waiting import WAIT_HELP, say, scoring_worker
 from stash_pipeline.core.traces import DEFAULT_OWNER
 
 RELEASE_COLUMNS = ["version", "created_at", "benchmark_pairs", "accuracy", "incumbent",
@@ -163,7 +163,8 @@ def run_score_pending(args: argparse.Namespace) -> int:
         # A running daemon scores it in the queue, by priority (a person's request first).
         failed = dagster_runs.background_scored(store, on_run=say)
         if failed is None:
-            failed = dagster_runs.run_sensor_until_done("pending_scoring", on_run=say)
+            with scoring_worker():
+                failed = dagster_runs.run_sensor_until_done("pending_scoring", on_run=say)
     counts = queue_counts(store)
     counts["failed_runs"] = failed
     if args.json:

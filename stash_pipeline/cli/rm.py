@@ -10,7 +10,7 @@ from stash_pipeline import dagster_runs
 from stash_pipeline.cli.output import print_json, print_table
 from stash_pipeline.cli.store import open_store
 from stash_pipeline.cli.trust import GROUP_BY_HELP, held_out_line
-from stash_pipeline.cli.waiting import WAIT_HELP, fail_abandoned_runs, run_now, say
+from stash_pipeline.cli.waiting import WAIT_HELP, fail_abandoned_runs, run_now, say, scoring_worker
 from stash_pipeline.core.failures import reason_line
 from stash_pipeline.core.traces import DEFAULT_OWNER
 from stash_pipeline.core.training_settings import (
@@ -189,24 +189,31 @@ def _request_run(args: argparse.Namespace, operation: str, sensor: str, said: An
 
 
 def score_queued_chunks(store: Any, model_id: str) -> bool:
-    """`rm score --wait` after the request's run (its first chunk): the scoring queue's bounded
-    chunks, run here a tick at a time as the daemon would hand them out (other queued work
-    first where it is older), until none of the owner's traces is queued for the model; a
-    daemon's chunks in flight are waited for. False when a chunk failed or nothing works the
-    queue."""
-    left = store.score_again_queued(model_id)
-    while left:
-        say(f"{left} of your traces still queued for {model_id}: scoring them in bounded chunks")
-        runs = dagster_runs.run_sensor("pending_scoring", on_run=say)
-        if any(not run.is_success for run in runs):
-            return False
-        if not runs and not dagster_runs.scoring_chunks_in_flight():
-            say(f"{left} of your traces stay queued for {model_id}: no scoring chunk can take "
-                "them now")
-            return False
-        if not runs:  # a daemon's chunks hold the queue's room: wait for them
-            time.sleep(CHUNK_POLL_S)
+    """`rm score --wait` after the request's run (its first chunk): until none of the owner's
+    traces is queued for the model, the daemon's bounded chunks waited for where a daemon works
+    the queue (in the run queue by priority, with everything else), else run here a tick at a
+    time as the daemon would hand them out (other queued work first where it is older), on one
+    resident worker. False when a chunk failed or nothing works the queue."""
+    failed = dagster_runs.model_chunks_scored(store, model_id, on_run=say)
+    if failed is not None and not store.score_again_queued(model_id):
+        return not failed
+    if failed:
+        return False
+    with scoring_worker():
         left = store.score_again_queued(model_id)
+        while left:
+            say(f"{left} of your traces still queued for {model_id}: scoring them in bounded "
+                "chunks")
+            runs = dagster_runs.run_sensor("pending_scoring", on_run=say)
+            if any(not run.is_success for run in runs):
+                return False
+            if not runs and not dagster_runs.scoring_chunks_in_flight():
+                say(f"{left} of your traces stay queued for {model_id}: no scoring chunk can "
+                    "take them now")
+                return False
+            if not runs:  # another command's chunks hold the queue's room: wait for them
+                time.sleep(CHUNK_POLL_S)
+            left = store.score_again_queued(model_id)
     return True
 
 

@@ -4,6 +4,8 @@ with everything else) or, without one, executed in this process; its wait and pr
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from stash_pipeline import dagster_runs
@@ -24,6 +26,17 @@ def run_now(sensor: str, model: RewardModelRecord | None = None, *,
     keys = list(run_keys or ()) + ([] if model is None else [pipeline.model_run_key(model)])
     runs = dagster_runs.requested_runs(sensor, keys, on_run=say)
     return all(run.is_success for run in runs)
+
+
+@contextmanager
+def scoring_worker() -> Iterator[None]:
+    """While a command scores chunks in this process (no daemon works the queue): one resident
+    worker takes their jobs, torch loaded once rather than once a chunk
+    (``compute.resident.resident_worker_while``)."""
+    from stash_pipeline.compute.resident import resident_worker_while
+
+    with resident_worker_while():
+        yield
 
 
 def say(line: str) -> None:

@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -125,12 +126,13 @@ def stop_resident_worker(process: subprocess.Popen, grace_s: float = 10.0) -> No
 
 
 @contextmanager
-def resident_worker_while(python: str) -> Iterator[str | None]:
+def resident_worker_while(python: str | None = None) -> Iterator[str | None]:
     """A resident worker for the scoring jobs this process runs while the block runs (a
     ``--wait`` command working several chunks in its own process: torch loaded once, not once a
     chunk), stopped after it; the one named in ``RM_RESIDENT_WORKER`` when it answers (`dev`'s).
     None, and nothing started, where the worker does not run here (``RM_COMPUTE`` other than
-    local). Its socket listens before torch loads, so the first job waits in its backlog."""
+    local). Its socket listens before torch loads, so the first job waits in its backlog.
+    ``python``: the worker's interpreter (``RM_WORKER_PYTHON``, else this one)."""
     if os.environ.get("RM_COMPUTE", "local") != "local":
         yield None
         return
@@ -139,7 +141,8 @@ def resident_worker_while(python: str) -> Iterator[str | None]:
         client.close()
         yield named
         return
-    process, path = start_resident_worker(python)
+    process, path = start_resident_worker(
+        python or os.environ.get("RM_WORKER_PYTHON") or sys.executable)
     try:
         yield path if _listening(process, path) else None
     finally:

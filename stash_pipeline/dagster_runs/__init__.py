@@ -115,11 +115,32 @@ def background_scored(store: Any, *, on_run: Callable[[str], None] | None = None
     instance, or it stopped answering."""
     from stash_pipeline.dagster_runs import daemon_waits, instance
 
-    found = instance.get_instance()
-    if not daemon_waits.daemon_answers(found) or daemon_waits.sensor_stopped(found,
-                                                                              "pending_scoring"):
+    if not daemon_works("pending_scoring"):
         return None
-    return daemon_waits.background_scored(found, store, on_run=on_run)
+    return daemon_waits.background_scored(instance.get_instance(), store, on_run=on_run)
+
+
+def daemon_works(sensor: str) -> bool:
+    """Whether a running daemon ticks ``sensor`` on this instance (``daemon_waits``)."""
+    from stash_pipeline.dagster_runs import daemon_waits, instance
+
+    found = instance.get_instance()
+    return daemon_waits.daemon_answers(found) and not daemon_waits.sensor_stopped(found, sensor)
+
+
+def model_chunks_scored(store: Any, model_id: str, *,
+                        on_run: Callable[[str], None] | None = None) -> int | None:
+    """Wait while a running daemon's background chunks score what is still queued for a model's
+    Score again (``daemon_waits.queue_worked``): the failed chunks; None where no daemon works
+    the instance, or it stopped answering."""
+    from stash_pipeline.dagster_runs import daemon_waits, instance
+
+    if not daemon_works("pending_scoring"):
+        return None
+    return daemon_waits.queue_worked(
+        instance.get_instance(), store, lambda: store.score_again_queued(model_id),
+        "the pipeline's background chunks: {left} of {total} of your traces still queued for "
+        + model_id, evaluator=model_id, on_run=on_run)
 
 
 def run_sensor_until_done(sensor: str, *, on_run: Callable[[str], None] | None = None) -> int:

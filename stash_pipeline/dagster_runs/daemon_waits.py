@@ -137,36 +137,49 @@ def background_scored(instance: dg.DagsterInstance, store: Store, *,
                       ) -> int | None:
     """``evaluator score-pending --wait`` beside a daemon: the daemon's ``pending_scoring`` works
     the scoring queue in background chunks, in the run queue with everything else; this waits
-    until the work queued when it was called is scored (or no longer handed out), telling how
-    much is left whenever that changes, or until a chunk fails. The number of failed chunks;
-    None if the daemon stopped answering first (the caller scores the rest itself)."""
-    from stash_pipeline.defs.scoring.sensors import IN_FLIGHT, in_flight
-
+    until the work queued when it was called is scored (``queue_worked``)."""
     mark = store.scoring_queue_mark()
     if mark is None:
         return 0
+    return queue_worked(instance, store, lambda: store.count_queued_until(mark),
+                        "the pipeline's background scoring: {left} of {total} queued trace "
+                        "versions left", on_run=on_run, poll_s=poll_s, answers=answers)
+
+
+def queue_worked(instance: dg.DagsterInstance, store: Store, left: Callable[[], int],
+                 text: str, *, evaluator: str | None = None,
+                 on_run: Callable[[str], None] | None = None, poll_s: float = SCORING_POLL_S,
+                 answers: Callable[[dg.DagsterInstance], bool] = daemon_answers) -> int | None:
+    """Wait while the daemon's background chunks work the scoring queue until ``left()`` (what
+    the caller waits for: the work queued at its start, a model's Score again) is 0 or no chunk
+    hands any of it out, telling "waiting for " + ``text`` (with ``{left}`` and ``{total}``)
+    whenever it changes, or until a chunk (of ``evaluator``'s, when given) made since fails.
+    The number of failed chunks; None if the daemon stopped answering first (the caller works
+    the rest itself)."""
+    from stash_pipeline.defs.scoring.sensors import BACKGROUND_TAG, IN_FLIGHT, in_flight
+
     newest = instance.get_run_records(limit=1)
     since = newest[0].storage_id if newest else 0
     chunks_then = {record.dagster_run.run_id for record in _chunks(instance, IN_FLIGHT)}
-    total = left = store.count_queued_until(mark)
+    total = remaining = left()
     said = None
-    while left:
+    while remaining:
         failed = [record for record in _chunks(instance, [dg.DagsterRunStatus.FAILURE], 100)
-                  if record.dagster_run.run_id in chunks_then or record.storage_id > since]
+                  if (record.dagster_run.run_id in chunks_then or record.storage_id > since)
+                  and evaluator in (None, record.dagster_run.tags.get(BACKGROUND_TAG))]
         if failed:
             _say(on_run, f"background chunk {failed[0].dagster_run.run_id} failed")
             return len(failed)
         if not answers(instance):
             _say(on_run, "the daemon stopped answering: scoring the rest in this process")
             return None
-        if left != said:
-            _say(on_run, f"waiting for the pipeline's background scoring: {left} of {total} "
-                         "queued trace versions left")
-            said = left
-        if not in_flight(instance)[0] and not _handed_out_next(store):
+        if remaining != said:
+            _say(on_run, "waiting for " + text.format(left=remaining, total=total))
+            said = remaining
+        if not in_flight(instance).chunks and not _handed_out_next(store):
             break  # what is left, no evaluator scores (a model no longer kept current)
         time.sleep(poll_s)
-        left = store.count_queued_until(mark)
+        remaining = left()
     return 0
 
 

@@ -189,3 +189,38 @@ def test_score_pending_scores_here_once_the_daemon_is_gone(store, instance, rele
                              answers=lambda _: next(replies, False)) is None
     assert said[-1] == "the daemon stopped answering: scoring the rest in this process"
     assert not instance.get_runs()
+
+
+@pytest.mark.parametrize("failing", ["r1", "m1"])
+def test_a_models_score_again_waits_for_its_own_chunks(store, instance, release, failing):
+    """`rm score --wait` beside a daemon (``queue_worked`` for one evaluator): told what is left
+    of the model's queue until none is; a failed chunk of another evaluator is not its failure,
+    one of the model's own ends it."""
+    from stash_pipeline.dagster_runs.daemon_waits import queue_worked
+    from stash_pipeline.defs.scoring.sensors import BACKGROUND_TAG
+    from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records
+
+    store.import_traces(agentprocessbench_records(3))  # work the release's chunks hand out
+    config = {"evaluator": failing, "actions": True, "trace_ids": [], "versions": []}
+    run = instance.add_run(dg.DagsterRun(job_name="trace_scoring", run_id="chunk",
+                                         status=dg.DagsterRunStatus.STARTED,
+                                         tags={BACKGROUND_TAG: failing},
+                                         run_config={"ops": {"trace_scores": {"config": config}}}))
+    calls: list[int] = []
+
+    def left() -> int:
+        calls.append(1)
+        if len(calls) == 2:  # the chunk fails while the command waits
+            instance.report_run_failed(run)
+        return {1: 3, 2: 3, 3: 2}.get(len(calls), 0)
+
+    said: list[str] = []
+    with beating(instance):
+        failed = queue_worked(instance, store, left, "{left} of {total} queued for m1",
+                              evaluator="m1", on_run=said.append, poll_s=0.05)
+    if failing == "m1":
+        assert failed == 1
+        assert said == ["waiting for 3 of 3 queued for m1", "background chunk chunk failed"]
+    else:
+        assert failed == 0
+        assert said == ["waiting for 3 of 3 queued for m1", "waiting for 2 of 3 queued for m1"]
