@@ -34,7 +34,9 @@ def start(job_dir: Path, stop_at: str, reached: Path, output: Path) -> multiproc
 
 
 def _run(job_dir: str, stop_at: str, reached: str, output: str) -> None:
-    from stash_pipeline.worker import inputs, runner
+    from datasets import Dataset  # the class the worker's inputs save pairs with
+
+    from stash_pipeline.worker import runner
 
     descriptor = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(descriptor, 1)
@@ -54,7 +56,7 @@ def _run(job_dir: str, stop_at: str, reached: str, output: str) -> None:
                 pause()
             yield
 
-    save_to_disk = inputs.Dataset.save_to_disk
+    save_to_disk = Dataset.save_to_disk
 
     def pausing_save(self, path, *args, **kwargs):
         save_to_disk(self, path, *args, **kwargs)
@@ -62,5 +64,5 @@ def _run(job_dir: str, stop_at: str, reached: str, output: str) -> None:
             pause()
 
     runner.Phases.__call__ = pausing_phase
-    inputs.Dataset.save_to_disk = pausing_save
+    Dataset.save_to_disk = pausing_save
     sys.exit(runner.main(job_dir))
