@@ -158,10 +158,22 @@ def test_model_page_plots_and_download(api: Api, world: World) -> None:
     assert '<svg class="plot"' in page and "<polyline" in page and 'class="plot-bar"' in page
     assert "Held-out evaluation is unavailable" in page
     assert 'id="phases"' in page and "loss_curve" not in page
+    assert 'id="score-again-queued"' not in page  # no Score again under way
     download = client.get(f"/ui/reward-models/{world.model_id}/weights")
     assert download.status_code == 303
     archive = httpx.get(download.headers["location"], timeout=bound(REQUEST_S))
     assert archive.status_code == 200 and archive.content[:2] == b"\x1f\x8b"
+
+
+def test_model_page_says_what_a_score_again_still_has_queued(api: Api, world: World) -> None:
+    """Issue 54: a Score again of the owner's every trace works in bounded chunks; the model's
+    page says how many of the owner's traces are still queued for it."""
+    api.store.request_score_again(world.model_id)
+    queued = api.store.queue_score_again(world.model_id)
+    assert queued > 0
+    page = login(api, world.alice_key).get(f"/ui/reward-models/{world.model_id}").text
+    assert (f'id="score-again-queued">Score again: {queued} of your traces still queued for '
+            "this model") in page
 
 
 def test_releases_page_shows_the_gate_per_slice(api: Api, world: World) -> None:

@@ -97,6 +97,9 @@ def model_page(model_id: str, request: Request, store: StoreDep, account: Viewer
         separation=separation_note(separation([s.raw for s in scores]), "scores", verdict),
         verdict=verdict_line(verdict) if verdict else None,
         top=scores[:5], bottom=scores[-5:][::-1] if len(scores) > 5 else [],
+        # A Score again of the owner's every trace works in bounded chunks: what is left of it.
+        queued=(store.score_again_queued(model.id)
+                if model.status == "succeeded" and model.score_generation else 0),
         live=progress.live_view(model) if model.status in progress.LIVE_STATUSES else None,
         poll_seconds=progress.POLL_SECONDS)
 
