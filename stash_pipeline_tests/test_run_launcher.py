@@ -131,19 +131,22 @@ def test_runs_are_forked_from_one_forker_that_stays(instance):
     assert process.wait(timeout=bound(PROCESS_EXIT_S)) == 0  # stdin closed: it exits
 
 
-def test_the_forker_holds_no_thread_a_fork_would_lose(tmp_path):
-    """Only the forking thread survives a fork: the forker must have no other after warming."""
-    script = ("import sys, threading\n"
+def test_the_forker_holds_no_thread_or_connection_a_fork_would_share(tmp_path):
+    """Only the forking thread survives a fork, and a socket open in the forker would be every
+    child's: after warming, the forker has no other thread and no file it did not have before."""
+    script = ("import os, threading\n"
               "from stash_pipeline import run_forker\n"
               "import dagster as dg\n"
               "from dagster._serdes import serialize_value\n"
               f"with dg.instance_for_test(temp_dir={str(tmp_path)!r}) as instance:\n"
               "    ref = serialize_value(instance.get_ref())\n"
+              "before = set(os.listdir('/proc/self/fd'))\n"
               "run_forker.warm(ref)\n"
-              "print(threading.active_count())\n")
+              "print(threading.active_count())\n"
+              "print(sorted(set(os.listdir('/proc/self/fd')) - before))\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         check=True).stdout
-    assert out.split()[-1] == "1"
+                         check=True).stdout.split("\n")
+    assert out[-3:-1] == ["1", "[]"], out
 
 
 def test_a_forker_of_older_code_or_another_python_is_let_go(instance, monkeypatch):
