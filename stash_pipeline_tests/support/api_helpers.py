@@ -60,9 +60,18 @@ class Api:
 @contextmanager
 def module_store(request, folder: Path) -> Iterator[Store]:
     """A module's store for ``request.param``: SQLite in a file of its own under ``folder``
-    (disposed afterwards), or the session's PostgreSQL database."""
+    (disposed afterwards), or the session's PostgreSQL database with its tables emptied first, as
+    a new SQLite file is: a server the module starts on it may read it at once (the scoring
+    server looks up the current release), before any test empties it, and must not find what an
+    earlier module's tests left."""
     if request.param != "sqlite":
-        yield request.getfixturevalue("postgres_store")
+        from stash_pipeline.store import schema
+
+        store = request.getfixturevalue("postgres_store")
+        with store.transaction() as connection:
+            for table in reversed(schema.metadata.sorted_tables):
+                connection.execute(table.delete())
+        yield store
         return
     store = Store(f"sqlite:///{folder / 'stash.db'}")
     store.migrate()
