@@ -88,7 +88,7 @@ def run_create(args: argparse.Namespace) -> int:
 
     store = open_store()
     trace_ids = store.trace_ids(owner=args.owner) if args.all_traces else args.trace_ids
-    if args.wait and not dagster_runs.daemon_answers():  # the run is made here
+    if args.wait and not dagster_runs.daemon_works("queued_reward_models"):  # made here
         _refuse_without_extraction_key(store, args.owner, trace_ids, args.max_pairs)
     model = reward_models.create(store, args.owner, {
         "name": args.name, "trace_ids": trace_ids, "base_model": args.base_model,
@@ -194,13 +194,12 @@ def score_queued_chunks(store: Any, model_id: str) -> bool:
     the queue (in the run queue by priority, with everything else), else run here a tick at a
     time as the daemon would hand them out (other queued work first where it is older), on one
     resident worker. False when a chunk failed or nothing works the queue."""
-    failed = dagster_runs.model_chunks_scored(store, model_id, on_run=say)
-    if failed is not None and not store.score_again_queued(model_id):
-        return not failed
-    if failed:
-        return False
+    if dagster_runs.model_chunks_scored(store, model_id, on_run=say):
+        return False  # a chunk of the model's failed
+    left = store.score_again_queued(model_id)
+    if not left:  # none, or the daemon scored them all: no worker to start
+        return True
     with scoring_worker():
-        left = store.score_again_queued(model_id)
         while left:
             say(f"{left} of your traces still queued for {model_id}: scoring them in bounded "
                 "chunks")

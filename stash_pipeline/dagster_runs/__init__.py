@@ -79,13 +79,6 @@ def run_sensor(sensor: str, *, partition_keys: Sequence[str] | None = None,
         run_keys=run_keys, once_per_run_key=once_per_run_key, on_run=on_run)
 
 
-def daemon_answers() -> bool:
-    """Whether a daemon works this process's instance (``daemon_waits.daemon_answers``)."""
-    from stash_pipeline.dagster_runs import daemon_waits, instance
-
-    return daemon_waits.daemon_answers(instance.get_instance())
-
-
 def forget_daemon() -> None:
     """The daemon of this instance has ended (``stash-pipeline dev`` stopped): its heartbeats
     go, so a `--wait` command runs in process at once instead of waiting for them to age. A
