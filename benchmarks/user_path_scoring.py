@@ -100,32 +100,40 @@ def reap_orphans(keep: set[int]) -> None:
         os.waitpid(info.si_pid, 0)
 
 
-def _stat(pid: str) -> tuple[int, float] | None:
-    """A process's parent and its CPU seconds, its own and its reaped children's."""
+def _stat(pid: str) -> tuple[int, float, float] | None:
+    """A process's parent, its own CPU seconds, and those with its reaped children's."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     fields = text[text.rindex(")") + 2:].split()
-    return int(fields[1]), sum(int(v) for v in fields[11:15]) / CLOCK_TICKS
+    own = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return int(fields[1]), own, own + (int(fields[13]) + int(fields[14])) / CLOCK_TICKS
+
+
+def descendants(exclude: set[int]) -> dict[int, tuple[float, float]]:
+    """{pid: (own CPU seconds, with its reaped children's)} of every live descendant of this
+    process, less the ``exclude`` processes' trees (the busy process)."""
+    stats = {int(pid): s for pid in os.listdir("/proc") if pid.isdigit()
+             if (s := _stat(pid)) is not None}
+    me, found = os.getpid(), {}
+    for pid, (_, own, with_children) in stats.items():
+        chain, seen = pid, 0
+        while chain not in (me, 0, 1) and chain not in exclude and seen < 64:
+            chain, seen = stats.get(chain, (0, 0.0, 0.0))[0], seen + 1
+        if chain == me and pid != me and pid not in exclude:
+            found[pid] = (own, with_children)
+    return found
 
 
 def tree_cpu_seconds(exclude: set[int]) -> float:
     """CPU seconds of every descendant of this process (live ones from /proc, reaped ones from
     getrusage), less the ``exclude`` processes' trees (the busy process)."""
-    stats = {int(pid): s for pid in os.listdir("/proc") if pid.isdigit()
-             if (s := _stat(pid)) is not None}
-    me, total = os.getpid(), 0.0
-    for pid, (parent, seconds) in stats.items():
-        chain, seen = pid, 0
-        while chain not in (me, 0, 1) and chain not in exclude and seen < 64:
-            chain, seen = stats.get(chain, (0, 0.0))[0], seen + 1
-        if chain == me and pid != me and pid not in exclude:
-            total += seconds
     import resource
 
     reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return total + reaped.ru_utime + reaped.ru_stime
+    return (sum(total for _, total in descendants(exclude).values())
+            + reaped.ru_utime + reaped.ru_stime)
 
 
 # Where a process's CPU seconds go in the breakdown, by the first pattern its command line holds.
@@ -161,23 +169,7 @@ class RoleSampler(threading.Thread):
         self._look(initial=True)
 
     def _look(self, initial: bool = False) -> None:
-        me = os.getpid()
-        parents = {}
-        for name in os.listdir("/proc"):
-            if name.isdigit():
-                try:
-                    text = Path(f"/proc/{name}/stat").read_text()
-                except OSError:
-                    continue
-                fields = text[text.rindex(")") + 2:].split()
-                parents[int(name)] = (int(fields[1]), (int(fields[11]) + int(fields[12]))
-                                      / CLOCK_TICKS)
-        for pid, (_, own) in parents.items():
-            chain, seen = pid, 0
-            while chain not in (me, 0, 1) and chain not in self.exclude and seen < 64:
-                chain, seen = parents.get(chain, (0, 0.0))[0], seen + 1
-            if chain != me or pid == me or pid in self.exclude:
-                continue
+        for pid, (own, _) in descendants(self.exclude).items():
             if initial:
                 self.first[pid] = own
             self.first.setdefault(pid, 0.0)
