@@ -154,7 +154,6 @@ def test_without_a_daemon_the_command_runs_it_here(store, instance):
 def test_score_pending_leaves_to_the_daemon_and_stops_at_a_failed_chunk(store, instance,
                                                                         release):
     """The queue's work pending now, counted down; a background chunk that fails ends it."""
-    from stash_pipeline.defs.scoring.sensors import BACKGROUND_TAG
     from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records
 
     store.import_traces(agentprocessbench_records(3))
@@ -162,10 +161,7 @@ def test_score_pending_leaves_to_the_daemon_and_stops_at_a_failed_chunk(store, i
 
     def daemon() -> None:
         wait_until(lambda: bool(said), timeout_s=60, what="the command to wait")
-        run = instance.add_run(dg.DagsterRun(job_name="trace_scoring", run_id="chunk",
-                                             status=dg.DagsterRunStatus.STARTED,
-                                             tags={BACKGROUND_TAG: "r1"}))
-        instance.report_run_failed(run)
+        instance.report_run_failed(chunk_run(instance, "r1"))
 
     thread = threading.Thread(target=daemon)
     thread.start()
@@ -191,21 +187,28 @@ def test_score_pending_scores_here_once_the_daemon_is_gone(store, instance, rele
     assert not instance.get_runs()
 
 
+def chunk_run(instance: dg.DagsterInstance, evaluator: str) -> dg.DagsterRun:
+    """A background chunk's run as the daemon's sensor makes it (tag and run config: a wait
+    that counts chunks in flight meanwhile reads both)."""
+    from stash_pipeline.defs.scoring.sensors import BACKGROUND_TAG
+
+    config = {"evaluator": evaluator, "actions": True, "trace_ids": [], "versions": []}
+    return instance.add_run(dg.DagsterRun(
+        job_name="trace_scoring", run_id="chunk", status=dg.DagsterRunStatus.STARTED,
+        tags={BACKGROUND_TAG: evaluator},
+        run_config={"ops": {"trace_scores": {"config": config}}}))
+
+
 @pytest.mark.parametrize("failing", ["r1", "m1"])
 def test_a_models_score_again_waits_for_its_own_chunks(store, instance, release, failing):
     """`rm score --wait` beside a daemon (``queue_worked`` for one evaluator): told what is left
     of the model's queue until none is; a failed chunk of another evaluator is not its failure,
     one of the model's own ends it."""
     from stash_pipeline.dagster_runs.daemon_waits import queue_worked
-    from stash_pipeline.defs.scoring.sensors import BACKGROUND_TAG
     from stash_pipeline_tests.support.pipeline_helpers import agentprocessbench_records
 
     store.import_traces(agentprocessbench_records(3))  # work the release's chunks hand out
-    config = {"evaluator": failing, "actions": True, "trace_ids": [], "versions": []}
-    run = instance.add_run(dg.DagsterRun(job_name="trace_scoring", run_id="chunk",
-                                         status=dg.DagsterRunStatus.STARTED,
-                                         tags={BACKGROUND_TAG: failing},
-                                         run_config={"ops": {"trace_scores": {"config": config}}}))
+    run = chunk_run(instance, failing)
     calls: list[int] = []
 
     def left() -> int:
